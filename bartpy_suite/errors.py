@@ -1,0 +1,32 @@
+"""One exception hierarchy for bartpy_suite.
+
+Imports nothing from the package. Every error a user can trigger with bad input is a
+``BartpySuiteError``; the subclasses also derive from the matching builtin so that
+``except ValueError`` keeps working for callers who do not know this package.
+"""
+
+from __future__ import annotations
+
+
+class BartpySuiteError(Exception):
+    """Base class of every error raised on purpose by bartpy_suite."""
+
+
+class FormulaError(BartpySuiteError, ValueError):
+    """The formula cannot be applied to the data (missing column, bad term, ...)."""
+
+
+class DataError(BartpySuiteError, ValueError):
+    """The data are unusable as given (empty, inf, NaN under ``na_action='raise'``, ...)."""
+
+
+class ArgumentError(BartpySuiteError, ValueError):
+    """A keyword argument has an invalid value; the message names it and the valid range."""
+
+
+class NotFittedError(BartpySuiteError, RuntimeError):
+    """A model was used before ``fit`` was called."""
+
+
+class BartpySuiteWarning(UserWarning):
+    """Base class of warnings issued by bartpy_suite (dropped rows, constant columns, ...)."""
