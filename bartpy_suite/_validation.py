@@ -1,0 +1,318 @@
+"""Argument checks whose error messages name the argument, the value and the valid range.
+
+Import rule: this module imports the standard library and :mod:`bartpy_suite.errors` only
+(no numpy, pandas or other package modules), so every layer may use it.
+
+Every checker returns the validated value in a canonical Python type (``float``, ``int``,
+``str`` or ``dict``) and raises :class:`~bartpy_suite.errors.ArgumentError` otherwise. The
+messages have the form ``"<name> must be <requirement>, got <value>"`` plus a hint where
+one helps (close option names, the valid move names, ...).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import numbers
+from collections.abc import Iterable, Mapping
+
+from bartpy_suite.errors import ArgumentError
+
+__all__ = [
+    "check_positive",
+    "check_nonnegative",
+    "check_open_unit",
+    "check_int_at_least",
+    "check_choice",
+    "check_moves",
+    "suggest",
+]
+
+
+def _show(value: object) -> str:
+    """Short ``repr`` of a value with its type when that is not obvious."""
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return text
+    return f"{text} (type {type(value).__name__})"
+
+
+def _as_real(name: str, value: object, requirement: str) -> float:
+    """Convert ``value`` to a finite float or raise naming ``name`` and ``requirement``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        # numpy scalars register as numbers.Real; strings, None, arrays do not.
+        raise ArgumentError(f"{name} must be {requirement}, got {_show(value)}")
+    out = float(value)
+    if not math.isfinite(out):
+        raise ArgumentError(f"{name} must be {requirement}, got {_show(value)}")
+    return out
+
+
+def suggest(word: str, options: Iterable[str], n: int = 3) -> list[str]:
+    """Return the options closest to ``word`` (case-insensitive), best first.
+
+    Parameters
+    ----------
+    word : str
+        The misspelt name.
+    options : iterable of str
+        The valid names.
+    n : int, default 3
+        Maximum number of suggestions.
+
+    Returns
+    -------
+    list of str
+        Up to ``n`` options, exact case-insensitive matches first, then difflib's
+        close matches (cutoff 0.6).
+    """
+    options = [str(o) for o in options]
+    lower: dict[str, list[str]] = {}
+    for option in options:
+        lower.setdefault(option.lower(), []).append(option)
+    found: list[str] = list(lower.get(str(word).lower(), []))
+    for match in difflib.get_close_matches(str(word).lower(), list(lower), n=n, cutoff=0.6):
+        for option in lower[match]:
+            if option not in found:
+                found.append(option)
+    return found[:n]
+
+
+def check_positive(name: str, value: object) -> float:
+    """Check that ``value`` is a finite real number > 0.
+
+    Parameters
+    ----------
+    name : str
+        Argument name used in the error message.
+    value : object
+        The value to check (bools are rejected).
+
+    Returns
+    -------
+    float
+        ``float(value)``.
+
+    Raises
+    ------
+    ArgumentError
+        If ``value`` is not a finite number or is <= 0.
+    """
+    out = _as_real(name, value, "a positive finite number")
+    if out <= 0:
+        raise ArgumentError(f"{name} must be a positive finite number (> 0), got {_show(value)}")
+    return out
+
+
+def check_nonnegative(name: str, value: object) -> float:
+    """Check that ``value`` is a finite real number >= 0.
+
+    Parameters
+    ----------
+    name : str
+        Argument name used in the error message.
+    value : object
+        The value to check (bools are rejected).
+
+    Returns
+    -------
+    float
+        ``float(value)``.
+
+    Raises
+    ------
+    ArgumentError
+        If ``value`` is not a finite number or is < 0.
+    """
+    out = _as_real(name, value, "a non-negative finite number")
+    if out < 0:
+        raise ArgumentError(
+            f"{name} must be a non-negative finite number (>= 0), got {_show(value)}"
+        )
+    return out
+
+
+def check_open_unit(name: str, value: object) -> float:
+    """Check that ``value`` lies strictly between 0 and 1 (e.g. ``alpha``, a credible level).
+
+    Parameters
+    ----------
+    name : str
+        Argument name used in the error message.
+    value : object
+        The value to check (bools are rejected).
+
+    Returns
+    -------
+    float
+        ``float(value)``.
+
+    Raises
+    ------
+    ArgumentError
+        If ``value`` is not a number in the open interval (0, 1).
+    """
+    out = _as_real(name, value, "a number in the open interval (0, 1)")
+    if not 0.0 < out < 1.0:
+        raise ArgumentError(
+            f"{name} must be a number in the open interval (0, 1), got {_show(value)}"
+        )
+    return out
+
+
+def check_int_at_least(name: str, value: object, low: int) -> int:
+    """Check that ``value`` is an integer >= ``low``.
+
+    Floats with an integral value (``1e3``) are accepted and converted; ``2.5``, bools,
+    strings and ``None`` are rejected.
+
+    Parameters
+    ----------
+    name : str
+        Argument name used in the error message.
+    value : object
+        The value to check.
+    low : int
+        Smallest valid value.
+
+    Returns
+    -------
+    int
+        ``int(value)``.
+
+    Raises
+    ------
+    ArgumentError
+        If ``value`` is not an integer or is smaller than ``low``.
+    """
+    requirement = f"an integer >= {low}"
+    if isinstance(value, bool):
+        raise ArgumentError(f"{name} must be {requirement}, got {_show(value)}")
+    if isinstance(value, numbers.Integral):
+        out = int(value)
+    elif isinstance(value, numbers.Real) and math.isfinite(float(value)) and float(
+        value
+    ).is_integer():
+        out = int(float(value))
+    else:
+        raise ArgumentError(f"{name} must be {requirement}, got {_show(value)}")
+    if out < low:
+        raise ArgumentError(f"{name} must be {requirement}, got {_show(value)}")
+    return out
+
+
+def check_choice(name: str, value: object, options: Iterable[str]) -> str:
+    """Check that ``value`` is one of ``options`` (exact, case-sensitive match).
+
+    Parameters
+    ----------
+    name : str
+        Argument name used in the error message.
+    value : object
+        The value to check.
+    options : iterable of str
+        The valid values, listed in the message in the given order.
+
+    Returns
+    -------
+    str
+        ``value``.
+
+    Raises
+    ------
+    ArgumentError
+        If ``value`` is not among ``options``; the message lists the options and suggests
+        close ones.
+    """
+    options = list(options)
+    if isinstance(value, str) and value in options:
+        return value
+    valid = ", ".join(repr(o) for o in options)
+    message = f"unknown {name} {_show(value)}; valid options: {valid}"
+    if isinstance(value, str):
+        close = suggest(value, options)
+        if close:
+            message += ". Did you mean " + " or ".join(repr(c) for c in close) + "?"
+    raise ArgumentError(message)
+
+
+def check_moves(
+    moves: Mapping[str, object] | None,
+    valid: Mapping[str, float],
+    *,
+    paired: Iterable[tuple[str, str]] = (),
+    name: str = "moves",
+) -> dict[str, float]:
+    """Validate and normalise a dictionary of move probabilities.
+
+    Parameters
+    ----------
+    moves : mapping of str to number, or None
+        Relative weights of the proposal moves given by the user, e.g.
+        ``{"grow": 1, "prune": 1}``. Moves that are not listed get weight 0. ``None``
+        means the defaults ``valid``.
+    valid : mapping of str to float
+        The valid move names with their default weights (also used for ``moves=None``).
+    paired : iterable of (str, str), optional
+        Pairs of moves that must both be on or both be off (e.g. ``("grow", "prune")``,
+        which are each other's reverse move: one without the other breaks detailed
+        balance).
+    name : str, default "moves"
+        Argument name used in error messages.
+
+    Returns
+    -------
+    dict of str to float
+        One entry per valid move, in the order of ``valid``, summing to 1.
+
+    Raises
+    ------
+    ArgumentError
+        If ``moves`` is not a mapping, names an unknown move (the message lists the valid
+        names and suggests close ones), has a negative, non-finite or non-numeric weight,
+        has weights summing to 0, or switches on only one move of a ``paired`` pair.
+    """
+    names = list(valid)
+    if moves is None:
+        weights = {k: _as_real(f"default {name}[{k!r}]", v, "a number") for k, v in valid.items()}
+    else:
+        if not isinstance(moves, Mapping):
+            raise ArgumentError(
+                f"{name} must be a dict mapping move names to weights (valid names: "
+                f"{', '.join(repr(k) for k in names)}), got {_show(moves)}"
+            )
+        unknown = [k for k in moves if k not in valid]
+        if unknown:
+            parts = []
+            for k in unknown:
+                close = suggest(k, names) if isinstance(k, str) else []
+                hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+                parts.append(f"{k!r}{hint}")
+            raise ArgumentError(
+                f"unknown move name(s) in {name}: {', '.join(parts)}; valid names: "
+                f"{', '.join(repr(k) for k in names)}"
+            )
+        weights = {k: 0.0 for k in names}
+        for k, v in moves.items():
+            weights[k] = _as_real(f"{name}[{k!r}]", v, "a non-negative finite number")
+    negative = {k: v for k, v in weights.items() if v < 0}
+    if negative:
+        shown = ", ".join(f"{k!r}: {v!r}" for k, v in negative.items())
+        raise ArgumentError(f"{name} must have non-negative weights, got {shown}")
+    total = math.fsum(weights.values())
+    if total <= 0:
+        raise ArgumentError(
+            f"{name} must give at least one move a positive weight, got all zero "
+            f"({dict(moves) if moves is not None else dict(valid)!r}); valid names: "
+            f"{', '.join(repr(k) for k in names)}"
+        )
+    for a, b in paired:
+        if (weights.get(a, 0.0) > 0) != (weights.get(b, 0.0) > 0):
+            on, off = (a, b) if weights.get(a, 0.0) > 0 else (b, a)
+            raise ArgumentError(
+                f"{name} gives {on!r} a positive weight but {off!r} weight 0; {a!r} and "
+                f"{b!r} reverse each other, so give both a positive weight or neither"
+            )
+    return {k: weights[k] / total for k in names}
