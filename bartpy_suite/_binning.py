@@ -1,0 +1,95 @@
+"""Pre-binning of predictors into small integer codes (numpy only; imports nothing else).
+
+Numeric variable: a sorted grid of cut points; a value's code is the number of cut points
+strictly below it (``searchsorted(cuts, x, 'left')``), so ``x <= cuts[k]`` iff ``code <= k``
+and a rule is the index k of a cut point. The grid holds the midpoints between consecutive
+distinct training values, or, when there are more than ``max_cuts`` distinct values, the
+midpoints between consecutive distinct values of ``max_cuts + 1`` evenly spaced sample quantiles.
+Categorical variable: the code is the level index and a rule is a bit mask of levels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+MAX_LEVELS = 63
+
+
+def make_cuts(column: np.ndarray, max_cuts: int | None) -> np.ndarray:
+    """Cut points of one numeric column.
+
+    Parameters
+    ----------
+    column : ndarray
+        Finite training values.
+    max_cuts : int or None
+        Largest number of cut points; None keeps every midpoint of distinct values.
+
+    Returns
+    -------
+    ndarray
+        Sorted float64 cut points (empty for a constant column).
+    """
+    values = np.unique(np.asarray(column, dtype=np.float64))
+    if max_cuts is not None and values.size - 1 > max_cuts:
+        probs = np.linspace(0.0, 1.0, max_cuts + 2)
+        values = np.unique(np.quantile(values, probs, method="inverted_cdf"))
+    return 0.5 * (values[:-1] + values[1:])
+
+
+def bin_numeric(column: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+    """Codes of a numeric column on a cut grid: number of cut points strictly below each value."""
+    return np.searchsorted(cuts, np.asarray(column, dtype=np.float64), side="left").astype(np.int32)
+
+
+@dataclass(frozen=True)
+class BinnedPredictors:
+    """Binned training predictors and the grids needed to bin new data the same way.
+
+    Attributes
+    ----------
+    codes : ndarray of int32, shape (p, n)
+        Feature-major codes.
+    cuts : tuple of ndarray
+        Cut grid per variable (empty for categorical variables).
+    nbins : ndarray of int64, shape (p,)
+        Number of codes per variable: ``len(cuts) + 1`` or the number of levels.
+    is_categorical : ndarray of bool, shape (p,)
+    """
+
+    codes: np.ndarray
+    cuts: tuple
+    nbins: np.ndarray
+    is_categorical: np.ndarray
+
+    @classmethod
+    def fit(cls, x: np.ndarray, is_categorical, n_levels, max_cuts: int | None) -> "BinnedPredictors":
+        """Build grids from training predictors ``x`` (n, p); categorical columns hold codes."""
+        x = np.asarray(x, dtype=np.float64)
+        n, p = x.shape
+        is_cat = np.asarray(is_categorical, dtype=bool).reshape(p)
+        cuts = []
+        nbins = np.zeros(p, dtype=np.int64)
+        for v in range(p):
+            if is_cat[v]:
+                cuts.append(np.zeros(0))
+                nbins[v] = int(n_levels[v])
+            else:
+                grid = make_cuts(x[:, v], max_cuts)
+                cuts.append(grid)
+                nbins[v] = grid.size + 1
+        binned = cls(np.zeros((p, 0), dtype=np.int32), tuple(cuts), nbins, is_cat)
+        return cls(binned.transform(x), binned.cuts, nbins, is_cat)
+
+    def transform(self, x: np.ndarray) -> np.ndarray:
+        """Codes (p, m) of new predictors (m, p) on the training grids."""
+        x = np.asarray(x, dtype=np.float64)
+        out = np.empty((x.shape[1], x.shape[0]), dtype=np.int32)
+        for v in range(x.shape[1]):
+            if self.is_categorical[v]:
+                out[v] = x[:, v].astype(np.int32)
+            else:
+                out[v] = bin_numeric(x[:, v], self.cuts[v])
+        return out

@@ -1,0 +1,354 @@
+"""Grow / prune / change / swap Metropolis-Hastings moves on one tree (thesis section 3.3.4).
+
+Every move returns its log acceptance ratio ``log r`` computed for the conventions in
+``tree.py``; the caller accepts with probability ``min(1, exp(log r))``. The ratios:
+
+* Move types are chosen with the user's probabilities restricted to the moves possible in the
+  current tree (prune and change need an internal node, swap two), renormalised. Grow and
+  prune change which moves are possible, so their ratios carry ``P(move | T)``.
+* grow at leaf eta with rule rho (q = P(grow|T)/b * p_RULE(rho)), reverse prune
+  (q = P(prune|T')/n_nog(T')):
+  ``r = p_SPLIT(d) (1-p_SPLIT*(l)) (1-p_SPLIT*(r)) / (1-p_SPLIT(d)) * q_rev/q_fwd * L(T')/L(T)``
+  with p_RULE cancelling; ``p_SPLIT*`` is zero for a child without an available rule.
+* change and swap alter the rows reaching every descendant, and with them the descendants'
+  available rules and split probabilities, so the prior ratio is taken over the whole subtree
+  (the thesis' ratio of 1 ignores this). A descendant left with fewer than ``min_leaf_size``
+  rows makes the proposed tree impossible (prior 0): rejected.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .tree import (
+    H_ALPHA,
+    H_BETA,
+    H_MIN_LEAF,
+    LEAF,
+    M_N_INTERNAL,
+    M_N_LEAVES,
+    collapse_node,
+    global_term,
+    has_available_rule,
+    leaf_terms,
+    p_split,
+    refresh_leaf_terms,
+    repartition_subtree,
+    sample_rule,
+    split_leaf,
+    subtree_log_prior,
+    subtree_nodes,
+    sum_leaf_terms,
+)
+
+MOVE_GROW = 0
+MOVE_PRUNE = 1
+MOVE_CHANGE = 2
+MOVE_SWAP = 3
+MOVE_NAMES = ("grow", "prune", "change", "swap")
+
+# Indices into the chain's float64 ``fstate``: running sums of the cached leaf terms.
+F_LM_SUM = 0
+F_B_SUM = 1
+
+
+@njit(cache=True, nogil=True)
+def move_normaliser(move_probs, n_internal):
+    """Sum of the probabilities of the moves possible in a tree with ``n_internal`` splits."""
+    z = move_probs[MOVE_GROW]
+    if n_internal >= 1:
+        z += move_probs[MOVE_PRUNE] + move_probs[MOVE_CHANGE]
+    if n_internal >= 2:
+        z += move_probs[MOVE_SWAP]
+    return z
+
+
+@njit(cache=True, nogil=True)
+def choose_move(rng, move_probs, n_internal):
+    """Draw a move type among the possible ones."""
+    z = move_normaliser(move_probs, n_internal)
+    u = rng.random() * z
+    for k in range(4):
+        possible = k == MOVE_GROW or (k <= MOVE_CHANGE and n_internal >= 1) or n_internal >= 2
+        if not possible or move_probs[k] == 0.0:
+            continue
+        if u < move_probs[k]:
+            return k
+        u -= move_probs[k]
+    return MOVE_GROW
+
+
+@njit(cache=True, nogil=True)
+def _pick_node(rng, tree, kind):
+    """Uniform draw of a node: kind 0 leaf, 1 nog (both children leaves), 2 internal,
+    3 internal non-root. Returns (node, number of candidates)."""
+    cap = tree.var.shape[0]
+    count = 0
+    for pass_ in range(2):
+        target = int(rng.random() * count) if pass_ == 1 else 0
+        seen = 0
+        for node in range(cap):
+            v = tree.var[node]
+            if kind == 0:
+                ok = v == LEAF
+            elif v < 0:
+                ok = False
+            elif kind == 1:
+                ok = tree.var[tree.left[node]] == LEAF and tree.var[tree.right[node]] == LEAF
+            elif kind == 2:
+                ok = True
+            else:
+                ok = node != 0
+            if ok:
+                if pass_ == 0:
+                    count += 1
+                else:
+                    if seen == target:
+                        return node, count
+                    seen += 1
+        if count == 0:
+            return -1, 0
+    return -1, count
+
+
+@njit(cache=True, nogil=True)
+def count_nog(tree):
+    """Number of internal nodes whose children are both leaves."""
+    total = 0
+    for node in range(tree.var.shape[0]):
+        if tree.var[node] >= 0 and tree.var[tree.left[node]] == LEAF and tree.var[tree.right[node]] == LEAF:
+            total += 1
+    return total
+
+
+@njit(cache=True, nogil=True)
+def _leaf_split_log_one_minus(tree, node, xt, is_cat, nbins, hyper, scratch):
+    """log(1 - p_SPLIT*) of a leaf: 0 when it has no available rule."""
+    m = int(hyper[H_MIN_LEAF])
+    if has_available_rule(xt, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m, scratch.hist, scratch.sums):
+        return math.log1p(-p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node]))
+    return 0.0
+
+
+@njit(cache=True, nogil=True)
+def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total, scratch):
+    """Propose a grow; the tree is modified. Returns (log r, node) or (-inf, -1) if impossible.
+
+    The caller keeps the split on acceptance and calls ``undo_grow(tree, node)`` otherwise.
+    """
+    node, n_leaves = _pick_node(rng, tree, 0)
+    m = int(hyper[H_MIN_LEAF])
+    v, cut, _ = sample_rule(
+        rng, xt, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m,
+        scratch.hist, scratch.sums, scratch.counts, scratch.lows, scratch.extras,
+    )
+    if v < 0:
+        return -np.inf, -1
+    n_internal = tree.meta[M_N_INTERNAL]
+    par = tree.parent[node]
+    parent_was_nog = False
+    if par >= 0:
+        sib = tree.right[par] if tree.left[par] == node else tree.left[par]
+        parent_was_nog = tree.var[sib] == LEAF
+    n_nog_before = count_nog(tree)
+    lc, rc = split_leaf(tree, xt, is_cat, node, v, cut)
+    if lc < 0:
+        return -np.inf, -1
+    ps = p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node])
+    log_prior = (
+        math.log(ps)
+        + _leaf_split_log_one_minus(tree, lc, xt, is_cat, nbins, hyper, scratch)
+        + _leaf_split_log_one_minus(tree, rc, xt, is_cat, nbins, hyper, scratch)
+        - math.log1p(-ps)
+    )
+    n_nog_after = n_nog_before + 1 - (1 if parent_was_nog else 0)
+    log_q = (
+        math.log(move_probs[1] / move_normaliser(move_probs, n_internal + 1))
+        - math.log(n_nog_after)
+        - math.log(move_probs[0] / move_normaliser(move_probs, n_internal))
+        + math.log(n_leaves)
+    )
+    lm_l, b_l = leaf_terms(tree, lc, y, ycls, hyper, scratch.class_counts)
+    lm_r, b_r = leaf_terms(tree, rc, y, ycls, hyper, scratch.class_counts)
+    tree.lm[lc] = lm_l
+    tree.b[lc] = b_l
+    tree.lm[rc] = lm_r
+    tree.b[rc] = b_r
+    b_new = fstate[F_B_SUM] - tree.b[node] + b_l + b_r
+    d_loglik = (lm_l + lm_r - tree.lm[node]) + global_term(b_new, n_total, hyper) - global_term(fstate[F_B_SUM], n_total, hyper)
+    return log_prior + log_q + d_loglik, node
+
+
+@njit(cache=True, nogil=True)
+def accept_grow(tree, node, fstate):
+    """Update the running leaf-term sums after an accepted grow at ``node``."""
+    lc = tree.left[node]
+    rc = tree.right[node]
+    fstate[F_LM_SUM] += tree.lm[lc] + tree.lm[rc] - tree.lm[node]
+    fstate[F_B_SUM] += tree.b[lc] + tree.b[rc] - tree.b[node]
+
+
+@njit(cache=True, nogil=True)
+def propose_prune(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total, scratch):
+    """Propose pruning a uniformly chosen nog node. Returns (log r, node); tree unchanged.
+
+    The node's would-be leaf terms are left in ``scratch.saved_lm[0]``, ``scratch.saved_b[0]``.
+    """
+    node, n_nog = _pick_node(rng, tree, 1)
+    if node < 0:
+        return -np.inf, -1
+    n_internal = tree.meta[M_N_INTERNAL]
+    n_leaves = tree.meta[M_N_LEAVES]
+    lc = tree.left[node]
+    rc = tree.right[node]
+    ps = p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node])
+    log_prior = (
+        math.log1p(-ps)
+        - math.log(ps)
+        - _leaf_split_log_one_minus(tree, lc, xt, is_cat, nbins, hyper, scratch)
+        - _leaf_split_log_one_minus(tree, rc, xt, is_cat, nbins, hyper, scratch)
+    )
+    log_q = (
+        math.log(move_probs[0] / move_normaliser(move_probs, n_internal - 1))
+        - math.log(n_leaves - 1)
+        - math.log(move_probs[1] / move_normaliser(move_probs, n_internal))
+        + math.log(n_nog)
+    )
+    # Leaf terms of the merged node: the node's segment is the union of its children's.
+    saved_var = tree.var[node]
+    tree.var[node] = LEAF
+    lm_p, b_p = leaf_terms(tree, node, y, ycls, hyper, scratch.class_counts)
+    tree.var[node] = saved_var
+    scratch.saved_lm[0] = lm_p
+    scratch.saved_b[0] = b_p
+    b_new = fstate[F_B_SUM] - tree.b[lc] - tree.b[rc] + b_p
+    d_loglik = (lm_p - tree.lm[lc] - tree.lm[rc]) + global_term(b_new, n_total, hyper) - global_term(fstate[F_B_SUM], n_total, hyper)
+    return log_prior + log_q + d_loglik, node
+
+
+@njit(cache=True, nogil=True)
+def accept_prune(tree, node, fstate, scratch):
+    """Collapse ``node`` after an accepted prune and update the running sums."""
+    lc = tree.left[node]
+    rc = tree.right[node]
+    fstate[F_LM_SUM] += scratch.saved_lm[0] - tree.lm[lc] - tree.lm[rc]
+    fstate[F_B_SUM] += scratch.saved_b[0] - tree.b[lc] - tree.b[rc]
+    collapse_node(tree, node)
+    tree.lm[node] = scratch.saved_lm[0]
+    tree.b[node] = scratch.saved_b[0]
+
+
+@njit(cache=True, nogil=True)
+def _save_leaf_terms(tree, scratch, count):
+    for i in range(count):
+        node = scratch.nodes[i]
+        scratch.saved_lm[i] = tree.lm[node]
+        scratch.saved_b[i] = tree.b[node]
+
+
+@njit(cache=True, nogil=True)
+def _restore_leaf_terms(tree, scratch, count):
+    for i in range(count):
+        node = scratch.nodes[i]
+        tree.lm[node] = scratch.saved_lm[i]
+        tree.b[node] = scratch.saved_b[i]
+
+
+@njit(cache=True, nogil=True)
+def _rewire_and_score(tree, root, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, count, first, old_prior, old_lm, old_b):
+    """After rules in the subtree at ``root`` changed: re-partition and score.
+
+    The prior is summed over ``scratch.nodes[first:count]``. Returns (log prior ratio + log
+    likelihood ratio, new leaf-term sums) or -inf when the new tree has prior zero."""
+    m = int(hyper[H_MIN_LEAF])
+    if not repartition_subtree(tree, xt, is_cat, root, m, scratch.stack):
+        return -np.inf, 0.0, 0.0
+    new_prior = subtree_log_prior(
+        tree, scratch.nodes[first:], count - first, xt, is_cat, nbins, hyper,
+        scratch.hist, scratch.sums, scratch.counts, scratch.lows, scratch.extras,
+    )
+    if new_prior == -np.inf:
+        return -np.inf, 0.0, 0.0
+    refresh_leaf_terms(tree, scratch.nodes, count, y, ycls, hyper, scratch.class_counts)
+    new_lm, new_b = sum_leaf_terms(tree, scratch.nodes, count)
+    b_all = fstate[F_B_SUM] - old_b + new_b
+    d_loglik = (new_lm - old_lm) + global_term(b_all, n_total, hyper) - global_term(fstate[F_B_SUM], n_total, hyper)
+    return (new_prior - old_prior) + d_loglik, new_lm, new_b
+
+
+@njit(cache=True, nogil=True)
+def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, move):
+    """Run one change or swap MH step in place. Returns (accepted, proposal valid)."""
+    m = int(hyper[H_MIN_LEAF])
+    child = -1
+    other = -1
+    if move == MOVE_CHANGE:
+        root, _ = _pick_node(rng, tree, 2)
+    else:
+        child, _ = _pick_node(rng, tree, 3)
+        root = tree.parent[child]
+        other = tree.right[root] if tree.left[root] == child else tree.left[root]
+    if root < 0:
+        return False, False
+    count = subtree_nodes(tree, root, scratch.nodes, scratch.stack)
+    # Prior of the subtree, leaving out the root's own factor for a change: its p_SPLIT is
+    # unchanged (same rows) and its p_RULE cancels against the proposal (rule drawn from p_RULE).
+    first = 1 if move == MOVE_CHANGE else 0
+    old_prior = subtree_log_prior(
+        tree, scratch.nodes[first:], count - first, xt, is_cat, nbins, hyper,
+        scratch.hist, scratch.sums, scratch.counts, scratch.lows, scratch.extras,
+    )
+    old_lm, old_b = sum_leaf_terms(tree, scratch.nodes, count)
+    _save_leaf_terms(tree, scratch, count)
+    old_var = tree.var[root]
+    old_cut = tree.cut[root]
+    log_k = 0.0
+    if move == MOVE_CHANGE:
+        v, cut, _ = sample_rule(
+            rng, xt, tree.perm, tree.start[root], tree.end[root], is_cat, nbins, m,
+            scratch.hist, scratch.sums, scratch.counts, scratch.lows, scratch.extras,
+        )
+        tree.var[root] = v
+        tree.cut[root] = cut
+        c_var = 0
+        c_cut = np.int64(0)
+        both = False
+    else:
+        c_var = tree.var[child]
+        c_cut = tree.cut[child]
+        both = tree.var[other] == c_var and tree.cut[other] == c_cut
+        tree.var[root] = c_var
+        tree.cut[root] = c_cut
+        tree.var[child] = old_var
+        tree.cut[child] = old_cut
+        if both:
+            tree.var[other] = old_var
+            tree.cut[other] = old_cut
+        # k_fwd: choices of pair giving T'; k_rev: the same count in T' (children equal rules).
+        both_after = tree.var[other] == tree.var[child] and tree.cut[other] == tree.cut[child]
+        log_k = math.log(2.0 if both_after else 1.0) - math.log(2.0 if both else 1.0)
+    log_r, new_lm, new_b = _rewire_and_score(
+        tree, root, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch,
+        count, first, old_prior, old_lm, old_b,
+    )
+    log_r += log_k
+    valid = log_r > -np.inf
+    if valid and math.log(rng.random()) < log_r:
+        fstate[F_LM_SUM] += new_lm - old_lm
+        fstate[F_B_SUM] += new_b - old_b
+        return True, True
+    # Reject: restore the rules, the partition and the cached leaf terms.
+    tree.var[root] = old_var
+    tree.cut[root] = old_cut
+    if move == MOVE_SWAP:
+        tree.var[child] = c_var
+        tree.cut[child] = c_cut
+        if both:
+            tree.var[other] = c_var
+            tree.cut[other] = c_cut
+    repartition_subtree(tree, xt, is_cat, root, m, scratch.stack)
+    _restore_leaf_terms(tree, scratch, count)
+    return False, valid
