@@ -70,7 +70,7 @@ def cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, 
             accept_prune(tree, node, fstate, scratch)
             return move, True
         return move, False
-    accepted, _ = change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, move)
+    accepted, _, _ = change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, move)
     return move, accepted
 
 

@@ -280,8 +280,11 @@ def _rewire_and_score(tree, root, xt, is_cat, nbins, y, ycls, hyper, fstate, n_t
 
 
 @njit(cache=True, nogil=True)
-def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, move):
-    """Run one change or swap MH step in place. Returns (accepted, proposal valid)."""
+def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, move, force_accept=False):
+    """Run one change or swap MH step in place. Returns (accepted, proposal valid, log r).
+
+    ``force_accept`` keeps any valid proposal whatever its ratio (tests read the ratio).
+    """
     m = int(hyper[H_MIN_LEAF])
     child = -1
     other = -1
@@ -292,7 +295,7 @@ def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total
         root = tree.parent[child]
         other = tree.right[root] if tree.left[root] == child else tree.left[root]
     if root < 0:
-        return False, False
+        return False, False, -np.inf
     count = subtree_nodes(tree, root, scratch.nodes, scratch.stack)
     # Prior of the subtree, leaving out the root's own factor for a change: its p_SPLIT is
     # unchanged (same rows) and its p_RULE cancels against the proposal (rule drawn from p_RULE).
@@ -336,10 +339,10 @@ def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total
     )
     log_r += log_k
     valid = log_r > -np.inf
-    if valid and math.log(rng.random()) < log_r:
+    if valid and (force_accept or math.log(rng.random()) < log_r):
         fstate[F_LM_SUM] += new_lm - old_lm
         fstate[F_B_SUM] += new_b - old_b
-        return True, True
+        return True, True, log_r
     # Reject: restore the rules, the partition and the cached leaf terms.
     tree.var[root] = old_var
     tree.cut[root] = old_cut
@@ -351,4 +354,4 @@ def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total
             tree.cut[other] = c_cut
     repartition_subtree(tree, xt, is_cat, root, m, scratch.stack)
     _restore_leaf_terms(tree, scratch, count)
-    return False, valid
+    return False, valid, log_r

@@ -1,0 +1,87 @@
+"""Frozen prior specifications and the data-based defaults (numpy/scipy only).
+
+The tree prior is thesis eq. 3.1 with the availability conventions of ``_kernels/tree.py``.
+Leaf priors are the conjugate ones of thesis section 3.2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from ._kernels import likelihood as _lik
+from ._kernels import tree as _tree
+
+
+@dataclass(frozen=True)
+class TreePrior:
+    """p_SPLIT = alpha (1 + depth)^-beta on nodes with an available rule; rules need
+    ``min_leaf_size`` rows on each side."""
+
+    alpha: float = 0.95
+    beta: float = 0.5
+    min_leaf_size: int = 5
+
+
+@dataclass(frozen=True)
+class NormalLeafPrior:
+    """mu_i ~ N(mu_bar, sigma^2 / a), sigma^2 ~ IG(nu/2, nu*lam/2); common or per-leaf sigma."""
+
+    a: float
+    mu_bar: float
+    nu: float
+    lam: float
+    per_leaf_sigma: bool = False
+
+
+@dataclass(frozen=True)
+class DirichletLeafPrior:
+    """Leaf class probabilities ~ Dirichlet(class_alpha, ..., class_alpha)."""
+
+    class_alpha: float
+    n_classes: int
+
+
+def default_lambda(y: np.ndarray, nu: float, q: float = 0.9) -> float:
+    """lam such that the IG(nu/2, nu lam/2) prior puts P(sigma < sd(y)) = q.
+
+    sigma^2 ~ nu lam / chi2_nu, so P(sigma^2 < s^2) = P(chi2_nu > nu lam / s^2) = q gives
+    ``lam = s^2 chi2_nu^{-1}(1 - q) / nu``. A constant response uses s = 1.
+    """
+    s = float(np.std(y, ddof=1)) if y.size > 1 else 0.0
+    if not np.isfinite(s) or s == 0.0:
+        s = 1.0
+    return s * s * float(stats.chi2.ppf(1.0 - q, nu)) / nu
+
+
+def hyper_vector(tree_prior: TreePrior, leaf_prior, *, likelihood: bool, center: float = 0.0, scale: float = 1.0,
+                 sigma2: float = 1.0, tau2: float = 1.0, model_code: int | None = None) -> np.ndarray:
+    """Pack the priors into the float64 vector read by the kernels.
+
+    A normal leaf prior is expressed on the standardised response ``(y - center) / scale``:
+    ``mu_bar -> (mu_bar - center)/scale`` and ``lam -> lam/scale^2``; the tree posterior is
+    unchanged by this affine map.
+    """
+    h = np.zeros(_tree.N_HYPER)
+    h[_tree.H_ALPHA] = tree_prior.alpha
+    h[_tree.H_BETA] = tree_prior.beta
+    h[_tree.H_MIN_LEAF] = tree_prior.min_leaf_size
+    h[_tree.H_LIKELIHOOD] = 1.0 if likelihood else 0.0
+    h[_tree.H_N_CLASSES] = 1
+    h[_tree.H_SIGMA2] = sigma2
+    h[_tree.H_TAU2] = tau2
+    if isinstance(leaf_prior, NormalLeafPrior):
+        h[_tree.H_A] = leaf_prior.a
+        h[_tree.H_MU_BAR] = (leaf_prior.mu_bar - center) / scale
+        h[_tree.H_NU] = leaf_prior.nu
+        h[_tree.H_LAM] = leaf_prior.lam / (scale * scale)
+        h[_tree.H_MODEL] = _lik.MODEL_MEAN_VARIANCE_SHIFT if leaf_prior.per_leaf_sigma else _lik.MODEL_MEAN_SHIFT
+    elif isinstance(leaf_prior, DirichletLeafPrior):
+        h[_tree.H_CLASS_ALPHA] = leaf_prior.class_alpha
+        h[_tree.H_N_CLASSES] = leaf_prior.n_classes
+        h[_tree.H_MODEL] = _lik.MODEL_CLASSIFICATION
+    if model_code is not None:
+        h[_tree.H_MODEL] = model_code
+    return h
