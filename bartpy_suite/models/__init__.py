@@ -1,0 +1,9 @@
+"""Array-level estimators: ``BayesianCART`` and ``BART`` fit numpy arrays and return a ``Fit``.
+
+Import rule: models import ``_kernels``, ``samplers``, ``priors``, ``posterior``, ``_binning``,
+``_validation`` and ``errors``; never ``formula`` or ``api``.
+"""
+
+from .cart import BayesianCART
+
+__all__ = ["BayesianCART"]

@@ -1,0 +1,10 @@
+"""Posterior objects: ``Fit`` wraps an ArviZ-layout ``xarray.DataTree`` plus the design.
+
+Import rule: posterior imports ``_kernels``, ``_binning``, ``_validation`` and ``errors`` (plus
+xarray, arviz-base, arviz-stats, pandas); never ``models``, ``formula`` or ``api``. The design
+object is duck-typed (``transform``, ``to_json``).
+"""
+
+from .fit import Fit
+
+__all__ = ["Fit"]

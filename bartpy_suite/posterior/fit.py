@@ -1,0 +1,362 @@
+"""``Fit``: the posterior of a tree model with summaries, predictions and persistence."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+from arviz_stats.base import array_stats
+
+from .. import _validation as check
+from .._binning import BinnedPredictors
+from .._kernels.predict import leaf_indices, sum_of_trees
+from ..errors import ArgumentError, DataError
+from .tree_text import format_tree
+
+CONFIG_ATTR = "bartpy_suite_config"
+DESIGN_ATTR = "bartpy_suite_design"
+PREDICT_KINDS = ("mean", "predictive", "prob", "class")
+PREDICTIVE_SEED = 20_061_998
+
+
+def weighted_quantiles(values: np.ndarray, weights: np.ndarray, probs) -> np.ndarray:
+    """Quantiles along axis 0 of ``values`` (S, m) under sample weights (S,).
+
+    Uniform weights give numpy's default (linear) quantiles; otherwise the inverse of the
+    weighted empirical CDF.
+    """
+    probs = np.atleast_1d(np.asarray(probs, dtype=float))
+    if np.allclose(weights, weights[0]):
+        return np.quantile(values, probs, axis=0)
+    order = np.argsort(values, axis=0)
+    sorted_vals = np.take_along_axis(values, order, axis=0)
+    cum = np.cumsum(weights[order], axis=0)
+    cum /= cum[-1]
+    out = np.empty((probs.size,) + values.shape[1:])
+    for j, q in enumerate(probs):
+        idx = (cum < q).sum(axis=0)
+        idx = np.minimum(idx, values.shape[0] - 1)
+        out[j] = np.take_along_axis(sorted_vals, idx[None], axis=0)[0]
+    return out
+
+
+def interval_labels(level: float) -> tuple[str, str]:
+    """Column names of an equal-tailed interval, R style: ``'5%'``, ``'95%'``."""
+    lo = 100 * (1 - level) / 2
+    return f"{lo:g}%", f"{100 - lo:g}%"
+
+
+class Fit:
+    """Posterior of a Bayesian tree model.
+
+    Wraps an ``xarray.DataTree`` in ArviZ's layout (``idata``) and the formula design. Built by
+    the models; use :func:`bartpy_suite.load` to read one back from netCDF.
+
+    Attributes
+    ----------
+    idata : xarray.DataTree
+        Groups posterior, sample_stats, observed_data, constant_data.
+    design : object or None
+        The formula design (None for array-level fits).
+    config : dict
+        Model type, priors, sampler settings.
+    """
+
+    def __init__(self, idata: xr.DataTree, design=None):
+        self.idata = idata
+        self.design = design
+        self.config = json.loads(idata["constant_data"].attrs[CONFIG_ATTR])
+
+    # -- groups --------------------------------------------------------------------------
+    @property
+    def posterior(self) -> xr.DataTree:
+        """The ArviZ posterior group (dims chain, draw, ...)."""
+        return self.idata["posterior"]
+
+    @property
+    def sample_stats(self) -> xr.DataTree:
+        """Sampler statistics per draw (move, accepted, log_posterior, weight, ...)."""
+        return self.idata["sample_stats"]
+
+    @property
+    def weights(self) -> xr.DataArray:
+        """Weight of each draw (chain, draw): Rao-Blackwellized for continuous-time samplers,
+        uniform otherwise. Normalised to sum to one."""
+        w = self.sample_stats["weight"]
+        return w / w.sum()
+
+    @property
+    def is_classification(self) -> bool:
+        """Whether the response is categorical."""
+        return self.config["response_kind"] == "categorical"
+
+    @property
+    def predictors(self) -> list[str]:
+        """Predictor names in column order."""
+        return list(self.config["predictors"])
+
+    @cached_property
+    def _binned(self) -> BinnedPredictors:
+        const = self.idata["constant_data"]
+        cuts = const["cuts"].values
+        nbins = const["nbins"].values.astype(np.int64)
+        is_cat = const["is_categorical"].values.astype(bool)
+        grids = tuple(cuts[v, : nbins[v] - 1] if not is_cat[v] else np.zeros(0) for v in range(len(nbins)))
+        return BinnedPredictors(const["x_codes"].values.astype(np.int32), grids, nbins, is_cat)
+
+    @cached_property
+    def _flat_trees(self) -> dict:
+        """Tree arrays flattened to (samples, trees, nodes) in chain-major order."""
+        post = self.posterior
+        out = {}
+        for name in ("split_var", "split_cut", "left_child", "right_child", "leaf_value", "leaf_sigma", "leaf_prob"):
+            if name in post:
+                arr = post[name].values
+                out[name] = np.ascontiguousarray(arr.reshape((-1,) + arr.shape[2:]))
+        return out
+
+    @property
+    def _flat_weights(self) -> np.ndarray:
+        return self.weights.values.reshape(-1)
+
+    # -- summaries ---------------------------------------------------------------------------
+    def summary(self, level: float = 0.95) -> pd.DataFrame:
+        """Table of the scalar posterior quantities.
+
+        Parameters
+        ----------
+        level : float
+            Probability of the equal-tailed credible interval.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per scalar quantity (``sigma`` for regression, ``n_leaves``, ``depth``, ...);
+            columns mean, sd, the interval bounds, ess_bulk, ess_tail, r_hat (arviz-stats).
+        """
+        level = check.check_open_unit("level", level)
+        lo, hi = interval_labels(level)
+        w = self.weights.values
+        rows = {}
+        for name, da in self.posterior.data_vars.items():
+            if da.dims != ("chain", "draw"):
+                continue
+            arr = da.values.astype(float)
+            if not np.isfinite(arr).all():
+                continue
+            mean = float((arr * w).sum())
+            sd = float(np.sqrt((w * (arr - mean) ** 2).sum()))
+            q = weighted_quantiles(arr.reshape(-1, 1), w.reshape(-1), [(1 - level) / 2, (1 + level) / 2])[:, 0]
+            rows[name] = {
+                "mean": mean,
+                "sd": sd,
+                lo: q[0],
+                hi: q[1],
+                "ess_bulk": _diagnostic(array_stats.ess, arr, method="bulk"),
+                "ess_tail": _diagnostic(array_stats.ess, arr, method="tail", prob=0.05),
+                "r_hat": _diagnostic(array_stats.rhat, arr, method="rank"),
+            }
+        order = [k for k in ("sigma", "n_leaves", "depth") if k in rows] + [k for k in rows if k not in ("sigma", "n_leaves", "depth")]
+        return pd.DataFrame.from_dict({k: rows[k] for k in order}, orient="index")
+
+    def acceptance(self) -> pd.DataFrame:
+        """Proposals and acceptance rate per move type over the kept draws."""
+        names = json.loads(self.sample_stats.attrs.get("move_names", "[]"))
+        move = self.sample_stats["move"].values.reshape(-1)
+        acc = self.sample_stats["accepted"].values.reshape(-1).astype(bool)
+        rows = {}
+        for k, name in enumerate(names):
+            sel = move == k
+            if sel.any():
+                rows[name] = {"proposed": int(sel.sum()), "accepted": int(acc[sel].sum()), "rate": float(acc[sel].mean())}
+        return pd.DataFrame.from_dict(rows, orient="index")
+
+    def variable_activity(self, level: float = 0.95) -> pd.DataFrame:
+        """Share of split rules on each predictor, per draw, summarised.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Indexed by predictor, columns mean, lower, upper (equal-tailed interval).
+        """
+        level = check.check_open_unit("level", level)
+        act = self.posterior["variable_activity"].values.reshape(-1, len(self.predictors))
+        w = self._flat_weights
+        q = weighted_quantiles(act, w, [(1 - level) / 2, (1 + level) / 2])
+        return pd.DataFrame(
+            {"mean": w @ act / w.sum(), "lower": q[0], "upper": q[1]},
+            index=pd.Index(self.predictors, name="predictor"),
+        )
+
+    # -- prediction ----------------------------------------------------------------------------
+    def _codes(self, newdata) -> tuple[np.ndarray, pd.Index]:
+        if newdata is None:
+            return self._binned.codes, pd.RangeIndex(self._binned.codes.shape[1])
+        if isinstance(newdata, pd.DataFrame):
+            if self.design is None:
+                x = newdata[self.predictors].to_numpy(dtype=float)
+            else:
+                x = self.design.transform(newdata)
+            index = newdata.index
+        else:
+            x = np.asarray(newdata, dtype=float)
+            if x.ndim == 1:
+                x = x[None, :]
+            if x.shape[1] != len(self.predictors):
+                raise DataError(f"new data have {x.shape[1]} columns; the model has {len(self.predictors)} predictors")
+            if not np.isfinite(x).all():
+                raise DataError("new data hold non-finite values; remove or impute them")
+            index = pd.RangeIndex(x.shape[0])
+        nbins = self._binned.nbins
+        for v in np.flatnonzero(self._binned.is_categorical):
+            bad = (x[:, v] < 0) | (x[:, v] >= nbins[v])
+            if bad.any():
+                raise DataError(f"predictor {self.predictors[v]!r} holds level codes unseen in training")
+        return np.ascontiguousarray(self._binned.transform(x)), index
+
+    def _leaves(self, codes: np.ndarray) -> np.ndarray:
+        t = self._flat_trees
+        out = np.empty(t["split_var"].shape[:2] + (codes.shape[1],), dtype=np.int64)
+        leaf_indices(codes, self._binned.is_categorical, t["split_var"], t["split_cut"], t["left_child"], t["right_child"], out)
+        return out
+
+    def function_samples(self, newdata=None) -> np.ndarray:
+        """Posterior samples of f(x) (regression) as an array (samples, rows), chain-major."""
+        codes, _ = self._codes(newdata)
+        return self._f_samples(codes)
+
+    def _f_samples(self, codes: np.ndarray) -> np.ndarray:
+        t = self._flat_trees
+        out = np.empty((t["split_var"].shape[0], codes.shape[1]))
+        sum_of_trees(codes, self._binned.is_categorical, t["split_var"], t["split_cut"], t["left_child"],
+                     t["right_child"], t["leaf_value"], out)
+        return out
+
+    def _noise_sd(self, codes: np.ndarray) -> np.ndarray:
+        """Noise sd per (sample, row)."""
+        t = self._flat_trees
+        if "leaf_sigma" in t:
+            leaves = self._leaves(codes)[:, 0, :]
+            return np.take_along_axis(t["leaf_sigma"][:, 0, :], leaves, axis=1)
+        sigma = self.posterior["sigma"].values.reshape(-1)
+        return np.broadcast_to(sigma[:, None], (sigma.size, codes.shape[1]))
+
+    def predict(self, newdata=None, kind: str = "mean", level: float = 0.95, samples: bool = False):
+        """Predictions with intervals.
+
+        Parameters
+        ----------
+        newdata : DataFrame or array, optional
+            New data (goes through the same formula spec); None predicts the training rows.
+        kind : {"mean", "predictive", "prob", "class"}
+            "mean": posterior mean and credible interval of f(x) (regression) or of the class
+            probabilities (classification); "predictive": posterior predictive interval of y;
+            "prob": class probabilities with intervals and the most probable class;
+            "class": the most probable class only.
+        level : float
+            Interval probability.
+        samples : bool
+            Return the draws as an ``xarray.DataArray`` (chain, draw, obs[, class]) instead.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Regression: columns mean, lower, upper. Classification: ``prob_<label>``,
+            ``prob_<label>_lower``, ``prob_<label>_upper`` per class and ``class``.
+        """
+        kind = check.check_choice("kind", kind, PREDICT_KINDS)
+        level = check.check_open_unit("level", level)
+        codes, index = self._codes(newdata)
+        chains, draws = self.posterior.sizes["chain"], self.posterior.sizes["draw"]
+        w = self._flat_weights
+        probs = [(1 - level) / 2, (1 + level) / 2]
+        if self.is_classification:
+            leaves = self._leaves(codes)[:, 0, :]
+            p = np.take_along_axis(self._flat_trees["leaf_prob"][:, 0, :, :], leaves[:, :, None], axis=1)
+            labels = self.config["class_labels"]
+            if samples:
+                return xr.DataArray(p.reshape(chains, draws, -1, len(labels)), dims=("chain", "draw", "obs", "class"),
+                                    coords={"class": [str(c) for c in labels]}, name="prob")
+            mean = np.tensordot(w / w.sum(), p, axes=(0, 0))
+            out = {}
+            for k, label in enumerate(labels):
+                q = weighted_quantiles(p[:, :, k], w, probs)
+                out[f"prob_{label}"] = mean[:, k]
+                if kind != "class":
+                    out[f"prob_{label}_lower"] = q[0]
+                    out[f"prob_{label}_upper"] = q[1]
+            frame = pd.DataFrame(out, index=index)
+            frame["class"] = pd.Series(np.asarray(labels, dtype=object)[np.argmax(mean, axis=1)], index=index)
+            return frame[["class"]] if kind == "class" else frame
+        if kind in ("prob", "class"):
+            raise ArgumentError(f"kind={kind!r} needs a categorical response; use 'mean' or 'predictive' for regression")
+        f = self._f_samples(codes)
+        values = f
+        if kind == "predictive":
+            rng = np.random.default_rng(PREDICTIVE_SEED)
+            values = f + self._noise_sd(codes) * rng.standard_normal(f.shape)
+        if samples:
+            return xr.DataArray(values.reshape(chains, draws, -1), dims=("chain", "draw", "obs"), name=kind)
+        q = weighted_quantiles(values, w, probs)
+        return pd.DataFrame({"mean": (w / w.sum()) @ f, "lower": q[0], "upper": q[1]}, index=index)
+
+    # -- trees -----------------------------------------------------------------------------------
+    def map_tree(self, tree: int = 0):
+        """The most probable visited tree (largest log posterior among the kept draws).
+
+        Returns
+        -------
+        TreeText
+            Prints like R's rpart: node number, split, rows, fitted value; leaves marked ``*``.
+        """
+        lp = self.sample_stats["log_posterior"].values.reshape(-1)
+        s = int(np.argmax(lp))
+        t = self._flat_trees
+        arrays = {k: v[s, tree] for k, v in t.items()}
+        y = self.idata["observed_data"]["y"].values
+        return format_tree(arrays, self._binned, self.predictors, self.config, self.design, y, float(lp[s]))
+
+    # -- persistence -------------------------------------------------------------------------------
+    def to_netcdf(self, path) -> None:
+        """Write the whole posterior (and what ``predict`` needs) to a netCDF file.
+
+        The file is written to a temporary name in the same folder and renamed, so a failure
+        leaves nothing half-written.
+        """
+        path = os.fspath(path)
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise ArgumentError(f"cannot write {path!r}: folder {folder!r} does not exist")
+        fd, tmp = tempfile.mkstemp(suffix=".nc.part", dir=folder)
+        os.close(fd)
+        try:
+            self.idata.to_netcdf(tmp, engine="netcdf4")
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+            raise
+
+    def __repr__(self) -> str:
+        post = self.posterior
+        kind = "classification" if self.is_classification else "regression"
+        return (
+            f"<bartpy_suite.Fit: {self.config['model_type']} {kind}, sampler={self.config['sampler']!r}, "
+            f"{post.sizes['chain']} chains x {post.sizes['draw']} draws, predictors={self.predictors}>"
+        )
+
+    def _repr_html_(self) -> str:
+        return f"<p>{self.__repr__()[1:-1]}</p>" + self.summary().to_html(float_format="%.4g")
+
+
+def _diagnostic(func, arr: np.ndarray, **kw) -> float:
+    """ESS / R-hat of a (chain, draw) array; NaN when undefined (too few draws, constant)."""
+    if arr.shape[1] < 4 or np.ptp(arr) == 0:
+        return float("nan")
+    with np.errstate(all="ignore"):
+        return float(func(arr, chain_axis=0, draw_axis=1, **kw))

@@ -1,0 +1,92 @@
+"""Text rendering of one stored tree, laid out like R's ``print.rpart``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TreeText:
+    """A rendered tree; ``str()`` gives the rpart-like listing."""
+
+    lines: tuple
+    header: str
+
+    def __str__(self) -> str:
+        return "\n".join((self.header,) + self.lines)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _levels_text(mask: int, labels) -> tuple[str, str]:
+    left = [str(lab) for k, lab in enumerate(labels) if (mask >> k) & 1]
+    right = [str(lab) for k, lab in enumerate(labels) if not (mask >> k) & 1]
+    return "{" + ",".join(left) + "}", "{" + ",".join(right) + "}"
+
+
+def format_tree(arrays: dict, binned, predictors, config: dict, design, y: np.ndarray, log_posterior: float) -> TreeText:
+    """Render a stored tree (preorder node arrays) with training row counts per node.
+
+    Parameters
+    ----------
+    arrays : dict
+        ``split_var``, ``split_cut``, ``left_child``, ``right_child`` and leaf arrays of one tree.
+    binned : BinnedPredictors
+        Training codes and cut grids.
+    predictors : list of str
+    config : dict
+        Fit configuration (response kind, class labels).
+    design : object or None
+        Formula design, for factor level labels.
+    y : ndarray
+        Training response (class codes for classification).
+    log_posterior : float
+    """
+    classification = config["response_kind"] == "categorical"
+    class_labels = config.get("class_labels", [])
+    var, cut = arrays["split_var"], arrays["split_cut"]
+    left, right = arrays["left_child"], arrays["right_child"]
+    codes = binned.codes
+    lines = []
+
+    def level_labels(v):
+        if design is not None and getattr(design, "levels", None) is not None and design.levels[v] is not None:
+            return list(design.levels[v])
+        return list(range(int(binned.nbins[v])))
+
+    def yval(node, rows):
+        if classification:
+            if "leaf_prob" in arrays and var[node] < 0:
+                probs = arrays["leaf_prob"][node]
+                return f"{class_labels[int(np.argmax(probs))]} (" + " ".join(f"{p:.3f}" for p in probs) + ")"
+            counts = np.bincount(y[rows].astype(int), minlength=len(class_labels))
+            return str(class_labels[int(np.argmax(counts))])
+        if var[node] < 0 and "leaf_value" in arrays:
+            return f"{arrays['leaf_value'][node]:.4g}"
+        return f"{np.mean(y[rows]):.4g}" if rows.size else "nan"
+
+    def walk(node, number, depth, label, rows):
+        leaf = var[node] < 0
+        lines.append(f"{'  ' * depth}{number}) {label} {rows.size} {yval(node, rows)}{' *' if leaf else ''}")
+        if leaf:
+            return
+        v = int(var[node])
+        name = predictors[v]
+        if binned.is_categorical[v]:
+            goes_left = (int(cut[node]) >> codes[v, rows]) & 1 == 1
+            ltext, rtext = _levels_text(int(cut[node]), level_labels(v))
+            lab_l, lab_r = f"{name} in {ltext}", f"{name} in {rtext}"
+        else:
+            goes_left = codes[v, rows] <= cut[node]
+            c = binned.cuts[v][int(cut[node])]
+            lab_l, lab_r = f"{name} <= {c:.6g}", f"{name} > {c:.6g}"
+        walk(int(left[node]), 2 * number, depth + 1, lab_l, rows[goes_left])
+        walk(int(right[node]), 2 * number + 1, depth + 1, lab_r, rows[~goes_left])
+
+    walk(0, 1, 0, "root", np.arange(codes.shape[1]))
+    what = "yval (class probabilities)" if classification else "yval (leaf mean)"
+    header = f"MAP tree (log posterior {log_posterior:.4f})\nnode), split, n, {what}\n      * denotes terminal node\n"
+    return TreeText(tuple(lines), header)
