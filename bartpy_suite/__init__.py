@@ -8,10 +8,10 @@ nothing below imports this module.
 from __future__ import annotations
 
 from . import datasets
-from .api import cart, load
-from .models import BayesianCART
+from .api import bart, cart, load
+from .models import BART, BayesianCART
 from .posterior import Fit
 
 __version__ = "0.1.0"
 
-__all__ = ["BayesianCART", "Fit", "cart", "datasets", "load", "__version__"]
+__all__ = ["BART", "BayesianCART", "Fit", "bart", "cart", "datasets", "load", "__version__"]

@@ -44,16 +44,21 @@ class DirichletLeafPrior:
     n_classes: int
 
 
-def default_lambda(y: np.ndarray, nu: float, q: float = 0.9) -> float:
-    """lam such that the IG(nu/2, nu lam/2) prior puts P(sigma < sd(y)) = q.
+def calibrate_lambda(sigma_hat: float, nu: float, q: float = 0.9) -> float:
+    """lam such that the IG(nu/2, nu lam/2) prior puts P(sigma < sigma_hat) = q.
 
     sigma^2 ~ nu lam / chi2_nu, so P(sigma^2 < s^2) = P(chi2_nu > nu lam / s^2) = q gives
-    ``lam = s^2 chi2_nu^{-1}(1 - q) / nu``. A constant response uses s = 1.
+    ``lam = s^2 chi2_nu^{-1}(1 - q) / nu`` (CGM 2010, section 2.2.4).
     """
+    return sigma_hat * sigma_hat * float(stats.chi2.ppf(1.0 - q, nu)) / nu
+
+
+def default_lambda(y: np.ndarray, nu: float, q: float = 0.9) -> float:
+    """``calibrate_lambda`` at sigma_hat = sd(y) (1 for a constant response)."""
     s = float(np.std(y, ddof=1)) if y.size > 1 else 0.0
     if not np.isfinite(s) or s == 0.0:
         s = 1.0
-    return s * s * float(stats.chi2.ppf(1.0 - q, nu)) / nu
+    return calibrate_lambda(s, nu, q)
 
 
 def hyper_vector(tree_prior: TreePrior, leaf_prior, *, likelihood: bool, center: float = 0.0, scale: float = 1.0,

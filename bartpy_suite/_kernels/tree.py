@@ -78,7 +78,7 @@ class TreeArrays(NamedTuple):
     start: np.ndarray  # int64[N]: segment of perm holding the node's rows
     end: np.ndarray  # int64[N]
     lm: np.ndarray  # float64[N]: per-leaf log marginal term
-    b: np.ndarray  # float64[N]: per-leaf scatter (common-sigma model)
+    b: np.ndarray  # float64[N]: per-leaf scatter (common-sigma model) or residual sum (BART)
     value: np.ndarray  # float64[N]: leaf mean (drawn)
     leaf_sigma: np.ndarray  # float64[N]: leaf sd (mean-variance model)
     leaf_prob: np.ndarray  # float64[N, K]: leaf class probabilities
@@ -510,7 +510,8 @@ def leaf_terms(tree, node, y, ycls, hyper, class_counts):
     for i in range(s, e):
         total += y[perm[i]]
     if model == MODEL_NORMAL_KNOWN_VARIANCE:
-        return leaf_log_marginal_normal_known_variance(n, total, hyper[H_SIGMA2], hyper[H_TAU2]), 0.0
+        # b carries the leaf's residual sum, which the backfitting leaf draw needs.
+        return leaf_log_marginal_normal_known_variance(n, total, hyper[H_SIGMA2], hyper[H_TAU2]), total
     ybar = total / n
     ssd = 0.0
     for i in range(s, e):

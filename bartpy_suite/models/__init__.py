@@ -4,6 +4,7 @@ Import rule: models import ``_kernels``, ``samplers``, ``priors``, ``posterior``
 ``_validation`` and ``errors``; never ``formula`` or ``api``.
 """
 
+from .bart import BART
 from .cart import BayesianCART
 
-__all__ = ["BayesianCART"]
+__all__ = ["BART", "BayesianCART"]

@@ -128,7 +128,7 @@ class BayesianCART:
         self.nu = check.check_positive("nu", nu)
         self.lam = None if lam is None else check.check_positive("lam", lam)
         self.class_alpha = check.check_positive("class_alpha", class_alpha)
-        self.moves = check.check_moves(moves, self.spec.default_moves) if moves is not None else dict(self.spec.default_moves)
+        self.moves = check.check_moves(moves, self.spec.default_moves, paired=[("grow", "prune")])
         self.likelihood = bool(likelihood)
         self.progress = bool(progress)
         self.threads = None if threads is None else check.check_int_at_least("threads", threads, 1)
@@ -219,7 +219,12 @@ class BayesianCART:
         if kept == 0:
             raise KeyboardInterrupt("sampling was interrupted before the first kept draw")
         draws = stack_outputs(outputs, kept, max(max_nodes))
-        return build_fit(draws, binned=binned, x=x, y=np.asarray(y), config=config, design=design)
+        return build_fit(
+            draws,
+            scalars={"n_leaves": draws["n_leaves"], "depth": draws["depth"], "sigma": draws["sigma"]},
+            stats={"move": draws["move"], "accepted": draws["accepted"], "log_posterior": draws["log_posterior"]},
+            binned=binned, y=np.asarray(y), config=config, design=design,
+        )
 
 
 def _plain(value):

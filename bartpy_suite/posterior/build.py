@@ -32,37 +32,43 @@ def variable_activity(split_var: np.ndarray, p: int) -> np.ndarray:
     return share.reshape(chains, draws, p)
 
 
-def build_fit(draws: dict, *, binned, x: np.ndarray, y: np.ndarray, config: dict, design=None,
-              extra_posterior: dict | None = None, extra_stats: dict | None = None) -> Fit:
+def build_fit(trees: dict, *, scalars: dict, stats: dict, binned, y: np.ndarray, config: dict, design=None,
+              extra_posterior: dict | None = None, extra_dims: dict | None = None) -> Fit:
     """Build the DataTree of a tree-model fit.
 
     Parameters
     ----------
-    draws : dict of ndarray
-        Per-draw arrays with leading (chain, draw) axes; tree arrays (chain, draw, tree, node),
-        leaf values on the standardised scale.
+    trees : dict of ndarray
+        Tree arrays (chain, draw, tree, node): ``split_var``, ``split_cut``, ``left``, ``right``,
+        ``leaf_value`` (standardised scale), ``leaf_sigma`` and ``leaf_prob`` (possibly empty).
+    scalars : dict of ndarray
+        Per-draw (chain, draw) quantities for the posterior group (``sigma`` on the
+        standardised scale is rescaled here).
+    stats : dict of ndarray
+        Sampler statistics (chain, draw[, move]); a uniform ``weight`` is added if absent.
     binned : BinnedPredictors
-        Training grids.
-    x, y : ndarray
-        Training predictors (n, p) and response as passed to the model.
+        Training grids and codes.
+    y : ndarray
+        Training response as passed to the model.
     config : dict
         Model configuration (JSON-serialisable); ``center``/``scale`` undo the standardisation.
     design : object, optional
         Formula design with ``to_json``.
+    extra_posterior, extra_dims : dict, optional
+        More posterior variables and their non-sample dims.
     """
     names = list(config["predictors"])
     p = len(names)
     center, scale = float(config["center"]), float(config["scale"])
     classification = config["response_kind"] == "categorical"
-    leaf_value = draws["leaf_value"] * scale + center
+    n_trees = trees["split_var"].shape[2]
     posterior = {
-        "n_leaves": draws["n_leaves"],
-        "depth": draws["depth"],
-        "split_var": draws["split_var"],
-        "split_cut": draws["split_cut"],
-        "left_child": draws["left"],
-        "right_child": draws["right"],
-        "variable_activity": variable_activity(draws["split_var"], p),
+        **{k: v for k, v in scalars.items() if k != "sigma"},
+        "split_var": trees["split_var"],
+        "split_cut": trees["split_cut"],
+        "left_child": trees["left"],
+        "right_child": trees["right"],
+        "variable_activity": variable_activity(trees["split_var"], p),
     }
     dims = {
         "split_var": ["tree", "node"],
@@ -73,34 +79,33 @@ def build_fit(draws: dict, *, binned, x: np.ndarray, y: np.ndarray, config: dict
         "leaf_sigma": ["tree", "node"],
         "leaf_prob": ["tree", "node", "class"],
         "variable_activity": ["predictor"],
-        "move": [],
+        "n_proposed": ["move"],
+        "n_accepted": ["move"],
         "x_codes": ["predictor", "obs"],
         "cuts": ["predictor", "cut"],
         "nbins": ["predictor"],
         "is_categorical": ["predictor"],
         "y": ["obs"],
+        **(extra_dims or {}),
     }
     coords = {"predictor": names}
-    if classification:
-        posterior["leaf_prob"] = draws["leaf_prob"]
+    if classification and trees["leaf_prob"].shape[-1] > 0:
+        posterior["leaf_prob"] = trees["leaf_prob"]
         coords["class"] = [str(c) for c in config["class_labels"]]
     else:
-        posterior["leaf_value"] = leaf_value
-        if np.isfinite(draws["sigma"]).any():
-            posterior["sigma"] = draws["sigma"] * scale
-        if draws["leaf_sigma"].shape[-1] > 0:
-            posterior["leaf_sigma"] = draws["leaf_sigma"] * scale
+        # Every tree contributes one leaf value per row, so the offset is spread over the trees.
+        posterior["leaf_value"] = trees["leaf_value"] * scale + center / n_trees
+        if "sigma" in scalars and np.isfinite(scalars["sigma"]).any():
+            posterior["sigma"] = scalars["sigma"] * scale
+        if trees["leaf_sigma"].shape[-1] > 0:
+            posterior["leaf_sigma"] = trees["leaf_sigma"] * scale
     if extra_posterior:
         posterior.update(extra_posterior)
-    n_chains, n_draws = draws["n_leaves"].shape[:2]
-    stats = {
-        "move": draws["move"],
-        "accepted": draws["accepted"],
-        "log_posterior": draws["log_posterior"],
-        "weight": np.ones((n_chains, n_draws)),
-    }
-    if extra_stats:
-        stats.update(extra_stats)
+    n_chains, n_draws = trees["split_var"].shape[:2]
+    stats = dict(stats)
+    stats.setdefault("weight", np.ones((n_chains, n_draws)))
+    if "n_proposed" in stats:
+        coords["move"] = list(MOVE_NAMES)
     max_cuts = max([len(c) for c in binned.cuts] + [1])
     cuts = np.full((p, max_cuts), np.nan)
     for v, grid in enumerate(binned.cuts):

@@ -167,13 +167,20 @@ class Fit:
     def acceptance(self) -> pd.DataFrame:
         """Proposals and acceptance rate per move type over the kept draws."""
         names = json.loads(self.sample_stats.attrs.get("move_names", "[]"))
-        move = self.sample_stats["move"].values.reshape(-1)
-        acc = self.sample_stats["accepted"].values.reshape(-1).astype(bool)
-        rows = {}
-        for k, name in enumerate(names):
-            sel = move == k
-            if sel.any():
-                rows[name] = {"proposed": int(sel.sum()), "accepted": int(acc[sel].sum()), "rate": float(acc[sel].mean())}
+        stats = self.sample_stats
+        if "n_proposed" in stats:
+            proposed = stats["n_proposed"].values.reshape(-1, len(names)).sum(axis=0)
+            accepted = stats["n_accepted"].values.reshape(-1, len(names)).sum(axis=0)
+        else:
+            move = stats["move"].values.reshape(-1)
+            acc = stats["accepted"].values.reshape(-1).astype(bool)
+            proposed = np.array([(move == k).sum() for k in range(len(names))])
+            accepted = np.array([acc[move == k].sum() for k in range(len(names))])
+        rows = {
+            name: {"proposed": int(proposed[k]), "accepted": int(accepted[k]), "rate": accepted[k] / proposed[k]}
+            for k, name in enumerate(names)
+            if proposed[k] > 0
+        }
         return pd.DataFrame.from_dict(rows, orient="index")
 
     def variable_activity(self, level: float = 0.95) -> pd.DataFrame:

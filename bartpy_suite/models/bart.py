@@ -1,0 +1,214 @@
+"""``BART``: sum-of-trees regression and probit classification (Chipman, George & McCulloch 2010)
+sampled by Bayesian backfitting (PG-BART paper, Algorithm 1)."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+from .. import _validation as check
+from .._binning import BinnedPredictors
+from .._kernels.bart_chain import SIGMA_FIXED, SIGMA_PROBIT, SIGMA_SAMPLED
+from .._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
+from .._kernels.tree import H_LAM, H_NU
+from ..errors import ArgumentError, DataError
+from ..posterior.build import build_fit
+from ..priors import TreePrior, calibrate_lambda, hyper_vector
+from ..samplers import get_sampler
+from ..samplers.bart import FILL, TREE_KEYS, BartChain, allocate_bart_outputs
+from ._runner import run_chains
+from .cart import _plain, check_training_arrays, spawn_generators
+
+
+def residual_sd(x: np.ndarray, y: np.ndarray, is_categorical: np.ndarray) -> float:
+    """sigma_hat of CGM (2010): residual sd of an OLS fit of y on the design (statsmodels), with
+    factors as indicator columns; ``sd(y)`` when there are at least as many columns as rows."""
+    import statsmodels.api as sm
+
+    columns = [np.ones(len(y))]
+    for v in range(x.shape[1]):
+        if is_categorical[v]:
+            codes = x[:, v].astype(int)
+            for level in np.unique(codes)[1:]:
+                columns.append((codes == level).astype(float))
+        else:
+            columns.append(x[:, v])
+    design = np.column_stack(columns)
+    if design.shape[1] >= len(y):
+        return float(np.std(y, ddof=1))
+    result = sm.OLS(y, design).fit()
+    return float(np.sqrt(result.scale))
+
+
+class BART:
+    """Bayesian additive regression trees.
+
+    Parameters
+    ----------
+    trees : int
+        Number of trees.
+    sampler : {"cgm", "grow_prune"}
+        Tree moves inside Bayesian backfitting: grow/prune/change/swap or grow/prune.
+    chains, draws, tune, thin, seed
+        MCMC settings (chains run in parallel threads; one Generator per chain from ``seed``).
+    alpha, beta : float
+        Tree prior ``p_SPLIT = alpha (1 + depth)^-beta`` (BART defaults 0.95, 2).
+    k : float
+        Leaf prior sd ``0.5 / (k sqrt(trees))`` on the response scaled to [-0.5, 0.5]
+        (``3 / (k sqrt(trees))`` for probit).
+    nu, q : float
+        sigma^2 ~ nu lam / chi2_nu with lam such that ``P(sigma < sigma_hat) = q``.
+    sigma_hat : float or None
+        Default: residual sd of an OLS fit of y on the design (sd(y) when p >= n), computed on the
+        original scale.
+    max_cuts : int
+        Cut points per numeric predictor (quantile midpoints).
+    min_leaf_size : int
+        Rows each child of a split must get.
+    moves : dict or None
+        Move probabilities.
+    sigma : float or None
+        Fix sigma at this value (original scale) instead of sampling it (used by tests).
+    likelihood : bool
+        False samples the prior.
+    progress : bool
+    threads : int or None
+    """
+
+    def __init__(self, *, trees=200, sampler="cgm", chains=4, draws=1000, tune=1000, thin=1, seed=None, alpha=0.95,
+                 beta=2.0, k=2.0, nu=3.0, q=0.9, sigma_hat=None, max_cuts=100, min_leaf_size=5, moves=None,
+                 sigma=None, likelihood=True, progress=True, threads=None):
+        self.spec = get_sampler(sampler, "bart")
+        self.trees = check.check_int_at_least("trees", trees, 1)
+        self.chains = check.check_int_at_least("chains", chains, 1)
+        self.draws = check.check_int_at_least("draws", draws, 1)
+        self.tune = check.check_int_at_least("tune", tune, 0)
+        self.thin = check.check_int_at_least("thin", thin, 1)
+        self.seed = seed
+        self.tree_prior = TreePrior(
+            check.check_open_unit("alpha", alpha),
+            check.check_nonnegative("beta", beta),
+            check.check_int_at_least("min_leaf_size", min_leaf_size, 1),
+        )
+        self.k = check.check_positive("k", k)
+        self.nu = check.check_positive("nu", nu)
+        self.q = check.check_open_unit("q", q)
+        self.sigma_hat = None if sigma_hat is None else check.check_positive("sigma_hat", sigma_hat)
+        self.max_cuts = check.check_int_at_least("max_cuts", max_cuts, 1)
+        self.moves = check.check_moves(moves, self.spec.default_moves, paired=[("grow", "prune")])
+        self.sigma = None if sigma is None else check.check_positive("sigma", sigma)
+        self.likelihood = bool(likelihood)
+        self.progress = bool(progress)
+        self.threads = None if threads is None else check.check_int_at_least("threads", threads, 1)
+
+    def fit(self, X, y, *, is_categorical=None, n_levels=None, class_labels=None, predictor_names=None, design=None):
+        """Sample the BART posterior given predictors ``X`` (n, p) and response ``y``.
+
+        A binary response (``class_labels`` of length 2, ``y`` codes 0/1) gives probit BART.
+
+        Returns
+        -------
+        bartpy_suite.posterior.Fit
+        """
+        x, y, is_cat, levels = check_training_arrays(X, y, is_categorical, n_levels, self.tree_prior.min_leaf_size)
+        n, p = x.shape
+        names = list(predictor_names) if predictor_names is not None else [f"x{j}" for j in range(p)]
+        binned = BinnedPredictors.fit(x, is_cat, levels, self.max_cuts)
+        probit = class_labels is not None
+        config = {
+            "model_type": "bart",
+            "trees": self.trees,
+            "response_kind": "categorical" if probit else "numeric",
+            "sampler": self.spec.name,
+            "moves": self.moves,
+            "chains": self.chains,
+            "draws": self.draws,
+            "tune": self.tune,
+            "thin": self.thin,
+            "seed": None if self.seed is None or isinstance(self.seed, np.random.SeedSequence) else int(self.seed),
+            "alpha": self.tree_prior.alpha,
+            "beta": self.tree_prior.beta,
+            "k": self.k,
+            "min_leaf_size": self.tree_prior.min_leaf_size,
+            "max_cuts": self.max_cuts,
+            "likelihood": self.likelihood,
+            "predictors": names,
+        }
+        if probit:
+            ycodes = np.asarray(y, dtype=np.int64)
+            if len(class_labels) != 2:
+                raise ArgumentError(
+                    f"probit BART needs a binary response; this one has {len(class_labels)} classes "
+                    f"({', '.join(map(str, class_labels))}). Use bps.cart for more classes."
+                )
+            if np.unique(ycodes).size < 2:
+                raise DataError("the response has a single class; classification needs at least two")
+            center = float(stats.norm.ppf(np.clip(ycodes.mean(), 1e-6, 1 - 1e-6)))
+            scale = 1.0
+            ywork = ycodes.astype(np.float64)
+            tau = 3.0 / (self.k * np.sqrt(self.trees))
+            sigma2, lam, mode = 1.0, 1.0, SIGMA_PROBIT
+            config.update(class_labels=[_plain(c) for c in class_labels], leaf_model="probit", nu=None, lam=None)
+        else:
+            yreg = np.asarray(y, dtype=np.float64)
+            if not np.all(np.isfinite(yreg)):
+                raise DataError("the response holds non-finite values; remove or impute them")
+            lo, hi = float(yreg.min()), float(yreg.max())
+            scale = hi - lo if hi > lo else 1.0
+            center = 0.5 * (lo + hi)
+            ywork = (yreg - center) / scale
+            tau = 0.5 / (self.k * np.sqrt(self.trees))
+            s_hat = self.sigma_hat if self.sigma_hat is not None else residual_sd(x, yreg, is_cat)
+            if not np.isfinite(s_hat) or s_hat <= 0:
+                s_hat = scale
+            lam = calibrate_lambda(s_hat / scale, self.nu, self.q)
+            if self.sigma is not None:
+                sigma2, mode = (self.sigma / scale) ** 2, SIGMA_FIXED
+            else:
+                sigma2, mode = (s_hat / scale) ** 2, SIGMA_SAMPLED
+            config.update(leaf_model="normal", nu=self.nu, q=self.q, sigma_hat=s_hat, lam=lam * scale * scale,
+                          sigma_fixed=self.sigma)
+        config.update(center=center, scale=scale, tau=tau * scale)
+        hyper = hyper_vector(self.tree_prior, None, likelihood=self.likelihood, sigma2=sigma2, tau2=tau * tau,
+                             model_code=MODEL_NORMAL_KNOWN_VARIANCE)
+        hyper[[H_NU, H_LAM]] = self.nu, lam
+        rngs = spawn_generators(self.seed, self.chains)
+        chains = [BartChain(binned.codes, is_cat, binned.nbins, ywork, hyper, self.moves, rng, self.trees, mode)
+                  for rng in rngs]
+        outputs = [allocate_bart_outputs(self.draws, self.trees) for _ in chains]
+        total = self.tune + self.draws * self.thin
+
+        def run_chunk(chain, index, first, n_iter):
+            chain.run(first, n_iter, self.tune, self.thin, outputs[index])
+
+        done = run_chains(chains, total, run_chunk, threads=self.threads, progress=self.progress)
+        kept = min(max(0, (d - self.tune + self.thin - 1) // self.thin) for d in done)
+        if kept == 0:
+            raise KeyboardInterrupt("sampling was interrupted before the first kept draw")
+        nodes = max(o["split_var"].shape[2] for o in outputs)
+        stacked = {}
+        for key in outputs[0]:
+            parts = []
+            for o in outputs:
+                arr = o[key][:kept]
+                if key in TREE_KEYS and 0 < arr.shape[2] < nodes:
+                    pad = np.full(arr.shape[:2] + (nodes - arr.shape[2],) + arr.shape[3:], FILL[key], dtype=arr.dtype)
+                    arr = np.concatenate([arr, pad], axis=2)
+                parts.append(arr)
+            stacked[key] = np.stack(parts)
+        used = int((stacked["split_var"] > -2).sum(axis=-1).max())
+        trees_out = {key: stacked[key][:, :, :, :used] if stacked[key].shape[3] > 0 else stacked[key] for key in TREE_KEYS}
+        scalars = {
+            "mean_leaves": stacked["n_leaves"].mean(axis=2),
+            "mean_depth": stacked["depth"].mean(axis=2),
+        }
+        if not probit:
+            scalars["sigma"] = stacked["sigma"]
+        stats_out = {
+            "n_proposed": stacked["counts"][..., 0],
+            "n_accepted": stacked["counts"][..., 1],
+        }
+        return build_fit(
+            trees_out, scalars=scalars, stats=stats_out, binned=binned, y=np.asarray(y), config=config,
+            design=design, extra_posterior={"n_leaves": stacked["n_leaves"]}, extra_dims={"n_leaves": ["tree"]},
+        )
