@@ -10,6 +10,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 import xarray as xr
+from scipy import special
 from arviz_stats.base import array_stats
 
 from .. import _validation as check
@@ -253,6 +254,15 @@ class Fit:
         sigma = self.posterior["sigma"].values.reshape(-1)
         return np.broadcast_to(sigma[:, None], (sigma.size, codes.shape[1]))
 
+    def _class_prob_samples(self, codes: np.ndarray) -> np.ndarray:
+        """Class probabilities per (sample, row, class): leaf Dirichlet draws (CART) or
+        ``Phi(f)`` for the second class (probit BART)."""
+        if self.config.get("leaf_model") == "probit":
+            p1 = special.ndtr(self._f_samples(codes))
+            return np.stack([1.0 - p1, p1], axis=-1)
+        leaves = self._leaves(codes)[:, 0, :]
+        return np.take_along_axis(self._flat_trees["leaf_prob"][:, 0, :, :], leaves[:, :, None], axis=1)
+
     def predict(self, newdata=None, kind: str = "mean", level: float = 0.95, samples: bool = False):
         """Predictions with intervals.
 
@@ -283,8 +293,7 @@ class Fit:
         w = self._flat_weights
         probs = [(1 - level) / 2, (1 + level) / 2]
         if self.is_classification:
-            leaves = self._leaves(codes)[:, 0, :]
-            p = np.take_along_axis(self._flat_trees["leaf_prob"][:, 0, :, :], leaves[:, :, None], axis=1)
+            p = self._class_prob_samples(codes)
             labels = self.config["class_labels"]
             if samples:
                 return xr.DataArray(p.reshape(chains, draws, -1, len(labels)), dims=("chain", "draw", "obs", "class"),
