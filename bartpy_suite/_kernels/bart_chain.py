@@ -37,7 +37,7 @@ def tree_view(forest, j):
     f = forest
     return TreeArrays(
         f.var[j], f.cut[j], f.left[j], f.right[j], f.parent[j], f.depth[j], f.start[j], f.end[j], f.lm[j],
-        f.b[j], f.value[j], f.leaf_sigma[j], f.leaf_prob[j], f.perm[j], f.free[j], f.meta[j],
+        f.b[j], f.lp[j], f.value[j], f.leaf_sigma[j], f.leaf_prob[j], f.perm[j], f.free[j], f.meta[j],
     )
 
 

@@ -20,6 +20,7 @@ from .cart_moves import (
     MOVE_PRUNE,
     accept_grow,
     accept_prune,
+    undo_grow,
     change_or_swap,
     choose_move,
 )
@@ -41,9 +42,8 @@ from .tree import (
     LEAF,
     M_N_INTERNAL,
     M_N_LEAVES,
-    collapse_node,
+    cached_subtree_log_prior,
     global_term,
-    subtree_log_prior,
     subtree_nodes,
     tree_depth,
 )
@@ -62,12 +62,12 @@ def cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, 
         if math.log(rng.random()) < log_r:
             accept_grow(tree, node, fstate)
             return move, True
-        collapse_node(tree, node)
+        undo_grow(tree, node, hyper)
         return move, False
     if move == MOVE_PRUNE:
         log_r, node = propose_prune(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total, scratch)
         if node >= 0 and math.log(rng.random()) < log_r:
-            accept_prune(tree, node, fstate, scratch)
+            accept_prune(tree, node, fstate, scratch, hyper)
             return move, True
         return move, False
     accepted, _, _ = change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, move)
@@ -196,9 +196,8 @@ def run_cart_chain(
         out_sigma[d] = sigma
         out_move[d] = move
         out_accepted[d] = 1 if accepted else 0
-        log_prior = subtree_log_prior(
-            tree, scratch.nodes, count, xt, is_cat, nbins, hyper,
-            scratch.hist, scratch.sums, scratch.counts, scratch.lows, scratch.extras,
+        log_prior = cached_subtree_log_prior(
+            tree, scratch.nodes, count, xt, is_cat, nbins, hyper, scratch,
         )
         out_log_post[d] = log_prior + fstate[F_LM_SUM] + global_term(fstate[F_B_SUM], n_total, hyper)
         written = record_tree(tree, d, out_var, out_cut, out_left, out_right, out_value, out_leaf_sigma, out_prob, scratch.stack, order)

@@ -23,10 +23,15 @@ import math
 import numpy as np
 from numba import njit
 
+from .likelihood import MODEL_NORMAL_KNOWN_VARIANCE, leaf_log_marginal_normal_known_variance
 from .tree import (
     H_ALPHA,
     H_BETA,
+    H_LIKELIHOOD,
     H_MIN_LEAF,
+    H_MODEL,
+    H_SIGMA2,
+    H_TAU2,
     LEAF,
     M_N_INTERNAL,
     M_N_LEAVES,
@@ -39,6 +44,7 @@ from .tree import (
     repartition_subtree,
     sample_rule,
     split_leaf,
+    cached_subtree_log_prior,
     subtree_log_prior,
     subtree_nodes,
     sum_leaf_terms,
@@ -134,6 +140,19 @@ def _leaf_split_log_one_minus(tree, node, xt, is_cat, nbins, hyper, scratch):
 
 
 @njit(cache=True, nogil=True)
+def _sums_add_up(hyper):
+    """Whether leaf terms are a function of (rows, residual sum) only: BART's known-variance
+    leaves with the likelihood on."""
+    return hyper[H_LIKELIHOOD] != 0.0 and int(hyper[H_MODEL]) == MODEL_NORMAL_KNOWN_VARIANCE
+
+
+@njit(cache=True, nogil=True)
+def _known_variance_lm(tree, node, r_sum, hyper):
+    n = tree.end[node] - tree.start[node]
+    return leaf_log_marginal_normal_known_variance(n, r_sum, hyper[H_SIGMA2], hyper[H_TAU2])
+
+
+@njit(cache=True, nogil=True)
 def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total, scratch):
     """Propose a grow; the tree is modified. Returns (log r, node) or (-inf, -1) if impossible.
 
@@ -141,9 +160,9 @@ def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstat
     """
     node, n_leaves = _pick_node(rng, tree, 0)
     m = int(hyper[H_MIN_LEAF])
-    v, cut, _ = sample_rule(
-        rng, xt, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m,
-        scratch.hist, scratch.sums, scratch.counts, scratch.lows, scratch.extras,
+    v, cut = sample_rule(
+        rng, xt, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m, scratch.hist, scratch.sums,
+        scratch.var_order,
     )
     if v < 0:
         return -np.inf, -1
@@ -158,12 +177,9 @@ def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstat
     if lc < 0:
         return -np.inf, -1
     ps = p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node])
-    log_prior = (
-        math.log(ps)
-        + _leaf_split_log_one_minus(tree, lc, xt, is_cat, nbins, hyper, scratch)
-        + _leaf_split_log_one_minus(tree, rc, xt, is_cat, nbins, hyper, scratch)
-        - math.log1p(-ps)
-    )
+    tree.lp[lc] = _leaf_split_log_one_minus(tree, lc, xt, is_cat, nbins, hyper, scratch)
+    tree.lp[rc] = _leaf_split_log_one_minus(tree, rc, xt, is_cat, nbins, hyper, scratch)
+    log_prior = math.log(ps) + tree.lp[lc] + tree.lp[rc] - math.log1p(-ps)
     n_nog_after = n_nog_before + 1 - (1 if parent_was_nog else 0)
     log_q = (
         math.log(move_probs[1] / move_normaliser(move_probs, n_internal + 1))
@@ -172,7 +188,12 @@ def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstat
         + math.log(n_leaves)
     )
     lm_l, b_l = leaf_terms(tree, lc, y, ycls, hyper, scratch.class_counts)
-    lm_r, b_r = leaf_terms(tree, rc, y, ycls, hyper, scratch.class_counts)
+    if _sums_add_up(hyper):
+        # The children's residual sums add up to the parent's: skip a pass over the right rows.
+        b_r = tree.b[node] - b_l
+        lm_r = _known_variance_lm(tree, rc, b_r, hyper)
+    else:
+        lm_r, b_r = leaf_terms(tree, rc, y, ycls, hyper, scratch.class_counts)
     tree.lm[lc] = lm_l
     tree.b[lc] = b_l
     tree.lm[rc] = lm_r
@@ -180,6 +201,13 @@ def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstat
     b_new = fstate[F_B_SUM] - tree.b[node] + b_l + b_r
     d_loglik = (lm_l + lm_r - tree.lm[node]) + global_term(b_new, n_total, hyper) - global_term(fstate[F_B_SUM], n_total, hyper)
     return log_prior + log_q + d_loglik, node
+
+
+@njit(cache=True, nogil=True)
+def undo_grow(tree, node, hyper):
+    """Collapse a rejected grow; the node is a leaf with an available rule again."""
+    collapse_node(tree, node)
+    tree.lp[node] = math.log1p(-p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node]))
 
 
 @njit(cache=True, nogil=True)
@@ -218,10 +246,14 @@ def propose_prune(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fsta
         + math.log(n_nog)
     )
     # Leaf terms of the merged node: the node's segment is the union of its children's.
-    saved_var = tree.var[node]
-    tree.var[node] = LEAF
-    lm_p, b_p = leaf_terms(tree, node, y, ycls, hyper, scratch.class_counts)
-    tree.var[node] = saved_var
+    if _sums_add_up(hyper):
+        b_p = tree.b[lc] + tree.b[rc]
+        lm_p = _known_variance_lm(tree, node, b_p, hyper)
+    else:
+        saved_var = tree.var[node]
+        tree.var[node] = LEAF
+        lm_p, b_p = leaf_terms(tree, node, y, ycls, hyper, scratch.class_counts)
+        tree.var[node] = saved_var
     scratch.saved_lm[0] = lm_p
     scratch.saved_b[0] = b_p
     b_new = fstate[F_B_SUM] - tree.b[lc] - tree.b[rc] + b_p
@@ -230,7 +262,7 @@ def propose_prune(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fsta
 
 
 @njit(cache=True, nogil=True)
-def accept_prune(tree, node, fstate, scratch):
+def accept_prune(tree, node, fstate, scratch, hyper):
     """Collapse ``node`` after an accepted prune and update the running sums."""
     lc = tree.left[node]
     rc = tree.right[node]
@@ -239,22 +271,38 @@ def accept_prune(tree, node, fstate, scratch):
     collapse_node(tree, node)
     tree.lm[node] = scratch.saved_lm[0]
     tree.b[node] = scratch.saved_b[0]
+    # The old rule is available at the node, so it is a splittable leaf.
+    tree.lp[node] = math.log1p(-p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node]))
 
 
 @njit(cache=True, nogil=True)
-def _save_leaf_terms(tree, scratch, count):
+def _save_subtree(tree, scratch, count):
+    """Save the cached terms, segments and rows of the subtree listed in ``scratch.nodes``."""
+    root = scratch.nodes[0]
+    for i in range(tree.start[root], tree.end[root]):
+        scratch.saved_perm[i] = tree.perm[i]
     for i in range(count):
         node = scratch.nodes[i]
+        scratch.saved_start[i] = tree.start[node]
+        scratch.saved_end[i] = tree.end[node]
         scratch.saved_lm[i] = tree.lm[node]
         scratch.saved_b[i] = tree.b[node]
+        scratch.saved_lp[i] = tree.lp[node]
 
 
 @njit(cache=True, nogil=True)
-def _restore_leaf_terms(tree, scratch, count):
+def _restore_subtree(tree, scratch, count):
+    """Undo a rejected change or swap: rows, segments and cached terms of the subtree."""
+    root = scratch.nodes[0]
+    for i in range(tree.start[root], tree.end[root]):
+        tree.perm[i] = scratch.saved_perm[i]
     for i in range(count):
         node = scratch.nodes[i]
+        tree.start[node] = scratch.saved_start[i]
+        tree.end[node] = scratch.saved_end[i]
         tree.lm[node] = scratch.saved_lm[i]
         tree.b[node] = scratch.saved_b[i]
+        tree.lp[node] = scratch.saved_lp[i]
 
 
 @njit(cache=True, nogil=True)
@@ -267,8 +315,7 @@ def _rewire_and_score(tree, root, xt, is_cat, nbins, y, ycls, hyper, fstate, n_t
     if not repartition_subtree(tree, xt, is_cat, root, m, scratch.stack):
         return -np.inf, 0.0, 0.0
     new_prior = subtree_log_prior(
-        tree, scratch.nodes[first:], count - first, xt, is_cat, nbins, hyper,
-        scratch.hist, scratch.sums, scratch.counts, scratch.lows, scratch.extras,
+        tree, scratch.nodes[first:], count - first, xt, is_cat, nbins, hyper, scratch,
     )
     if new_prior == -np.inf:
         return -np.inf, 0.0, 0.0
@@ -300,19 +347,18 @@ def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total
     # Prior of the subtree, leaving out the root's own factor for a change: its p_SPLIT is
     # unchanged (same rows) and its p_RULE cancels against the proposal (rule drawn from p_RULE).
     first = 1 if move == MOVE_CHANGE else 0
-    old_prior = subtree_log_prior(
-        tree, scratch.nodes[first:], count - first, xt, is_cat, nbins, hyper,
-        scratch.hist, scratch.sums, scratch.counts, scratch.lows, scratch.extras,
+    old_prior = cached_subtree_log_prior(
+        tree, scratch.nodes[first:], count - first, xt, is_cat, nbins, hyper, scratch,
     )
     old_lm, old_b = sum_leaf_terms(tree, scratch.nodes, count)
-    _save_leaf_terms(tree, scratch, count)
+    _save_subtree(tree, scratch, count)
     old_var = tree.var[root]
     old_cut = tree.cut[root]
     log_k = 0.0
     if move == MOVE_CHANGE:
-        v, cut, _ = sample_rule(
-            rng, xt, tree.perm, tree.start[root], tree.end[root], is_cat, nbins, m,
-            scratch.hist, scratch.sums, scratch.counts, scratch.lows, scratch.extras,
+        v, cut = sample_rule(
+            rng, xt, tree.perm, tree.start[root], tree.end[root], is_cat, nbins, m, scratch.hist, scratch.sums,
+            scratch.var_order,
         )
         tree.var[root] = v
         tree.cut[root] = cut
@@ -342,6 +388,8 @@ def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total
     if valid and (force_accept or math.log(rng.random()) < log_r):
         fstate[F_LM_SUM] += new_lm - old_lm
         fstate[F_B_SUM] += new_b - old_b
+        if move == MOVE_CHANGE:
+            tree.lp[root] = np.nan  # its rule changed; descendants were refreshed when scored
         return True, True, log_r
     # Reject: restore the rules, the partition and the cached leaf terms.
     tree.var[root] = old_var
@@ -352,6 +400,5 @@ def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total
         if both:
             tree.var[other] = c_var
             tree.cut[other] = c_cut
-    repartition_subtree(tree, xt, is_cat, root, m, scratch.stack)
-    _restore_leaf_terms(tree, scratch, count)
+    _restore_subtree(tree, scratch, count)
     return False, valid, log_r

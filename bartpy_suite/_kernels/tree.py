@@ -79,6 +79,7 @@ class TreeArrays(NamedTuple):
     end: np.ndarray  # int64[N]
     lm: np.ndarray  # float64[N]: per-leaf log marginal term
     b: np.ndarray  # float64[N]: per-leaf scatter (common-sigma model) or residual sum (BART)
+    lp: np.ndarray  # float64[N]: cached prior factor of the node given its rows (NaN: unknown)
     value: np.ndarray  # float64[N]: leaf mean (drawn)
     leaf_sigma: np.ndarray  # float64[N]: leaf sd (mean-variance model)
     leaf_prob: np.ndarray  # float64[N, K]: leaf class probabilities
@@ -99,14 +100,22 @@ class Scratch(NamedTuple):
     stack: np.ndarray  # int32[N + 1]
     saved_lm: np.ndarray  # float64[N]
     saved_b: np.ndarray  # float64[N]
+    saved_lp: np.ndarray  # float64[N]
+    saved_perm: np.ndarray  # int64[n]: a node's row segment, restored when a move is rejected
+    saved_start: np.ndarray  # int64[N]
+    saved_end: np.ndarray  # int64[N]
     class_counts: np.ndarray  # float64[K]
+    var_order: np.ndarray  # int64[p]
+    hist2d: np.ndarray  # int64[p, max bins]
+    codes_by_row: np.ndarray  # int32[n, p]: row-major copy of the codes for one-pass histograms
 
 
-def new_scratch(n_rows: int, capacity: int, nbins: np.ndarray, n_classes: int = 1) -> Scratch:
-    """Allocate the work arrays of one chain."""
-    p = len(nbins)
+def new_scratch(codes: np.ndarray, capacity: int, nbins: np.ndarray, n_classes: int = 1) -> Scratch:
+    """Allocate the work arrays of one chain; ``codes`` are the (p, n) binned predictors."""
+    p, n_rows = codes.shape
+    max_bins = max(int(np.max(nbins)) if p else 1, 1) + 1
     return Scratch(
-        hist=np.zeros(max(int(np.max(nbins)) if p else 1, 1) + 1, dtype=np.int64),
+        hist=np.zeros(max_bins, dtype=np.int64),
         sums=np.zeros(n_rows + 1, dtype=np.float64),
         counts=np.zeros(p, dtype=np.float64),
         lows=np.zeros(p, dtype=np.int64),
@@ -115,7 +124,14 @@ def new_scratch(n_rows: int, capacity: int, nbins: np.ndarray, n_classes: int = 
         stack=np.zeros(capacity + 1, dtype=np.int32),
         saved_lm=np.zeros(capacity, dtype=np.float64),
         saved_b=np.zeros(capacity, dtype=np.float64),
+        saved_lp=np.zeros(capacity, dtype=np.float64),
+        saved_perm=np.zeros(n_rows, dtype=np.int64),
+        saved_start=np.zeros(capacity, dtype=np.int64),
+        saved_end=np.zeros(capacity, dtype=np.int64),
         class_counts=np.zeros(max(n_classes, 1), dtype=np.float64),
+        var_order=np.zeros(p, dtype=np.int64),
+        hist2d=np.zeros((p, max_bins), dtype=np.int64),
+        codes_by_row=np.ascontiguousarray(codes.T),
     )
 
 
@@ -136,6 +152,7 @@ def new_tree(n_rows: int, capacity: int, n_classes: int = 1) -> TreeArrays:
         end=np.zeros(capacity, dtype=np.int64),
         lm=np.zeros(capacity, dtype=np.float64),
         b=np.zeros(capacity, dtype=np.float64),
+        lp=np.full(capacity, np.nan),
         value=np.zeros(capacity, dtype=np.float64),
         leaf_sigma=np.ones(capacity, dtype=np.float64),
         leaf_prob=np.zeros((capacity, max(n_classes, 1)), dtype=np.float64),
@@ -221,26 +238,21 @@ def _count_level_subsets(hist, nbins, n, m, sums):
 
 
 @njit(cache=True, nogil=True)
-def var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, hist, sums):
-    """Number of available (ordered, for factors) rules on variable v at a segment.
+def _rule_count_from_hist(hist, is_cat_v, nbins_v, n, m, sums):
+    """Available rules of one variable from the code histogram of a node with n rows.
 
     Returns ``(count, lo, extra)``: for a numeric variable the available cut indices are the
-    contiguous range ``lo .. lo + count - 1``; for a factor ``extra`` is the number of levels
-    absent from the node (their mask bits are free).
+    contiguous range ``lo .. lo + count - 1`` (cumulative count c_k = rows with code <= k; rule
+    k is available iff m <= c_k <= n - m); for a factor, count is the number of ordered level
+    subsets and ``extra`` the number of levels absent from the node (their mask bits are free).
     """
-    n = end - start
-    if n < 2 * m:
-        return 0.0, 0, 0
-    _histogram(xt, perm, start, end, v, nbins[v], hist)
-    if is_cat[v]:
-        count, present = _count_level_subsets(hist, nbins[v], n, m, sums)
-        return count, 0, nbins[v] - present
-    # cumulative count c_k = rows with code <= k; rule k available iff m <= c_k <= n - m.
-    ncut = nbins[v] - 1
+    if is_cat_v:
+        count, present = _count_level_subsets(hist, nbins_v, n, m, sums)
+        return count, 0, nbins_v - present
     cum = 0
     lo = -1
     hi = -1
-    for k in range(ncut):
+    for k in range(nbins_v - 1):
         cum += hist[k]
         if cum >= m and lo < 0:
             lo = k
@@ -254,13 +266,40 @@ def var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, hist, sums):
 
 
 @njit(cache=True, nogil=True)
-def node_rule_counts(xt, perm, start, end, is_cat, nbins, m, hist, sums, counts, lows, extras):
+def var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, hist, sums):
+    """Available rules on variable v at a segment (see ``_rule_count_from_hist``); leaves the
+    histogram of v in ``hist``."""
+    n = end - start
+    if n < 2 * m:
+        return 0.0, 0, 0
+    _histogram(xt, perm, start, end, v, nbins[v], hist)
+    return _rule_count_from_hist(hist, is_cat[v], nbins[v], n, m, sums)
+
+
+@njit(cache=True, nogil=True)
+def node_rule_counts(xr, perm, start, end, is_cat, nbins, m, hist2d, sums, counts, lows, extras):
     """Fill per-variable available-rule counts at a segment; return the number of variables
-    with at least one available rule."""
-    p = xt.shape[0]
+    with at least one available rule.
+
+    ``xr`` holds the codes row-major (n, p) so one pass over the rows fills the histograms of
+    all variables (``hist2d``, shape (p, max bins)).
+    """
+    p = xr.shape[1]
+    n = end - start
+    if n < 2 * m:
+        for v in range(p):
+            counts[v] = 0.0
+        return 0
+    for v in range(p):
+        for k in range(nbins[v]):
+            hist2d[v, k] = 0
+    for i in range(start, end):
+        row = xr[perm[i]]
+        for v in range(p):
+            hist2d[v, row[v]] += 1
     n_vars = 0
     for v in range(p):
-        c, lo, ex = var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, hist, sums)
+        c, lo, ex = _rule_count_from_hist(hist2d[v], is_cat[v], nbins[v], n, m, sums)
         counts[v] = c
         lows[v] = lo
         extras[v] = ex
@@ -270,10 +309,50 @@ def node_rule_counts(xt, perm, start, end, is_cat, nbins, m, hist, sums, counts,
 
 
 @njit(cache=True, nogil=True)
+def _cut_available(xt, perm, start, end, v, t, m):
+    """Whether numeric cut index t sends at least m rows each way; stops as soon as it does."""
+    row = xt[v]
+    below = 0
+    above = 0
+    for i in range(start, end):
+        if row[perm[i]] <= t:
+            below += 1
+        else:
+            above += 1
+        if below >= m and above >= m:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _numeric_rule_quick(xt, perm, start, end, v, m):
+    """True if the cut at the first row's code is available (both sides >= m rows).
+
+    Stops as soon as both sides reach m rows, so a node with spread-out values is settled after
+    a few rows. False is inconclusive: other cuts may still be available.
+    """
+    row = xt[v]
+    t = row[perm[start]]
+    below = 0
+    above = 0
+    for i in range(start, end):
+        if row[perm[i]] <= t:
+            below += 1
+        else:
+            above += 1
+        if below >= m and above >= m:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True)
 def has_available_rule(xt, perm, start, end, is_cat, nbins, m, hist, sums):
     """Whether any variable offers an available rule at the segment (p_SPLIT > 0)."""
     if end - start < 2 * m:
         return False
+    for v in range(xt.shape[0]):
+        if not is_cat[v] and nbins[v] > 1 and _numeric_rule_quick(xt, perm, start, end, v, m):
+            return True
     for v in range(xt.shape[0]):
         c, lo, ex = var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, hist, sums)
         if c > 0:
@@ -343,29 +422,39 @@ def _sample_level_mask(rng, xt, perm, start, end, v, nbins, m, hist, count):
 
 
 @njit(cache=True, nogil=True)
-def sample_rule(rng, xt, perm, start, end, is_cat, nbins, m, hist, sums, counts, lows, extras):
-    """Draw a rule from p_RULE at a segment.
+def sample_rule(rng, xt, perm, start, end, is_cat, nbins, m, hist, sums, var_order):
+    """Draw a rule from p_RULE at a segment: returns ``(v, cut)``, or ``v = -1`` if none.
 
-    Returns ``(v, cut, log_q)``; ``v = -1`` when no rule is available. ``log_q`` is the log
-    probability of the stored representation (equal to its prior rule term).
+    Variables are drawn uniformly without replacement until one has an available rule, which
+    makes the chosen variable uniform over the variables with available rules while usually
+    histogramming a single variable. Callers never need p_RULE itself: it cancels against the
+    prior in every move ratio that draws from it.
     """
-    n_vars = node_rule_counts(xt, perm, start, end, is_cat, nbins, m, hist, sums, counts, lows, extras)
-    if n_vars == 0:
-        return -1, np.int64(0), 0.0
-    pick = int(rng.random() * n_vars)
-    v = -1
-    for u in range(xt.shape[0]):
-        if counts[u] > 0:
-            if pick == 0:
-                v = u
-                break
-            pick -= 1
-    if is_cat[v]:
-        _histogram(xt, perm, start, end, v, nbins[v], hist)
-        cut = _sample_level_mask(rng, xt, perm, start, end, v, nbins, m, hist, counts[v])
-    else:
-        cut = np.int64(lows[v] + int(rng.random() * counts[v]))
-    return v, cut, rule_log_prob(n_vars, counts[v], extras[v], is_cat[v])
+    p = xt.shape[0]
+    for k in range(p):
+        var_order[k] = k
+    remaining = p
+    if end - start < 2 * m:
+        return -1, np.int64(0)
+    while remaining > 0:
+        idx = int(rng.random() * remaining)
+        v = var_order[idx]
+        if not is_cat[v] and nbins[v] > 1:
+            # Rejection from a uniform cut index, each check stopping early: exactly uniform
+            # over the available cuts, and usually settled after a few rows.
+            for _ in range(2):
+                k = int(rng.random() * (nbins[v] - 1))
+                if _cut_available(xt, perm, start, end, v, k, m):
+                    return v, np.int64(k)
+        count, lo, _ = var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, hist, sums)
+        if count > 0:
+            if is_cat[v]:
+                # var_rule_count left the level counts of v in ``hist``.
+                return v, _sample_level_mask(rng, xt, perm, start, end, v, nbins, m, hist, count)
+            return v, np.int64(lo + int(rng.random() * count))
+        var_order[idx] = var_order[remaining - 1]
+        remaining -= 1
+    return -1, np.int64(0)
 
 
 @njit(cache=True, nogil=True)
@@ -410,6 +499,7 @@ def split_leaf(tree, xt, is_cat, node, v, cut):
     tree.cut[node] = cut
     tree.left[node] = lchild
     tree.right[node] = rchild
+    tree.lp[node] = np.nan
     d = tree.depth[node] + 1
     for child, cs, ce in ((lchild, s, mid), (rchild, mid, e)):
         tree.var[child] = LEAF
@@ -419,6 +509,7 @@ def split_leaf(tree, xt, is_cat, node, v, cut):
         tree.right[child] = -1
         tree.start[child] = cs
         tree.end[child] = ce
+        tree.lp[child] = np.nan
     tree.meta[M_N_LEAVES] += 1
     tree.meta[M_N_INTERNAL] += 1
     return lchild, rchild
@@ -432,6 +523,7 @@ def collapse_node(tree, node):
     tree.var[node] = LEAF
     tree.left[node] = -1
     tree.right[node] = -1
+    tree.lp[node] = np.nan
     tree.meta[M_N_LEAVES] -= 1
     tree.meta[M_N_INTERNAL] -= 1
 
@@ -555,7 +647,7 @@ def sum_leaf_terms(tree, nodes, count):
 
 
 @njit(cache=True, nogil=True)
-def node_log_prior(tree, node, xt, is_cat, nbins, hyper, hist, sums, counts, lows, extras):
+def node_log_prior(tree, node, xt, is_cat, nbins, hyper, scratch):
     """Prior factor of one node given its rows: ``log p_SPLIT + log p_RULE`` for an internal node
     (``-inf`` if its rule is not available), ``log(1 - p_SPLIT)`` for a leaf."""
     m = int(hyper[H_MIN_LEAF])
@@ -564,25 +656,47 @@ def node_log_prior(tree, node, xt, is_cat, nbins, hyper, hist, sums, counts, low
     ps = p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node])
     v = tree.var[node]
     if v == LEAF:
-        if has_available_rule(xt, tree.perm, s, e, is_cat, nbins, m, hist, sums):
+        if has_available_rule(xt, tree.perm, s, e, is_cat, nbins, m, scratch.hist, scratch.sums):
             return math.log1p(-ps)
         return 0.0
     lc = tree.left[node]
     rc = tree.right[node]
     if tree.end[lc] - tree.start[lc] < m or tree.end[rc] - tree.start[rc] < m:
         return -np.inf
-    n_vars = node_rule_counts(xt, tree.perm, s, e, is_cat, nbins, m, hist, sums, counts, lows, extras)
-    return math.log(ps) + rule_log_prob(n_vars, counts[v], extras[v], is_cat[v])
+    n_vars = node_rule_counts(
+        scratch.codes_by_row, tree.perm, s, e, is_cat, nbins, m, scratch.hist2d, scratch.sums,
+        scratch.counts, scratch.lows, scratch.extras,
+    )
+    return math.log(ps) + rule_log_prob(n_vars, scratch.counts[v], scratch.extras[v], is_cat[v])
 
 
 @njit(cache=True, nogil=True)
-def subtree_log_prior(tree, nodes, count, xt, is_cat, nbins, hyper, hist, sums, counts, lows, extras):
-    """Sum of node prior factors over ``nodes[:count]`` (``-inf`` if any rule is unavailable)."""
+def subtree_log_prior(tree, nodes, count, xt, is_cat, nbins, hyper, scratch):
+    """Sum of node prior factors over ``nodes[:count]`` (``-inf`` if any rule is unavailable).
+
+    Factors are recomputed from the rows and stored in the ``lp`` cache of each node.
+    """
     total = 0.0
     for i in range(count):
-        total += node_log_prior(tree, nodes[i], xt, is_cat, nbins, hyper, hist, sums, counts, lows, extras)
+        node = nodes[i]
+        factor = node_log_prior(tree, node, xt, is_cat, nbins, hyper, scratch)
+        tree.lp[node] = factor
+        total += factor
         if total == -np.inf:
             return total
+    return total
+
+
+@njit(cache=True, nogil=True)
+def cached_subtree_log_prior(tree, nodes, count, xt, is_cat, nbins, hyper, scratch):
+    """As ``subtree_log_prior`` but reusing cached factors of nodes whose rows and rule have not
+    changed since they were computed (moves reset the cache of every node they alter)."""
+    total = 0.0
+    for i in range(count):
+        node = nodes[i]
+        if np.isnan(tree.lp[node]):
+            tree.lp[node] = node_log_prior(tree, node, xt, is_cat, nbins, hyper, scratch)
+        total += tree.lp[node]
     return total
 
 

@@ -50,7 +50,7 @@ class BartChain:
         m = int(self.hyper[_tree.H_MIN_LEAF])
         self.capacity = min(_tree.node_capacity(n, m), BART_MAX_NODES)
         self.forest = new_forest(n_trees, n, self.capacity)
-        self.scratch = _tree.new_scratch(n, self.capacity, self.nbins)
+        self.scratch = _tree.new_scratch(self.codes, self.capacity, self.nbins)
         self.fstate = np.zeros(2)
         self.ycls = np.zeros(n, dtype=np.int64)
         y = np.asarray(y, dtype=np.float64)

@@ -22,6 +22,7 @@ from .._kernels.cart_moves import (
     MOVE_NAMES,
     accept_prune,
     change_or_swap,
+    undo_grow,
     propose_grow,
     propose_prune,
 )
@@ -67,7 +68,7 @@ class CartChain:
         self.n_classes = int(self.hyper[_tree.H_N_CLASSES])
         self.capacity = capacity or _tree.node_capacity(n, m)
         self.tree = _tree.new_tree(n, self.capacity, self.n_classes)
-        self.scratch = _tree.new_scratch(n, self.capacity, self.nbins, self.n_classes)
+        self.scratch = _tree.new_scratch(self.codes, self.capacity, self.nbins, self.n_classes)
         self.fstate = np.zeros(2)
         self.refresh()
 
@@ -92,8 +93,7 @@ class CartChain:
         s = self.scratch
         count = _tree.subtree_nodes(self.tree, 0, s.nodes, s.stack)
         return _tree.subtree_log_prior(
-            self.tree, s.nodes, count, self.codes, self.is_categorical, self.nbins, self.hyper,
-            s.hist, s.sums, s.counts, s.lows, s.extras,
+            self.tree, s.nodes, count, self.codes, self.is_categorical, self.nbins, self.hyper, s,
         )
 
     # -- moves -----------------------------------------------------------------------------
@@ -200,13 +200,13 @@ class CartChain:
             log_r, node = propose_grow(self.rng, *args, self.move_probs, self.fstate, n_total, self.scratch)
             proposed = self.get_tree() if node >= 0 else None
             if node >= 0:
-                _tree.collapse_node(self.tree, node)
+                undo_grow(self.tree, node, self.hyper)
             return float(log_r), proposed
         if move == "prune":
             log_r, node = propose_prune(self.rng, *args, self.move_probs, self.fstate, n_total, self.scratch)
             if node < 0:
                 return float(log_r), None
-            accept_prune(self.tree, node, self.fstate, self.scratch)
+            accept_prune(self.tree, node, self.fstate, self.scratch, self.hyper)
         else:
             accepted, valid, log_r = change_or_swap(self.rng, *args, self.fstate, n_total, self.scratch,
                                                     MOVE_INDEX[move], True)
