@@ -77,6 +77,7 @@ def hyper_vector(tree_prior: TreePrior, leaf_prior, *, likelihood: bool, center:
     h[_tree.H_N_CLASSES] = 1
     h[_tree.H_SIGMA2] = sigma2
     h[_tree.H_TAU2] = tau2
+    h[_tree.H_INV_TEMP] = 1.0
     if isinstance(leaf_prior, NormalLeafPrior):
         h[_tree.H_A] = leaf_prior.a
         h[_tree.H_MU_BAR] = (leaf_prior.mu_bar - center) / scale

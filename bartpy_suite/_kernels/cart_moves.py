@@ -27,6 +27,7 @@ from .likelihood import MODEL_NORMAL_KNOWN_VARIANCE, leaf_log_marginal_normal_kn
 from .tree import (
     H_ALPHA,
     H_BETA,
+    H_INV_TEMP,
     H_LIKELIHOOD,
     H_MIN_LEAF,
     H_MODEL,
@@ -200,7 +201,7 @@ def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstat
     tree.b[rc] = b_r
     b_new = fstate[F_B_SUM] - tree.b[node] + b_l + b_r
     d_loglik = (lm_l + lm_r - tree.lm[node]) + global_term(b_new, n_total, hyper) - global_term(fstate[F_B_SUM], n_total, hyper)
-    return log_prior + log_q + d_loglik, node
+    return log_prior + log_q + hyper[H_INV_TEMP] * d_loglik, node
 
 
 @njit(cache=True, nogil=True)
@@ -258,7 +259,7 @@ def propose_prune(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fsta
     scratch.saved_b[0] = b_p
     b_new = fstate[F_B_SUM] - tree.b[lc] - tree.b[rc] + b_p
     d_loglik = (lm_p - tree.lm[lc] - tree.lm[rc]) + global_term(b_new, n_total, hyper) - global_term(fstate[F_B_SUM], n_total, hyper)
-    return log_prior + log_q + d_loglik, node
+    return log_prior + log_q + hyper[H_INV_TEMP] * d_loglik, node
 
 
 @njit(cache=True, nogil=True)
@@ -323,7 +324,7 @@ def _rewire_and_score(tree, root, xt, is_cat, nbins, y, ycls, hyper, fstate, n_t
     new_lm, new_b = sum_leaf_terms(tree, scratch.nodes, count)
     b_all = fstate[F_B_SUM] - old_b + new_b
     d_loglik = (new_lm - old_lm) + global_term(b_all, n_total, hyper) - global_term(fstate[F_B_SUM], n_total, hyper)
-    return (new_prior - old_prior) + d_loglik, new_lm, new_b
+    return (new_prior - old_prior) + hyper[H_INV_TEMP] * d_loglik, new_lm, new_b
 
 
 @njit(cache=True, nogil=True)

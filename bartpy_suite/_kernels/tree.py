@@ -58,7 +58,8 @@ H_MODEL = 9
 H_LIKELIHOOD = 10
 H_SIGMA2 = 11
 H_TAU2 = 12
-N_HYPER = 13
+H_INV_TEMP = 13  # likelihood power of a tempered rung (1 = the posterior)
+N_HYPER = 14
 
 # Indices into ``meta`` (int64 vector of a tree).
 M_N_FREE = 0
