@@ -15,7 +15,6 @@ from numba import njit
 from .cart_moves import (
     F_B_SUM,
     F_LM_SUM,
-    MOVE_CHANGE,
     MOVE_GROW,
     MOVE_PRUNE,
     accept_grow,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from numba import njit
 
 MODEL_MEAN_SHIFT = 0  # common sigma, mu_i ~ N(mu_bar, sigma^2/a), sigma^2 ~ IG(nu/2, nu*lam/2)

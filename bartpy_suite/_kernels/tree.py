@@ -31,7 +31,6 @@ from numba import njit
 from .likelihood import (
     MODEL_CLASSIFICATION,
     MODEL_MEAN_SHIFT,
-    MODEL_MEAN_VARIANCE_SHIFT,
     MODEL_NORMAL_KNOWN_VARIANCE,
     leaf_log_marginal_dirichlet,
     leaf_log_marginal_mean_variance,
@@ -326,33 +325,14 @@ def _cut_available(xt, perm, start, end, v, t, m):
 
 
 @njit(cache=True, nogil=True)
-def _numeric_rule_quick(xt, perm, start, end, v, m):
-    """True if the cut at the first row's code is available (both sides >= m rows).
-
-    Stops as soon as both sides reach m rows, so a node with spread-out values is settled after
-    a few rows. False is inconclusive: other cuts may still be available.
-    """
-    row = xt[v]
-    t = row[perm[start]]
-    below = 0
-    above = 0
-    for i in range(start, end):
-        if row[perm[i]] <= t:
-            below += 1
-        else:
-            above += 1
-        if below >= m and above >= m:
-            return True
-    return False
-
-
-@njit(cache=True, nogil=True)
 def has_available_rule(xt, perm, start, end, is_cat, nbins, m, hist, sums):
     """Whether any variable offers an available rule at the segment (p_SPLIT > 0)."""
     if end - start < 2 * m:
         return False
     for v in range(xt.shape[0]):
-        if not is_cat[v] and nbins[v] > 1 and _numeric_rule_quick(xt, perm, start, end, v, m):
+        # The cut at the first row's code settles most nodes after a few rows; a miss is
+        # inconclusive and falls through to the histograms below.
+        if not is_cat[v] and nbins[v] > 1 and _cut_available(xt, perm, start, end, v, xt[v, perm[start]], m):
             return True
     for v in range(xt.shape[0]):
         c, lo, ex = var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, hist, sums)

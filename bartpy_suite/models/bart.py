@@ -7,17 +7,14 @@ import numpy as np
 from scipy import stats
 
 from .. import _validation as check
-from .._binning import BinnedPredictors
 from .._kernels.bart_chain import SIGMA_FIXED, SIGMA_PROBIT, SIGMA_SAMPLED
 from .._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
 from .._kernels.tree import H_LAM, H_NU
 from ..errors import ArgumentError, DataError
 from ..posterior.build import build_fit
-from ..priors import TreePrior, calibrate_lambda, hyper_vector
-from ..samplers import get_sampler
+from ..priors import calibrate_lambda, hyper_vector
 from ..samplers.bart import FILL, TREE_KEYS, BartChain, allocate_bart_outputs
-from ._runner import run_chains
-from .cart import _plain, check_training_arrays, spawn_generators
+from ._base import TreeModel, plain, spawn_generators
 
 
 def residual_sd(x: np.ndarray, y: np.ndarray, is_categorical: np.ndarray) -> float:
@@ -40,7 +37,7 @@ def residual_sd(x: np.ndarray, y: np.ndarray, is_categorical: np.ndarray) -> flo
     return float(np.sqrt(result.scale))
 
 
-class BART:
+class BART(TreeModel):
     """Bayesian additive regression trees.
 
     Parameters
@@ -75,31 +72,20 @@ class BART:
     threads : int or None
     """
 
+    model_type = "bart"
+
     def __init__(self, *, trees=200, sampler="cgm", chains=4, draws=1000, tune=1000, thin=1, seed=None, alpha=0.95,
                  beta=2.0, k=2.0, nu=3.0, q=0.9, sigma_hat=None, max_cuts=100, min_leaf_size=5, moves=None,
                  sigma=None, likelihood=True, progress=True, threads=None):
-        self.spec = get_sampler(sampler, "bart")
+        self._init_mcmc(sampler=sampler, chains=chains, draws=draws, tune=tune, thin=thin, seed=seed, alpha=alpha,
+                        beta=beta, min_leaf_size=min_leaf_size, max_cuts=max_cuts, moves=moves,
+                        likelihood=likelihood, progress=progress, threads=threads)
         self.trees = check.check_int_at_least("trees", trees, 1)
-        self.chains = check.check_int_at_least("chains", chains, 1)
-        self.draws = check.check_int_at_least("draws", draws, 1)
-        self.tune = check.check_int_at_least("tune", tune, 0)
-        self.thin = check.check_int_at_least("thin", thin, 1)
-        self.seed = seed
-        self.tree_prior = TreePrior(
-            check.check_open_unit("alpha", alpha),
-            check.check_nonnegative("beta", beta),
-            check.check_int_at_least("min_leaf_size", min_leaf_size, 1),
-        )
         self.k = check.check_positive("k", k)
         self.nu = check.check_positive("nu", nu)
         self.q = check.check_open_unit("q", q)
         self.sigma_hat = None if sigma_hat is None else check.check_positive("sigma_hat", sigma_hat)
-        self.max_cuts = check.check_int_at_least("max_cuts", max_cuts, 1)
-        self.moves = check.check_moves(moves, self.spec.default_moves, paired=[("grow", "prune")])
         self.sigma = None if sigma is None else check.check_positive("sigma", sigma)
-        self.likelihood = bool(likelihood)
-        self.progress = bool(progress)
-        self.threads = None if threads is None else check.check_int_at_least("threads", threads, 1)
 
     def fit(self, X, y, *, is_categorical=None, n_levels=None, class_labels=None, predictor_names=None, design=None):
         """Sample the BART posterior given predictors ``X`` (n, p) and response ``y``.
@@ -110,30 +96,10 @@ class BART:
         -------
         bartpy_suite.posterior.Fit
         """
-        x, y, is_cat, levels = check_training_arrays(X, y, is_categorical, n_levels, self.tree_prior.min_leaf_size)
-        n, p = x.shape
-        names = list(predictor_names) if predictor_names is not None else [f"x{j}" for j in range(p)]
-        binned = BinnedPredictors.fit(x, is_cat, levels, self.max_cuts)
+        x, y, is_cat, names, binned = self._prepare(X, y, is_categorical, n_levels, predictor_names)
         probit = class_labels is not None
-        config = {
-            "model_type": "bart",
-            "trees": self.trees,
-            "response_kind": "categorical" if probit else "numeric",
-            "sampler": self.spec.name,
-            "moves": self.moves,
-            "chains": self.chains,
-            "draws": self.draws,
-            "tune": self.tune,
-            "thin": self.thin,
-            "seed": None if self.seed is None or isinstance(self.seed, np.random.SeedSequence) else int(self.seed),
-            "alpha": self.tree_prior.alpha,
-            "beta": self.tree_prior.beta,
-            "k": self.k,
-            "min_leaf_size": self.tree_prior.min_leaf_size,
-            "max_cuts": self.max_cuts,
-            "likelihood": self.likelihood,
-            "predictors": names,
-        }
+        config = self._base_config("categorical" if probit else "numeric", names)
+        config.update(trees=self.trees, k=self.k)
         if probit:
             ycodes = np.asarray(y, dtype=np.int64)
             if len(class_labels) != 2:
@@ -148,7 +114,7 @@ class BART:
             ywork = ycodes.astype(np.float64)
             tau = 3.0 / (self.k * np.sqrt(self.trees))
             sigma2, lam, mode = 1.0, 1.0, SIGMA_PROBIT
-            config.update(class_labels=[_plain(c) for c in class_labels], leaf_model="probit", nu=None, lam=None)
+            config.update(class_labels=[plain(c) for c in class_labels], leaf_model="probit", nu=None, lam=None)
         else:
             yreg = np.asarray(y, dtype=np.float64)
             if not np.all(np.isfinite(yreg)):
@@ -176,15 +142,11 @@ class BART:
         chains = [BartChain(binned.codes, is_cat, binned.nbins, ywork, hyper, self.moves, rng, self.trees, mode)
                   for rng in rngs]
         outputs = [allocate_bart_outputs(self.draws, self.trees) for _ in chains]
-        total = self.tune + self.draws * self.thin
 
         def run_chunk(chain, index, first, n_iter):
             chain.run(first, n_iter, self.tune, self.thin, outputs[index])
 
-        done = run_chains(chains, total, run_chunk, threads=self.threads, progress=self.progress)
-        kept = min(max(0, (d - self.tune + self.thin - 1) // self.thin) for d in done)
-        if kept == 0:
-            raise KeyboardInterrupt("sampling was interrupted before the first kept draw")
+        kept = self._run(chains, run_chunk)
         nodes = max(o["split_var"].shape[2] for o in outputs)
         stacked = {}
         for key in outputs[0]:

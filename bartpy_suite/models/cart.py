@@ -5,69 +5,16 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _validation as check
-from .._binning import MAX_LEVELS, BinnedPredictors
 from ..errors import ArgumentError, DataError
 from ..posterior.build import build_fit
-from ..priors import DirichletLeafPrior, NormalLeafPrior, TreePrior, default_lambda, hyper_vector
-from ..samplers import get_sampler
+from ..priors import DirichletLeafPrior, NormalLeafPrior, default_lambda, hyper_vector
 from ..samplers.cart import CartChain
-from ._runner import run_chains
+from ._base import TreeModel, plain, spawn_generators
 
 CART_MODELS = ("mean_shift", "mean_variance_shift")
 
 
-def spawn_generators(seed, chains: int) -> list[np.random.Generator]:
-    """One independent ``Generator`` per chain, spawned from one ``SeedSequence``.
-
-    Chain c gets the same stream whatever the number of chains, so chain c of a run equals
-    chain 0 of a run seeded with ``SeedSequence(seed).spawn(c + 1)[c]``.
-    """
-    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-    return [np.random.default_rng(child) for child in ss.spawn(chains)]
-
-
-def check_training_arrays(x, y, is_categorical, n_levels, min_leaf_size: int):
-    """Validate array-level training data; return float64 copies and factor metadata."""
-    x = np.array(x, dtype=np.float64, copy=True)
-    if x.ndim == 1:
-        x = x[:, None]
-    if x.ndim != 2:
-        raise DataError(f"X must be a 2-d array of shape (n_rows, n_predictors); got shape {x.shape}")
-    n, p = x.shape
-    if n == 0:
-        raise DataError("the data have no rows: nothing to fit")
-    if p == 0:
-        raise DataError("there are no predictors: a tree needs at least one")
-    if n < 2 * min_leaf_size:
-        raise DataError(
-            f"{n} rows are too few for min_leaf_size={min_leaf_size}: a split needs at least "
-            f"2*min_leaf_size={2 * min_leaf_size} rows; lower min_leaf_size or supply more data"
-        )
-    y = np.asarray(y)
-    if y.shape[0] != n:
-        raise DataError(f"X has {n} rows but y has {y.shape[0]}")
-    bad = ~np.isfinite(x)
-    if bad.any():
-        col, row = np.argwhere(bad.T)[0]
-        raise DataError(f"predictor column {col} holds a non-finite value (first at row {row}); remove or impute it")
-    is_cat = np.zeros(p, dtype=bool) if is_categorical is None else np.asarray(is_categorical, dtype=bool)
-    if is_cat.shape != (p,):
-        raise ArgumentError(f"is_categorical must have one entry per predictor ({p}); got {is_cat.shape[0]}")
-    levels = np.zeros(p, dtype=np.int64)
-    for v in np.flatnonzero(is_cat):
-        codes = x[:, v]
-        if np.any(codes < 0) or np.any(codes != np.round(codes)):
-            raise DataError(f"categorical predictor column {v} must hold integer level codes >= 0")
-        levels[v] = int(n_levels[v]) if n_levels is not None else int(codes.max()) + 1
-        if levels[v] > MAX_LEVELS:
-            raise DataError(
-                f"categorical predictor column {v} has {levels[v]} levels; at most {MAX_LEVELS} are supported "
-                "(merge rare levels or treat it as numeric)"
-            )
-    return x, y, is_cat, levels
-
-
-class BayesianCART:
+class BayesianCART(TreeModel):
     """Bayesian CART (Chipman, George & McCulloch 1998) sampled by MCMC over trees.
 
     Parameters
@@ -105,21 +52,14 @@ class BayesianCART:
         Worker threads (default one per chain); the draws do not depend on it.
     """
 
+    model_type = "cart"
+
     def __init__(self, *, sampler="cgm", chains=4, draws=1000, tune=1000, thin=1, seed=None, alpha=0.95, beta=0.5,
                  min_leaf_size=5, max_cuts=None, model="mean_shift", a=1 / 3, mu_bar=None, nu=3.0, lam=None,
                  class_alpha=1.0, moves=None, likelihood=True, progress=True, threads=None):
-        self.spec = get_sampler(sampler, "cart")
-        self.chains = check.check_int_at_least("chains", chains, 1)
-        self.draws = check.check_int_at_least("draws", draws, 1)
-        self.tune = check.check_int_at_least("tune", tune, 0)
-        self.thin = check.check_int_at_least("thin", thin, 1)
-        self.seed = seed
-        self.tree_prior = TreePrior(
-            check.check_open_unit("alpha", alpha),
-            check.check_nonnegative("beta", beta),
-            check.check_int_at_least("min_leaf_size", min_leaf_size, 1),
-        )
-        self.max_cuts = None if max_cuts is None else check.check_int_at_least("max_cuts", max_cuts, 1)
+        self._init_mcmc(sampler=sampler, chains=chains, draws=draws, tune=tune, thin=thin, seed=seed, alpha=alpha,
+                        beta=beta, min_leaf_size=min_leaf_size, max_cuts=max_cuts, moves=moves,
+                        likelihood=likelihood, progress=progress, threads=threads)
         self.model = check.check_choice("model", model, CART_MODELS)
         self.a = check.check_positive("a", a)
         self.mu_bar = None if mu_bar is None else float(mu_bar)
@@ -128,10 +68,6 @@ class BayesianCART:
         self.nu = check.check_positive("nu", nu)
         self.lam = None if lam is None else check.check_positive("lam", lam)
         self.class_alpha = check.check_positive("class_alpha", class_alpha)
-        self.moves = check.check_moves(moves, self.spec.default_moves, paired=[("grow", "prune")])
-        self.likelihood = bool(likelihood)
-        self.progress = bool(progress)
-        self.threads = None if threads is None else check.check_int_at_least("threads", threads, 1)
 
     def fit(self, X, y, *, is_categorical=None, n_levels=None, class_labels=None, predictor_names=None, design=None):
         """Sample the posterior of trees given predictors ``X`` (n, p) and response ``y``.
@@ -155,28 +91,10 @@ class BayesianCART:
         -------
         bartpy_suite.posterior.Fit
         """
-        x, y, is_cat, levels = check_training_arrays(X, y, is_categorical, n_levels, self.tree_prior.min_leaf_size)
-        n, p = x.shape
-        names = list(predictor_names) if predictor_names is not None else [f"x{j}" for j in range(p)]
-        binned = BinnedPredictors.fit(x, is_cat, levels, self.max_cuts)
+        x, y, is_cat, names, binned = self._prepare(X, y, is_categorical, n_levels, predictor_names)
+        n = x.shape[0]
         classification = class_labels is not None
-        config = {
-            "model_type": "cart",
-            "response_kind": "categorical" if classification else "numeric",
-            "sampler": self.spec.name,
-            "moves": self.moves,
-            "chains": self.chains,
-            "draws": self.draws,
-            "tune": self.tune,
-            "thin": self.thin,
-            "seed": None if self.seed is None or isinstance(self.seed, np.random.SeedSequence) else int(self.seed),
-            "alpha": self.tree_prior.alpha,
-            "beta": self.tree_prior.beta,
-            "min_leaf_size": self.tree_prior.min_leaf_size,
-            "max_cuts": self.max_cuts,
-            "likelihood": self.likelihood,
-            "predictors": names,
-        }
+        config = self._base_config("categorical" if classification else "numeric", names)
         if classification:
             ycls = np.asarray(y, dtype=np.int64)
             k = len(class_labels)
@@ -185,7 +103,7 @@ class BayesianCART:
             leaf_prior = DirichletLeafPrior(self.class_alpha, k)
             yreg = np.zeros(n)
             center, scale = 0.0, 1.0
-            config.update(class_alpha=self.class_alpha, class_labels=[_plain(c) for c in class_labels], leaf_model="dirichlet")
+            config.update(class_alpha=self.class_alpha, class_labels=[plain(c) for c in class_labels], leaf_model="dirichlet")
         else:
             yreg = np.asarray(y, dtype=np.float64)
             if not np.all(np.isfinite(yreg)):
@@ -208,16 +126,12 @@ class BayesianCART:
         per_leaf_sigma = (not classification) and self.model == "mean_variance_shift"
         outputs = [allocate_outputs(self.draws, capacity, k if classification else 0, per_leaf_sigma) for _ in chains]
         max_nodes = [1] * self.chains
-        total = self.tune + self.draws * self.thin
 
         def run_chunk(chain, index, first, n_iter):
             used = chain.run(first, n_iter, self.tune, self.thin, outputs[index])
             max_nodes[index] = max(max_nodes[index], used)
 
-        done = run_chains(chains, total, run_chunk, threads=self.threads, progress=self.progress)
-        kept = min(max(0, (d - self.tune + self.thin - 1) // self.thin) for d in done)
-        if kept == 0:
-            raise KeyboardInterrupt("sampling was interrupted before the first kept draw")
+        kept = self._run(chains, run_chunk)
         draws = stack_outputs(outputs, kept, max(max_nodes))
         return build_fit(
             draws,
@@ -225,11 +139,6 @@ class BayesianCART:
             stats={"move": draws["move"], "accepted": draws["accepted"], "log_posterior": draws["log_posterior"]},
             binned=binned, y=np.asarray(y), config=config, design=design,
         )
-
-
-def _plain(value):
-    """JSON-friendly version of a class label (numpy scalars to Python scalars)."""
-    return value.item() if hasattr(value, "item") else value
 
 
 def allocate_outputs(draws: int, capacity: int, n_classes: int, per_leaf_sigma: bool) -> dict:
