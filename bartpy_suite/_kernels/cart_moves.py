@@ -340,6 +340,8 @@ def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total
         root, _ = _pick_node(rng, tree, 2)
     else:
         child, _ = _pick_node(rng, tree, 3)
+        if child < 0:
+            return False, False, -np.inf
         root = tree.parent[child]
         other = tree.right[root] if tree.left[root] == child else tree.left[root]
     if root < 0:
