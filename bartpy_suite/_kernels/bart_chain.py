@@ -132,9 +132,10 @@ def bart_sweep(rng, forest, xt, is_cat, nbins, resid, hyper, move_probs, fstate,
         tree = tree_view(forest, j)
         _add_back_fit(tree, resid, hyper, fstate)
         move, accepted = cart_step(rng, tree, xt, is_cat, nbins, resid, ycls, hyper, move_probs, fstate, scratch)
-        counts[move, 0] += 1
-        if accepted:
-            counts[move, 1] += 1
+        if move >= 0:
+            counts[move, 0] += 1
+            if accepted:
+                counts[move, 1] += 1
         _draw_leaves_and_subtract(rng, tree, resid, hyper)
     if sigma_mode == SIGMA_PROBIT:
         if hyper[H_LIKELIHOOD] != 0.0:

@@ -51,9 +51,12 @@ from .cart_moves import propose_grow, propose_prune
 
 @njit(cache=True, nogil=True)
 def cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, scratch):
-    """One MH transition of the tree. Returns (move type, accepted)."""
+    """One MH transition of the tree. Returns (move type, accepted); move -1 means no move was
+    possible and the tree is unchanged."""
     n_total = float(y.shape[0])
     move = choose_move(rng, move_probs, tree.meta[M_N_INTERNAL])
+    if move < 0:
+        return move, False
     if move == MOVE_GROW:
         log_r, node = propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total, scratch)
         if node < 0:

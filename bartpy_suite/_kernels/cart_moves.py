@@ -75,17 +75,22 @@ def move_normaliser(move_probs, n_internal):
 
 @njit(cache=True, nogil=True)
 def choose_move(rng, move_probs, n_internal):
-    """Draw a move type among the possible ones."""
+    """Draw a move type among the possible ones; -1 when none has positive probability (the
+    transition is then the identity)."""
     z = move_normaliser(move_probs, n_internal)
+    if z <= 0.0:
+        return -1
     u = rng.random() * z
+    last = -1
     for k in range(4):
         possible = k == MOVE_GROW or (k <= MOVE_CHANGE and n_internal >= 1) or n_internal >= 2
         if not possible or move_probs[k] == 0.0:
             continue
+        last = k
         if u < move_probs[k]:
             return k
         u -= move_probs[k]
-    return MOVE_GROW
+    return last
 
 
 @njit(cache=True, nogil=True)

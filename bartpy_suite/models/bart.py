@@ -139,7 +139,8 @@ class BART(TreeModel):
                              model_code=MODEL_NORMAL_KNOWN_VARIANCE)
         hyper[[H_NU, H_LAM]] = self.nu, lam
         rngs = spawn_generators(self.seed, self.chains)
-        chains = [BartChain(binned.codes, is_cat, binned.nbins, ywork, hyper, self.moves, rng, self.trees, mode)
+        offset = center if probit else 0.0
+        chains = [BartChain(binned.codes, is_cat, binned.nbins, ywork, hyper, self.moves, rng, self.trees, mode, offset)
                   for rng in rngs]
         outputs = [allocate_bart_outputs(self.draws, self.trees) for _ in chains]
 

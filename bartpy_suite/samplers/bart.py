@@ -36,9 +36,12 @@ class BartChain:
     n_trees : int
     sigma_mode : int
         ``SIGMA_SAMPLED``, ``SIGMA_FIXED`` or ``SIGMA_PROBIT``.
+    offset : float
+        Fixed part of f outside the trees (the probit offset Phi^-1(mean y)); the residual is
+        taken against it, so the trees model f - offset.
     """
 
-    def __init__(self, codes, is_categorical, nbins, y, hyper, moves, rng, n_trees, sigma_mode):
+    def __init__(self, codes, is_categorical, nbins, y, hyper, moves, rng, n_trees, sigma_mode, offset=0.0):
         self.codes = np.ascontiguousarray(codes, dtype=np.int32)
         self.is_categorical = np.asarray(is_categorical, dtype=np.bool_)
         self.nbins = np.asarray(nbins, dtype=np.int64)
@@ -65,7 +68,7 @@ class BartChain:
             start = float(np.mean(y))
         self.forest.value[:, 0] = start / n_trees
         target = self.z if self.sigma_mode == SIGMA_PROBIT else y
-        self.resid = np.ascontiguousarray(target - start)
+        self.resid = np.ascontiguousarray(target - start - offset)
 
     def sweep(self) -> np.ndarray:
         """One backfitting sweep; returns the (move, [proposed, accepted]) counts."""

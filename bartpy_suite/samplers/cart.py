@@ -114,7 +114,7 @@ class CartChain:
             self.rng, self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls,
             self.hyper, probs, self.fstate, self.scratch,
         )
-        return MOVE_NAMES[k], bool(accepted)
+        return (MOVE_NAMES[k] if k >= 0 else "none"), bool(accepted)
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int, out: dict) -> int:
         """Advance ``n_iter`` iterations, recording into the buffers of ``out`` (see
