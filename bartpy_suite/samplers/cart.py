@@ -28,6 +28,9 @@ from .._kernels.cart_moves import (
 )
 
 MOVE_INDEX = {name: k for k, name in enumerate(MOVE_NAMES)}
+#: Returned by ``CartChain.propose`` in place of a tree when the drawn proposal is impossible
+#: (``None`` is a valid tree: the stump).
+NO_PROPOSAL = "no proposal"
 
 
 def move_vector(moves: dict) -> np.ndarray:
@@ -188,7 +191,7 @@ class CartChain:
 
     def propose(self, move: str) -> tuple[float, object]:
         """Draw one proposal of ``move`` and return ``(log acceptance ratio, proposed tree)``
-        without keeping it (the proposed tree is None when the proposal is impossible).
+        without keeping it (the proposed tree is ``NO_PROPOSAL`` when the proposal is impossible).
 
         The chain's tree is left as it was. Ratios use the chain's move probabilities.
         """
@@ -198,20 +201,20 @@ class CartChain:
         args = (self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.hyper)
         if move == "grow":
             log_r, node = propose_grow(self.rng, *args, self.move_probs, self.fstate, n_total, self.scratch)
-            proposed = self.get_tree() if node >= 0 else None
+            proposed = self.get_tree() if node >= 0 else NO_PROPOSAL
             if node >= 0:
                 undo_grow(self.tree, node, self.hyper)
             return float(log_r), proposed
         if move == "prune":
             log_r, node = propose_prune(self.rng, *args, self.move_probs, self.fstate, n_total, self.scratch)
             if node < 0:
-                return float(log_r), None
+                return float(log_r), NO_PROPOSAL
             accept_prune(self.tree, node, self.fstate, self.scratch, self.hyper)
         else:
             accepted, valid, log_r = change_or_swap(self.rng, *args, self.fstate, n_total, self.scratch,
                                                     MOVE_INDEX[move], True)
             if not accepted:
-                return float(log_r), None
+                return float(log_r), NO_PROPOSAL
         proposed = self.get_tree()
         self.set_tree(before)
         self.fstate[:] = fstate
