@@ -312,24 +312,49 @@ def _restore_subtree(tree, scratch, count):
 
 
 @njit(cache=True, nogil=True)
-def _rewire_and_score(tree, root, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, count, first, old_prior, old_lm, old_b):
+def _prior_upper_bound(tree, nodes, count, hyper):
+    """An upper bound of ``subtree_log_prior`` over ``nodes[:count]`` that needs no rows: each
+    internal node contributes log p_SPLIT(depth) (its p_RULE <= 1), each leaf at most log 1."""
+    total = 0.0
+    for i in range(count):
+        node = nodes[i]
+        if tree.var[node] != LEAF:
+            total += math.log(p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node]))
+    return total
+
+
+@njit(cache=True, nogil=True)
+def _rewire_and_score(tree, root, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, count, first,
+                      old_prior, old_lm, old_b, log_u):
     """After rules in the subtree at ``root`` changed: re-partition and score.
 
-    The prior is summed over ``scratch.nodes[first:count]``. Returns (log prior ratio + log
-    likelihood ratio, new leaf-term sums) or -inf when the new tree has prior zero."""
+    The prior is summed over ``scratch.nodes[first:count]``. Returns (log r, new leaf-term sums,
+    decided) where log r is the log prior ratio plus the tempered log likelihood ratio, or -inf
+    when the new tree has prior zero.
+
+    The likelihood is scored first. When ``log_u`` (the log uniform of the MH test) already
+    exceeds the ratio with the new prior replaced by its upper bound, the proposal is rejected
+    without the prior's per-node rule counts (``decided`` True, log r then only an upper bound):
+    the MH decision is the same, and most proposals of large nodes end here. ``log_u = -inf``
+    forces the full ratio.
+    """
     m = int(hyper[H_MIN_LEAF])
     if not repartition_subtree(tree, xt, is_cat, root, m, scratch.stack):
-        return -np.inf, 0.0, 0.0
-    new_prior = subtree_log_prior(
-        tree, scratch.nodes[first:], count - first, xt, is_cat, nbins, hyper, scratch,
-    )
-    if new_prior == -np.inf:
-        return -np.inf, 0.0, 0.0
+        return -np.inf, 0.0, 0.0, True
     refresh_leaf_terms(tree, scratch.nodes, count, y, ycls, hyper, scratch.class_counts)
     new_lm, new_b = sum_leaf_terms(tree, scratch.nodes, count)
     b_all = fstate[F_B_SUM] - old_b + new_b
     d_loglik = (new_lm - old_lm) + global_term(b_all, n_total, hyper) - global_term(fstate[F_B_SUM], n_total, hyper)
-    return (new_prior - old_prior) + hyper[H_INV_TEMP] * d_loglik, new_lm, new_b
+    tempered = hyper[H_INV_TEMP] * d_loglik
+    bound = _prior_upper_bound(tree, scratch.nodes[first:], count - first, hyper) - old_prior + tempered
+    if log_u >= bound:
+        return bound, new_lm, new_b, True
+    new_prior = subtree_log_prior(
+        tree, scratch.nodes[first:], count - first, xt, is_cat, nbins, hyper, scratch,
+    )
+    if new_prior == -np.inf:
+        return -np.inf, 0.0, 0.0, True
+    return (new_prior - old_prior) + tempered, new_lm, new_b, False
 
 
 @njit(cache=True, nogil=True)
@@ -387,13 +412,16 @@ def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total
         # k_fwd: choices of pair giving T'; k_rev: the same count in T' (children equal rules).
         both_after = tree.var[other] == tree.var[child] and tree.cut[other] == tree.cut[child]
         log_k = math.log(2.0 if both_after else 1.0) - math.log(2.0 if both else 1.0)
-    log_r, new_lm, new_b = _rewire_and_score(
+    # The MH uniform is drawn before scoring so that _rewire_and_score can stop early; with
+    # force_accept (tests read the exact ratio) it never stops early.
+    log_u = -np.inf if force_accept else math.log(rng.random())
+    log_r, new_lm, new_b, early = _rewire_and_score(
         tree, root, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch,
-        count, first, old_prior, old_lm, old_b,
+        count, first, old_prior, old_lm, old_b, log_u - log_k,
     )
     log_r += log_k
     valid = log_r > -np.inf
-    if valid and (force_accept or math.log(rng.random()) < log_r):
+    if valid and not early and (force_accept or log_u < log_r):
         fstate[F_LM_SUM] += new_lm - old_lm
         fstate[F_B_SUM] += new_b - old_b
         if move == MOVE_CHANGE:
