@@ -64,7 +64,7 @@ def cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, 
         if math.log(rng.random()) < log_r:
             accept_grow(tree, node, fstate)
             return move, True
-        undo_grow(tree, node, hyper)
+        undo_grow(tree, node, hyper, scratch)
         return move, False
     if move == MOVE_PRUNE:
         log_r, node = propose_prune(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total, scratch)

@@ -40,10 +40,12 @@ from .tree import (
     global_term,
     has_available_rule,
     leaf_terms,
+    merge_sorted_halves,
     p_split,
     refresh_leaf_terms,
     repartition_subtree,
     sample_rule,
+    sort_segment,
     split_leaf,
     cached_subtree_log_prior,
     subtree_log_prior,
@@ -162,7 +164,8 @@ def _known_variance_lm(tree, node, r_sum, hyper):
 def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total, scratch):
     """Propose a grow; the tree is modified. Returns (log r, node) or (-inf, -1) if impossible.
 
-    The caller keeps the split on acceptance and calls ``undo_grow(tree, node)`` otherwise.
+    The caller keeps the split on acceptance and calls ``undo_grow(tree, node, hyper, scratch)``
+    otherwise.
     """
     node, n_leaves = _pick_node(rng, tree, 0)
     m = int(hyper[H_MIN_LEAF])
@@ -179,7 +182,10 @@ def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstat
         sib = tree.right[par] if tree.left[par] == node else tree.left[par]
         parent_was_nog = tree.var[sib] == LEAF
     n_nog_before = count_nog(tree)
-    lc, rc = split_leaf(tree, xt, is_cat, node, v, cut)
+    # Keep the leaf's row order so that undo_grow leaves the segment exactly as it was.
+    for i in range(tree.start[node], tree.end[node]):
+        scratch.saved_perm[i] = tree.perm[i]
+    lc, rc = split_leaf(tree, xt, is_cat, node, v, cut, scratch.part_buf)
     if lc < 0:
         return -np.inf, -1
     ps = p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node])
@@ -210,9 +216,12 @@ def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstat
 
 
 @njit(cache=True, nogil=True)
-def undo_grow(tree, node, hyper):
-    """Collapse a rejected grow; the node is a leaf with an available rule again."""
+def undo_grow(tree, node, hyper, scratch):
+    """Collapse a rejected grow; the node is a leaf with an available rule again, its rows in
+    their order before the grow."""
     collapse_node(tree, node)
+    for i in range(tree.start[node], tree.end[node]):
+        tree.perm[i] = scratch.saved_perm[i]
     tree.lp[node] = math.log1p(-p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node]))
 
 
@@ -274,6 +283,7 @@ def accept_prune(tree, node, fstate, scratch, hyper):
     rc = tree.right[node]
     fstate[F_LM_SUM] += scratch.saved_lm[0] - tree.lm[lc] - tree.lm[rc]
     fstate[F_B_SUM] += scratch.saved_b[0] - tree.b[lc] - tree.b[rc]
+    merge_sorted_halves(tree.perm, tree.start[node], tree.end[lc], tree.end[node], scratch.part_buf)
     collapse_node(tree, node)
     tree.lm[node] = scratch.saved_lm[0]
     tree.b[node] = scratch.saved_b[0]
@@ -339,7 +349,7 @@ def _rewire_and_score(tree, root, xt, is_cat, nbins, y, ycls, hyper, fstate, n_t
     forces the full ratio.
     """
     m = int(hyper[H_MIN_LEAF])
-    if not repartition_subtree(tree, xt, is_cat, root, m, scratch.stack):
+    if not repartition_subtree(tree, xt, is_cat, root, m, scratch.stack, scratch.part_buf):
         return -np.inf, 0.0, 0.0, True
     refresh_leaf_terms(tree, scratch.nodes, count, y, ycls, hyper, scratch.class_counts)
     new_lm, new_b = sum_leaf_terms(tree, scratch.nodes, count)
@@ -426,6 +436,9 @@ def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total
         fstate[F_B_SUM] += new_b - old_b
         if move == MOVE_CHANGE:
             tree.lp[root] = np.nan  # its rule changed; descendants were refreshed when scored
+        # Re-split from sorted rows so every leaf's rows are sorted again (same row sets).
+        sort_segment(tree.perm, tree.start[root], tree.end[root], scratch.row_flag)
+        repartition_subtree(tree, xt, is_cat, root, m, scratch.stack, scratch.part_buf)
         return True, True, log_r
     # Reject: restore the rules, the partition and the cached leaf terms.
     tree.var[root] = old_var

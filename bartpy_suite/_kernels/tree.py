@@ -108,6 +108,8 @@ class Scratch(NamedTuple):
     var_order: np.ndarray  # int64[p]
     hist2d: np.ndarray  # int64[p, max bins]
     codes_by_row: np.ndarray  # int32[n, p]: row-major copy of the codes for one-pass histograms
+    part_buf: np.ndarray  # int64[n]: right-hand rows of a stable partition, merge buffer
+    row_flag: np.ndarray  # uint8[n]: membership flags for sorting a large segment by a scan
 
 
 def new_scratch(codes: np.ndarray, capacity: int, nbins: np.ndarray, n_classes: int = 1) -> Scratch:
@@ -132,6 +134,8 @@ def new_scratch(codes: np.ndarray, capacity: int, nbins: np.ndarray, n_classes: 
         var_order=np.zeros(p, dtype=np.int64),
         hist2d=np.zeros((p, max_bins), dtype=np.int64),
         codes_by_row=np.ascontiguousarray(codes.T),
+        part_buf=np.zeros(n_rows, dtype=np.int64),
+        row_flag=np.zeros(n_rows, dtype=np.uint8),
     )
 
 
@@ -184,23 +188,67 @@ def goes_left(code, cut, is_cat):
 
 
 @njit(cache=True, nogil=True)
-def partition(xt, perm, start, end, v, cut, is_cat):
-    """Partition ``perm[start:end]`` in place by rule (v, cut); return the first right index."""
-    i = start
-    j = end - 1
+def partition(xt, perm, start, end, v, cut, is_cat, buf):
+    """Stable partition of ``perm[start:end]`` by rule (v, cut); return the first right index.
+
+    Rows keep their relative order on each side, so segments that start sorted by row index
+    stay sorted and every pass over a node's rows walks memory forwards. Branch-free: each row
+    is written to both candidate places (left in place, right to ``buf``) and one count moves.
+    """
     row = xt[v]
-    while True:
-        while i <= j and goes_left(row[perm[i]], cut, is_cat):
+    n_left = start
+    n_right = 0
+    for i in range(start, end):
+        r = perm[i]
+        go = 1 if goes_left(row[r], cut, is_cat) else 0
+        perm[n_left] = r
+        buf[n_right] = r
+        n_left += go
+        n_right += 1 - go
+    for k in range(n_right):
+        perm[n_left + k] = buf[k]
+    return n_left
+
+
+@njit(cache=True, nogil=True)
+def merge_sorted_halves(perm, start, mid, end, buf):
+    """Merge the sorted runs ``perm[start:mid]`` and ``perm[mid:end]`` in place."""
+    n_left = mid - start
+    for k in range(n_left):
+        buf[k] = perm[start + k]
+    i = 0
+    j = mid
+    out = start
+    while i < n_left and j < end:
+        if buf[i] <= perm[j]:
+            perm[out] = buf[i]
             i += 1
-        while i <= j and not goes_left(row[perm[j]], cut, is_cat):
-            j -= 1
-        if i >= j:
-            return i
-        tmp = perm[i]
-        perm[i] = perm[j]
-        perm[j] = tmp
+        else:
+            perm[out] = perm[j]
+            j += 1
+        out += 1
+    while i < n_left:
+        perm[out] = buf[i]
         i += 1
-        j -= 1
+        out += 1
+
+
+@njit(cache=True, nogil=True)
+def sort_segment(perm, start, end, flags):
+    """Sort ``perm[start:end]`` (distinct row indices) ascending: a scan over all rows when the
+    segment holds at least 1/16 of them, else a comparison sort."""
+    n_rows = flags.shape[0]
+    if (end - start) * 16 < n_rows:
+        perm[start:end] = np.sort(perm[start:end])
+        return
+    for i in range(start, end):
+        flags[perm[i]] = 1
+    out = start
+    for r in range(n_rows):
+        if flags[r]:
+            perm[out] = r
+            out += 1
+            flags[r] = 0
 
 
 @njit(cache=True, nogil=True)
@@ -461,8 +509,9 @@ def release_node(tree, node):
 
 
 @njit(cache=True, nogil=True)
-def split_leaf(tree, xt, is_cat, node, v, cut):
-    """Turn leaf ``node`` into an internal node with rule (v, cut) and two leaf children.
+def split_leaf(tree, xt, is_cat, node, v, cut, buf):
+    """Turn leaf ``node`` into an internal node with rule (v, cut) and two leaf children
+    (``buf``: int64 work array of at least the node's row count).
 
     Returns (left, right) or (-1, -1) if the node capacity is exhausted.
     """
@@ -475,7 +524,7 @@ def split_leaf(tree, xt, is_cat, node, v, cut):
         return -1, -1
     s = tree.start[node]
     e = tree.end[node]
-    mid = partition(xt, tree.perm, s, e, v, cut, is_cat[v])
+    mid = partition(xt, tree.perm, s, e, v, cut, is_cat[v], buf)
     tree.var[node] = v
     tree.cut[node] = cut
     tree.left[node] = lchild
@@ -529,7 +578,7 @@ def subtree_nodes(tree, root, out, stack):
 
 
 @njit(cache=True, nogil=True)
-def repartition_subtree(tree, xt, is_cat, root, m, stack):
+def repartition_subtree(tree, xt, is_cat, root, m, stack, buf):
     """Re-split the rows of ``root``'s segment down its subtree after a rule changed.
 
     Returns False as soon as some child would get fewer than ``m`` rows (the tree then has
@@ -546,7 +595,7 @@ def repartition_subtree(tree, xt, is_cat, root, m, stack):
             continue
         s = tree.start[node]
         e = tree.end[node]
-        mid = partition(xt, tree.perm, s, e, v, tree.cut[node], is_cat[v])
+        mid = partition(xt, tree.perm, s, e, v, tree.cut[node], is_cat[v], buf)
         lc = tree.left[node]
         rc = tree.right[node]
         tree.start[lc] = s

@@ -163,7 +163,7 @@ class CartChain:
                 cut = np.int64(mask)
             else:
                 cut = np.int64(rule)
-            lc, rc = _tree.split_leaf(self.tree, self.codes, self.is_categorical, node, v, cut)
+            lc, rc = _tree.split_leaf(self.tree, self.codes, self.is_categorical, node, v, cut, self.scratch.part_buf)
             stack.append((rc, right))
             stack.append((lc, left))
         self.refresh()
@@ -203,7 +203,7 @@ class CartChain:
             log_r, node = propose_grow(self.rng, *args, self.move_probs, self.fstate, n_total, self.scratch)
             proposed = self.get_tree() if node >= 0 else NO_PROPOSAL
             if node >= 0:
-                undo_grow(self.tree, node, self.hyper)
+                undo_grow(self.tree, node, self.hyper, self.scratch)
             return float(log_r), proposed
         if move == "prune":
             log_r, node = propose_prune(self.rng, *args, self.move_probs, self.fstate, n_total, self.scratch)
