@@ -707,8 +707,8 @@ class Design:
                         for term, m in zip(self._terms(), na_masks) if m.any()
                     ]
                     raise DataError(
-                        "newdata has missing values (na_action='raise'): " + "; ".join(lines)
-                        + ". Fill them, or pass na_action='drop' to drop those rows"
+                        "newdata has missing values: " + "; ".join(lines)
+                        + ". Fill them or remove those rows before predicting"
                     )
                 keep = ~any_na
                 _warn(

@@ -415,8 +415,6 @@ def test_nan_at_predict_time_is_named(reg):
         reg.predict(GRID.assign(x1=np.where(GRID.index == 0, np.nan, GRID["x1"])))
 
 
-@pytest.mark.xfail(strict=True, reason="Fit.predict passes NaN rows to Design.transform, whose message tells the "
-                                       "user to 'pass na_action=\\'drop\\'', but Fit.predict takes no na_action")
 def test_nan_at_predict_time_suggests_a_usable_fix(reg):
     with pytest.raises(DataError) as info:
         reg.predict(GRID.assign(x1=np.where(GRID.index == 0, np.nan, GRID["x1"])))
@@ -424,9 +422,6 @@ def test_nan_at_predict_time_suggests_a_usable_fix(reg):
     assert not suggests_na_action or "na_action" in inspect.signature(Fit.predict).parameters
 
 
-@pytest.mark.xfail(strict=True, reason="Fit._codes treats a pandas Series (one row of a frame) as an array and "
-                                       "np.asarray(..., dtype=float) raises a bare ValueError "
-                                       "(could not convert string to float: 'B')")
 def test_series_at_predict_time_is_a_clear_error_or_one_row(reg, cgm):
     row = cgm.iloc[0]
     try:

@@ -107,9 +107,6 @@ def test_no_seed_gives_fresh_draws(cgm):
     assert not np.array_equal(a.posterior["sigma"].values, b.posterior["sigma"].values)
 
 
-@pytest.mark.xfail(strict=True, reason="spawn_generators calls seed.spawn() on the caller's SeedSequence, which "
-                                       "advances its n_children_spawned: the same SeedSequence object passed "
-                                       "twice gives different draws (and the caller's object is modified)")
 def test_same_seed_sequence_object_twice_gives_the_same_draws(cgm):
     ss = np.random.SeedSequence(SEED)
     a = run("cart", cgm, chains=2, seed=ss)
@@ -118,10 +115,9 @@ def test_same_seed_sequence_object_twice_gives_the_same_draws(cgm):
     assert ss.n_children_spawned == 0
 
 
-@pytest.mark.xfail(strict=True, reason="the docstring of models/_base.spawn_generators says chain c equals chain 0 "
-                                       "of a run seeded with SeedSequence(seed).spawn(c + 1)[c]; that run spawns "
-                                       "a child of it (spawn key (c, 0)), not (c,), so the draws differ")
 def test_spawn_generators_docstring_recipe(cgm):
+    """The recipe in spawn_generators' docstring: chain c alone is seeded with
+    SeedSequence(seed, n_children_spawned=c)."""
     many = run("cart", cgm, chains=2, seed=SEED)
-    alone = run("cart", cgm, chains=1, seed=np.random.SeedSequence(SEED).spawn(2)[1])
+    alone = run("cart", cgm, chains=1, seed=np.random.SeedSequence(SEED, n_children_spawned=1))
     np.testing.assert_array_equal(many.posterior["sigma"].values[1], alone.posterior["sigma"].values[0])

@@ -642,7 +642,7 @@ def test_transform_inf_named(fitted, df):
 
 def test_transform_nan_named(fitted, df):
     new = df.assign(x3=df["x3"].where(df.index != 2), s=df["s"].where(df.index > 7))
-    with pytest.raises(DataError, match=r"newdata has missing values \(na_action='raise'\): predictor 'x3': 1 row \(index 2\); predictor 's': 8 rows \(first index 0, 1, 2, 3, 4, \.\.\.\)"):
+    with pytest.raises(DataError, match=r"newdata has missing values: predictor 'x3': 1 row \(index 2\); predictor 's': 8 rows \(first index 0, 1, 2, 3, 4, \.\.\.\)"):
         fitted.transform(new)
 
 

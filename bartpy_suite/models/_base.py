@@ -13,13 +13,20 @@ from ._runner import run_chains
 
 
 def spawn_generators(seed, chains: int) -> list[np.random.Generator]:
-    """One independent ``Generator`` per chain, spawned from one ``SeedSequence``.
+    """One independent ``Generator`` per chain, the children of one ``SeedSequence``.
 
-    Chain c gets the same stream whatever the number of chains, so chain c of a run equals
-    chain 0 of a run seeded with ``SeedSequence(seed).spawn(c + 1)[c]``.
+    Chain c gets child c (spawn key ``(c,)`` under the seed's own key) whatever the number of
+    chains, so chain c of a run equals chain 0 of a run seeded with
+    ``SeedSequence(seed, n_children_spawned=c)``. A ``SeedSequence`` passed in is not advanced:
+    passing it again gives the same draws.
     """
     ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-    return [np.random.default_rng(child) for child in ss.spawn(chains)]
+    first = ss.n_children_spawned
+    children = [
+        np.random.SeedSequence(ss.entropy, spawn_key=tuple(ss.spawn_key) + (first + c,), pool_size=ss.pool_size)
+        for c in range(chains)
+    ]
+    return [np.random.default_rng(child) for child in children]
 
 
 def plain(value):

@@ -205,6 +205,9 @@ class Fit:
     def _codes(self, newdata) -> tuple[np.ndarray, pd.Index]:
         if newdata is None:
             return self._binned.codes, pd.RangeIndex(self._binned.codes.shape[1])
+        if isinstance(newdata, pd.Series):
+            raise DataError("newdata must be a DataFrame or a 2-D array, got a pandas Series; "
+                            "for one row of a frame pass data.iloc[[i]] (double brackets)")
         if isinstance(newdata, pd.DataFrame):
             if self.design is None:
                 x = newdata[self.predictors].to_numpy(dtype=float)
