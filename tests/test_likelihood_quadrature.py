@@ -420,7 +420,7 @@ def _grouped_tree(sizes, seed):
     tree = T.new_tree(group.shape[0], 2 * len(sizes) + 1)
     leaves = [0]
     for cut in range(len(sizes) - 1):
-        lc, rc = T.split_leaf(tree, xt, is_cat, leaves[-1], 0, cut, np.empty(group.shape[0], dtype=np.int64))
+        lc, rc = T.split_leaf(tree, xt, is_cat, leaves[-1], 0, cut, np.empty(group.shape[0], dtype=np.int32))
         leaves[-1:] = [lc, rc]
     return tree, leaves, group
 

@@ -20,16 +20,16 @@ from bartpy_suite.samplers.bart import BartChain
 def test_partition_is_stable_and_complete():
     rng = np.random.default_rng(5)
     codes = rng.integers(0, 7, size=(2, 500)).astype(np.int32)
-    perm = np.sort(rng.choice(500, size=300, replace=False)).astype(np.int64)  # a node's rows
+    perm = np.sort(rng.choice(500, size=300, replace=False)).astype(np.int32)  # a node's rows
     before = perm.copy()
-    mid = T.partition(codes, perm, 0, perm.size, 1, 3, False, np.empty(perm.size, dtype=np.int64))
+    mid = T.partition(codes, perm, 0, perm.size, 1, 3, False, np.empty(perm.size, dtype=np.int32))
     left, right = perm[:mid], perm[mid:]
     assert np.all(codes[1, left] <= 3) and np.all(codes[1, right] > 3)
     assert np.array_equal(left, before[codes[1, before] <= 3])  # order kept on each side
     assert np.array_equal(right, before[codes[1, before] > 3])
     # A categorical mask: levels 0 and 5 go left.
     perm = before.copy()
-    mid = T.partition(codes, perm, 0, perm.size, 0, (1 << 0) | (1 << 5), True, np.empty(perm.size, dtype=np.int64))
+    mid = T.partition(codes, perm, 0, perm.size, 0, (1 << 0) | (1 << 5), True, np.empty(perm.size, dtype=np.int32))
     assert np.array_equal(perm[:mid], before[np.isin(codes[0, before], [0, 5])])
 
 

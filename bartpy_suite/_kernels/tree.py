@@ -83,7 +83,7 @@ class TreeArrays(NamedTuple):
     value: np.ndarray  # float64[N]: leaf mean (drawn)
     leaf_sigma: np.ndarray  # float64[N]: leaf sd (mean-variance model)
     leaf_prob: np.ndarray  # float64[N, K]: leaf class probabilities
-    perm: np.ndarray  # int64[n]
+    perm: np.ndarray  # int32[n]: row indices, grouped by node (each leaf's sorted)
     free: np.ndarray  # int32[N]: stack of free node slots
     meta: np.ndarray  # int64[3]: n_free, n_leaves, n_internal
 
@@ -101,14 +101,14 @@ class Scratch(NamedTuple):
     saved_lm: np.ndarray  # float64[N]
     saved_b: np.ndarray  # float64[N]
     saved_lp: np.ndarray  # float64[N]
-    saved_perm: np.ndarray  # int64[n]: a node's row segment, restored when a move is rejected
+    saved_perm: np.ndarray  # int32[n]: a node's row segment, restored when a move is rejected
     saved_start: np.ndarray  # int64[N]
     saved_end: np.ndarray  # int64[N]
     class_counts: np.ndarray  # float64[K]
     var_order: np.ndarray  # int64[p]
     hist2d: np.ndarray  # int64[p, max bins]
     codes_by_row: np.ndarray  # int32[n, p]: row-major copy of the codes for one-pass histograms
-    part_buf: np.ndarray  # int64[n]: right-hand rows of a stable partition, merge buffer
+    part_buf: np.ndarray  # int32[n]: right-hand rows of a stable partition, merge buffer
     row_flag: np.ndarray  # uint8[n]: membership flags for sorting a large segment by a scan
 
 
@@ -127,14 +127,14 @@ def new_scratch(codes: np.ndarray, capacity: int, nbins: np.ndarray, n_classes: 
         saved_lm=np.zeros(capacity, dtype=np.float64),
         saved_b=np.zeros(capacity, dtype=np.float64),
         saved_lp=np.zeros(capacity, dtype=np.float64),
-        saved_perm=np.zeros(n_rows, dtype=np.int64),
+        saved_perm=np.zeros(n_rows, dtype=np.int32),
         saved_start=np.zeros(capacity, dtype=np.int64),
         saved_end=np.zeros(capacity, dtype=np.int64),
         class_counts=np.zeros(max(n_classes, 1), dtype=np.float64),
         var_order=np.zeros(p, dtype=np.int64),
         hist2d=np.zeros((p, max_bins), dtype=np.int64),
         codes_by_row=np.ascontiguousarray(codes.T),
-        part_buf=np.zeros(n_rows, dtype=np.int64),
+        part_buf=np.zeros(n_rows, dtype=np.int32),
         row_flag=np.zeros(n_rows, dtype=np.uint8),
     )
 
@@ -160,7 +160,7 @@ def new_tree(n_rows: int, capacity: int, n_classes: int = 1) -> TreeArrays:
         value=np.zeros(capacity, dtype=np.float64),
         leaf_sigma=np.ones(capacity, dtype=np.float64),
         leaf_prob=np.zeros((capacity, max(n_classes, 1)), dtype=np.float64),
-        perm=np.arange(n_rows, dtype=np.int64),
+        perm=np.arange(n_rows, dtype=np.int32),
         free=free,
         meta=np.array([capacity - 1, 1, 0], dtype=np.int64),
     )
@@ -511,7 +511,7 @@ def release_node(tree, node):
 @njit(cache=True, nogil=True)
 def split_leaf(tree, xt, is_cat, node, v, cut, buf):
     """Turn leaf ``node`` into an internal node with rule (v, cut) and two leaf children
-    (``buf``: int64 work array of at least the node's row count).
+    (``buf``: work array of perm's dtype, at least the node's row count).
 
     Returns (left, right) or (-1, -1) if the node capacity is exhausted.
     """
