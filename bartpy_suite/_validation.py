@@ -243,6 +243,7 @@ def check_moves(
     valid: Mapping[str, float],
     *,
     paired: Iterable[tuple[str, str]] = (),
+    required: Iterable[str] = (),
     name: str = "moves",
 ) -> dict[str, float]:
     """Validate and normalise a dictionary of move probabilities.
@@ -259,6 +260,9 @@ def check_moves(
         Pairs of moves that must both be on or both be off (e.g. ``("grow", "prune")``,
         which are each other's reverse move: one without the other breaks detailed
         balance).
+    required : iterable of str, optional
+        Moves that must have a positive weight (e.g. ``"grow"``: without it a tree never
+        leaves the stump).
     name : str, default "moves"
         Argument name used in error messages.
 
@@ -272,7 +276,8 @@ def check_moves(
     ArgumentError
         If ``moves`` is not a mapping, names an unknown move (the message lists the valid
         names and suggests close ones), has a negative, non-finite or non-numeric weight,
-        has weights summing to 0, or switches on only one move of a ``paired`` pair.
+        has weights summing to 0, switches on only one move of a ``paired`` pair, or leaves
+        a ``required`` move at weight 0.
     """
     names = list(valid)
     if moves is None:
@@ -314,5 +319,11 @@ def check_moves(
             raise ArgumentError(
                 f"{name} gives {on!r} a positive weight but {off!r} weight 0; {a!r} and "
                 f"{b!r} reverse each other, so give both a positive weight or neither"
+            )
+    for k in required:
+        if weights.get(k, 0.0) <= 0:
+            raise ArgumentError(
+                f"{name} must give {k!r} a positive weight: without it the sampler cannot move "
+                f"away from the starting tree (a stump), got {dict(moves) if moves is not None else dict(valid)!r}"
             )
     return {k: weights[k] / total for k in names}

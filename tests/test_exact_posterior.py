@@ -138,8 +138,8 @@ def test_forced_move_without_candidates_stays(move, tree):
 
 @pytest.mark.parametrize("moves", [{"change": 1.0}, {"change": 0.5, "swap": 0.5}], ids=["change", "change+swap"])
 def test_sampler_without_grow_at_stump_does_not_raise(moves):
-    """A move mix without grow (accepted by the ``moves`` argument) leaves the stump where it
-    is instead of failing."""
+    """A move mix without grow (which ``bps.cart``/``bps.bart`` refuse, but the kernel may be
+    given directly) leaves the stump where it is instead of failing."""
     prob = make_problem("grid", "mean_shift")
     chain = H.make_chain(prob, moves, 1)
     chain.step()

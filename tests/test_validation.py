@@ -177,3 +177,19 @@ def test_check_moves_paired():
     assert check_moves({"change": 1}, DEFAULT_MOVES, paired=pairs)["change"] == 1.0
     with pytest.raises(ArgumentError, match=r"moves gives 'grow' a positive weight but 'prune' weight 0"):
         check_moves({"grow": 1, "change": 1}, DEFAULT_MOVES, paired=pairs)
+
+
+def test_check_moves_required():
+    assert check_moves({"grow": 1, "prune": 1}, DEFAULT_MOVES, required=["grow"])["grow"] == 0.5
+    with pytest.raises(ArgumentError, match=r"moves must give 'grow' a positive weight: without it the sampler "
+                                            r"cannot move away from the starting tree \(a stump\), got \{'change': 1\}"):
+        check_moves({"change": 1}, DEFAULT_MOVES, required=["grow"])
+
+
+def test_models_refuse_a_move_mix_without_grow():
+    import bartpy_suite as bps
+
+    df = bps.datasets.load("cgm1998")
+    for fit in (bps.cart, bps.bart):
+        with pytest.raises(ArgumentError, match=r"moves must give 'grow' a positive weight"):
+            fit("y ~ x1 + x2", data=df, moves={"change": 1.0}, draws=5, tune=5, chains=1, progress=False)

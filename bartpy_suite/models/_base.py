@@ -94,7 +94,8 @@ class TreeModel:
             check.check_int_at_least("min_leaf_size", min_leaf_size, 1),
         )
         self.max_cuts = None if max_cuts is None else check.check_int_at_least("max_cuts", max_cuts, 1)
-        self.moves = check.check_moves(moves, self.spec.default_moves, paired=[("grow", "prune")])
+        self.moves = check.check_moves(moves, self.spec.default_moves, paired=[("grow", "prune")],
+                                      required=["grow"])
         self.likelihood = bool(likelihood)
         self.progress = bool(progress)
         self.threads = None if threads is None else check.check_int_at_least("threads", threads, 1)
