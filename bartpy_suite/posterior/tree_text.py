@@ -21,9 +21,11 @@ class TreeText:
         return str(self)
 
 
-def _levels_text(mask: int, labels) -> tuple[str, str]:
-    left = [str(lab) for k, lab in enumerate(labels) if (mask >> k) & 1]
-    right = [str(lab) for k, lab in enumerate(labels) if not (mask >> k) & 1]
+def _levels_text(mask: int, labels, present) -> tuple[str, str]:
+    """Level sets of each side, listing only the levels present among the node's rows (the
+    mask bits of absent levels are arbitrary; rpart shows present levels too)."""
+    left = [str(lab) for k, lab in enumerate(labels) if k in present and (mask >> k) & 1]
+    right = [str(lab) for k, lab in enumerate(labels) if k in present and not (mask >> k) & 1]
     return "{" + ",".join(left) + "}", "{" + ",".join(right) + "}"
 
 
@@ -77,7 +79,8 @@ def format_tree(arrays: dict, binned, predictors, config: dict, design, y: np.nd
         name = predictors[v]
         if binned.is_categorical[v]:
             goes_left = (int(cut[node]) >> codes[v, rows]) & 1 == 1
-            ltext, rtext = _levels_text(int(cut[node]), level_labels(v))
+            present = set(np.unique(codes[v, rows]).tolist())
+            ltext, rtext = _levels_text(int(cut[node]), level_labels(v), present)
             lab_l, lab_r = f"{name} in {ltext}", f"{name} in {rtext}"
         else:
             goes_left = codes[v, rows] <= cut[node]
