@@ -39,10 +39,17 @@ def leaf_indices(codes, is_cat, split_var, split_cut, left, right, out):
 def sum_of_trees(codes, is_cat, split_var, split_cut, left, right, leaf_value, out):
     """``out[s, i] = sum_t leaf_value[s, t, leaf(s, t, i)]``: the fitted function per sample."""
     n_samples, n_trees, _ = split_var.shape
+    m = codes.shape[1]
     for s in prange(n_samples):
-        for i in range(codes.shape[1]):
-            total = 0.0
-            for t in range(n_trees):
-                leaf = find_leaf(codes, i, is_cat, split_var[s, t], split_cut[s, t], left[s, t], right[s, t])
-                total += leaf_value[s, t, leaf]
-            out[s, i] = total
+        row = out[s]
+        row[:] = 0.0
+        # One tree at a time over all rows: its few nodes stay in L1 and each split reads one
+        # predictor's codes in row order.
+        for t in range(n_trees):
+            var = split_var[s, t]
+            cut = split_cut[s, t]
+            lc = left[s, t]
+            rc = right[s, t]
+            value = leaf_value[s, t]
+            for i in range(m):
+                row[i] += value[find_leaf(codes, i, is_cat, var, cut, lc, rc)]

@@ -148,19 +148,22 @@ class BART(TreeModel):
             chain.run(first, n_iter, self.tune, self.thin, outputs[index])
 
         kept = self._run(chains, run_chunk)
-        nodes = max(o["split_var"].shape[2] for o in outputs)
+        # Keep only the node slots some stored tree uses, and free each chain's buffer as soon
+        # as it is copied: the buffers grow by doubling, so most of their node axis is padding.
+        used = max(int((o["split_var"][:kept] > -2).sum(axis=-1).max()) for o in outputs)
         stacked = {}
-        for key in outputs[0]:
+        for key in list(outputs[0]):
             parts = []
             for o in outputs:
-                arr = o[key][:kept]
-                if key in TREE_KEYS and 0 < arr.shape[2] < nodes:
-                    pad = np.full(arr.shape[:2] + (nodes - arr.shape[2],) + arr.shape[3:], FILL[key], dtype=arr.dtype)
-                    arr = np.concatenate([arr, pad], axis=2)
+                arr = o.pop(key)[:kept]
+                if key in TREE_KEYS and arr.shape[2] > 0:
+                    arr = arr[:, :, :used]
+                    if arr.shape[2] < used:
+                        pad = np.full(arr.shape[:2] + (used - arr.shape[2],) + arr.shape[3:], FILL[key], dtype=arr.dtype)
+                        arr = np.concatenate([arr, pad], axis=2)
                 parts.append(arr)
             stacked[key] = np.stack(parts)
-        used = int((stacked["split_var"] > -2).sum(axis=-1).max())
-        trees_out = {key: stacked[key][:, :, :, :used] if stacked[key].shape[3] > 0 else stacked[key] for key in TREE_KEYS}
+        trees_out = {key: stacked[key] for key in TREE_KEYS}
         scalars = {
             "mean_leaves": stacked["n_leaves"].mean(axis=2),
             "mean_depth": stacked["depth"].mean(axis=2),
