@@ -5,11 +5,13 @@ gives tree j as an ordinary ``TreeArrays`` so the CART move kernels run on it un
 the leaf model ``MODEL_NORMAL_KNOWN_VARIANCE`` (mu ~ N(0, tau2), sigma^2 given). For that model
 the per-leaf field ``b`` holds the leaf's sum of partial residuals.
 
-Residual bookkeeping: ``resid`` holds y - sum_k f_k(x) throughout. For tree j, one pass over its
-leaves adds its fit back (``resid`` becomes the partial residual R_j and the leaf sums are
-collected), the tree move touches only the rows of the node it changes, the leaf values are
-drawn from their normal full conditionals, and a second pass subtracts the new fit. A sweep
-costs O(trees x rows) plus the moves.
+Residual bookkeeping: ``resid`` holds the partial residual R_j = y - sum_{k != j} f_k(x) while
+tree j is updated, and y - sum_k f_k(x) between sweeps. ``leaf_of[j, i]`` is the leaf of row i in
+tree j. The tree move touches only the rows of the node it changes (and rebuilds ``leaf_of[j]``
+when accepted), the leaf values are drawn from their normal full conditionals, then one pass
+in row order subtracts tree j's new fit, adds tree j+1's fit back and collects tree j+1's leaf
+sums: one sequential pass per tree instead of two passes through the trees' row permutations.
+A sweep costs O(trees x rows) plus the moves.
 
 Binary responses use Albert & Chib (1993) latent variables: z_i ~ N(f(x_i), 1) truncated to
 z > 0 if y_i = 1 and z < 0 otherwise; sigma is fixed at 1.
@@ -41,26 +43,25 @@ def tree_view(forest, j):
     )
 
 
+N_ACC = 4  # independent leaf-sum accumulators, so consecutive rows do not wait on one another
+
+
 @njit(cache=True, nogil=True)
-def _add_back_fit(tree, resid, hyper, fstate):
-    """resid += f_j over every leaf; cache leaf residual sums and log marginals."""
+def _set_leaf_terms(tree, sums, hyper, fstate):
+    """Cache every leaf's residual sum (``b``) and log marginal (``lm``) from ``sums[k, leaf]``
+    summed over k; the running totals go to ``fstate``."""
     sigma2 = hyper[H_SIGMA2]
     tau2 = hyper[H_TAU2]
     use_lik = hyper[H_LIKELIHOOD] != 0.0
-    perm = tree.perm
     lm_sum = 0.0
     for node in range(tree.var.shape[0]):
         if tree.var[node] != LEAF:
             continue
-        mu = tree.value[node]
-        s = 0.0
-        for i in range(tree.start[node], tree.end[node]):
-            r = resid[perm[i]] + mu
-            resid[perm[i]] = r
-            s += r
-        n = tree.end[node] - tree.start[node]
         if use_lik:
-            lm = leaf_log_marginal_normal_known_variance(n, s, sigma2, tau2)
+            s = 0.0
+            for k in range(N_ACC):
+                s += sums[k, node]
+            lm = leaf_log_marginal_normal_known_variance(tree.end[node] - tree.start[node], s, sigma2, tau2)
             tree.lm[node] = lm
             tree.b[node] = s
             lm_sum += lm
@@ -72,24 +73,49 @@ def _add_back_fit(tree, resid, hyper, fstate):
 
 
 @njit(cache=True, nogil=True)
-def _draw_leaves_and_subtract(rng, tree, resid, hyper):
-    """Draw every leaf value from N(post mean, post var) and subtract the new fit from resid."""
-    sigma2 = hyper[H_SIGMA2]
-    tau2 = hyper[H_TAU2]
-    use_lik = hyper[H_LIKELIHOOD] != 0.0
-    perm = tree.perm
+def _swap_fits(resid, leaf_out, value_out, leaf_in, value_in, sums):
+    """One pass in row order: resid -= f_out, resid += f_in, and the leaf sums of the new resid
+    under ``leaf_in`` into ``sums`` (N_ACC, nodes). Either tree may be absent (empty map)."""
+    sums[:, :] = 0.0
+    n = resid.shape[0]
+    has_out = leaf_out.shape[0] == n
+    has_in = leaf_in.shape[0] == n
+    for i in range(n):
+        r = resid[i]
+        if has_out:
+            r -= value_out[leaf_out[i]]
+        if has_in:
+            leaf = leaf_in[i]
+            r += value_in[leaf]
+            sums[i & (N_ACC - 1), leaf] += r
+        resid[i] = r
+
+
+@njit(cache=True, nogil=True)
+def _map_leaves(tree, leaf_of):
+    """leaf_of[i] = the leaf holding row i."""
     for node in range(tree.var.shape[0]):
         if tree.var[node] != LEAF:
             continue
-        n = tree.end[node] - tree.start[node]
-        if use_lik:
-            prec = n / sigma2 + 1.0 / tau2
-            mu = tree.b[node] / sigma2 / prec + rng.standard_normal() / math.sqrt(prec)
-        else:
-            mu = math.sqrt(tau2) * rng.standard_normal()
-        tree.value[node] = mu
         for i in range(tree.start[node], tree.end[node]):
-            resid[perm[i]] -= mu
+            leaf_of[tree.perm[i]] = node
+
+
+@njit(cache=True, nogil=True)
+def _draw_leaves(rng, tree, hyper):
+    """Draw every leaf value from its normal full conditional (or the prior, likelihood off)."""
+    sigma2 = hyper[H_SIGMA2]
+    tau2 = hyper[H_TAU2]
+    use_lik = hyper[H_LIKELIHOOD] != 0.0
+    for node in range(tree.var.shape[0]):
+        if tree.var[node] != LEAF:
+            continue
+        if use_lik:
+            n = tree.end[node] - tree.start[node]
+            prec = n / sigma2 + 1.0 / tau2
+            tree.value[node] = tree.b[node] / sigma2 / prec + rng.standard_normal() / math.sqrt(prec)
+        else:
+            tree.value[node] = math.sqrt(tau2) * rng.standard_normal()
 
 
 @njit(cache=True, nogil=True)
@@ -122,21 +148,32 @@ def _update_latent(rng, resid, z, ybin):
 
 
 @njit(cache=True, nogil=True)
-def bart_sweep(rng, forest, xt, is_cat, nbins, resid, hyper, move_probs, fstate, scratch, ycls, z, ybin,
+def bart_sweep(rng, forest, leaf_of, xt, is_cat, nbins, resid, hyper, move_probs, fstate, scratch, ycls, z, ybin,
                sigma_mode, counts):
     """One backfitting sweep over all trees, then sigma (or the probit latents).
 
+    ``leaf_of`` (trees, rows) maps rows to leaves (uint8: at most 255 nodes per tree).
     ``counts[k, 0]`` / ``counts[k, 1]`` accumulate proposals / acceptances of move type k.
     """
-    for j in range(forest.var.shape[0]):
+    n_trees = forest.var.shape[0]
+    sums = np.zeros((N_ACC, forest.var.shape[1]))
+    none_map = leaf_of[0, :0]
+    none_value = forest.value[0, :0]
+    _swap_fits(resid, none_map, none_value, leaf_of[0], forest.value[0], sums)
+    for j in range(n_trees):
         tree = tree_view(forest, j)
-        _add_back_fit(tree, resid, hyper, fstate)
+        _set_leaf_terms(tree, sums, hyper, fstate)
         move, accepted = cart_step(rng, tree, xt, is_cat, nbins, resid, ycls, hyper, move_probs, fstate, scratch)
         if move >= 0:
             counts[move, 0] += 1
             if accepted:
                 counts[move, 1] += 1
-        _draw_leaves_and_subtract(rng, tree, resid, hyper)
+                _map_leaves(tree, leaf_of[j])
+        _draw_leaves(rng, tree, hyper)
+        if j + 1 < n_trees:
+            _swap_fits(resid, leaf_of[j], forest.value[j], leaf_of[j + 1], forest.value[j + 1], sums)
+        else:
+            _swap_fits(resid, leaf_of[j], forest.value[j], none_map, none_value, sums)
     if sigma_mode == SIGMA_PROBIT:
         if hyper[H_LIKELIHOOD] != 0.0:
             _update_latent(rng, resid, z, ybin)
@@ -178,7 +215,7 @@ def record_forest(forest, d, out_var, out_cut, out_left, out_right, out_value, o
 
 @njit(cache=True, nogil=True)
 def run_bart_chain(
-    rng, forest, xt, is_cat, nbins, resid, hyper, move_probs, fstate, scratch, ycls, z, ybin, sigma_mode,
+    rng, forest, leaf_of, xt, is_cat, nbins, resid, hyper, move_probs, fstate, scratch, ycls, z, ybin, sigma_mode,
     first_iter, n_iter, tune, thin,
     out_sigma, out_counts, out_var, out_cut, out_left, out_right, out_value, out_leaf_sigma, out_prob,
     out_leaves, out_depth,
@@ -194,8 +231,8 @@ def run_bart_chain(
     for step in range(n_iter):
         it = first_iter + step
         counts[:, :] = 0
-        bart_sweep(rng, forest, xt, is_cat, nbins, resid, hyper, move_probs, fstate, scratch, ycls, z, ybin,
-                   sigma_mode, counts)
+        bart_sweep(rng, forest, leaf_of, xt, is_cat, nbins, resid, hyper, move_probs, fstate, scratch, ycls, z,
+                   ybin, sigma_mode, counts)
         if it < tune or (it - tune) % thin != 0:
             continue
         d = (it - tune) // thin

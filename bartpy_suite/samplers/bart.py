@@ -53,6 +53,9 @@ class BartChain:
         m = int(self.hyper[_tree.H_MIN_LEAF])
         self.capacity = min(_tree.node_capacity(n, m), BART_MAX_NODES)
         self.forest = new_forest(n_trees, n, self.capacity)
+        # Leaf of every row in every tree, as uint8 node ids (capacity <= 255); all rows start
+        # in the root of a stump.
+        self.leaf_of = np.zeros((n_trees, n), dtype=np.uint8)
         self.scratch = _tree.new_scratch(self.codes, self.capacity, self.nbins)
         self.fstate = np.zeros(2)
         self.ycls = np.zeros(n, dtype=np.int64)
@@ -73,8 +76,9 @@ class BartChain:
     def sweep(self) -> np.ndarray:
         """One backfitting sweep; returns the (move, [proposed, accepted]) counts."""
         counts = np.zeros((4, 2), dtype=np.int64)
-        bart_sweep(self.rng, self.forest, self.codes, self.is_categorical, self.nbins, self.resid, self.hyper,
-                   self.move_probs, self.fstate, self.scratch, self.ycls, self.z, self.ybin, self.sigma_mode, counts)
+        bart_sweep(self.rng, self.forest, self.leaf_of, self.codes, self.is_categorical, self.nbins, self.resid,
+                   self.hyper, self.move_probs, self.fstate, self.scratch, self.ycls, self.z, self.ybin,
+                   self.sigma_mode, counts)
         return counts
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int, out: dict) -> None:
@@ -83,7 +87,7 @@ class BartChain:
         done = 0
         while done < n_iter:
             steps, pending = run_bart_chain(
-                self.rng, self.forest, self.codes, self.is_categorical, self.nbins, self.resid, self.hyper,
+                self.rng, self.forest, self.leaf_of, self.codes, self.is_categorical, self.nbins, self.resid, self.hyper,
                 self.move_probs, self.fstate, self.scratch, self.ycls, self.z, self.ybin, self.sigma_mode,
                 first_iter + done, n_iter - done, tune, thin,
                 out["sigma"], out["counts"], out["split_var"], out["split_cut"], out["left"], out["right"],
