@@ -38,6 +38,7 @@ from .tree import (
     M_N_LEAVES,
     collapse_node,
     global_term,
+    goes_left,
     has_available_rule,
     leaf_terms,
     merge_sorted_halves,
@@ -158,6 +159,26 @@ def _sums_add_up(hyper):
 def _known_variance_lm(tree, node, r_sum, hyper):
     n = tree.end[node] - tree.start[node]
     return leaf_log_marginal_normal_known_variance(n, r_sum, hyper[H_SIGMA2], hyper[H_TAU2])
+
+
+@njit(cache=True, nogil=True)
+def _known_variance_n_lm(n, r_sum, hyper):
+    return leaf_log_marginal_normal_known_variance(n, r_sum, hyper[H_SIGMA2], hyper[H_TAU2])
+
+
+@njit(cache=True, nogil=True)
+def _left_count_sum(xt, perm, start, end, v, cut, is_cat_v, y):
+    """Rows of ``perm[start:end]`` that rule (v, cut) sends left, and their response sum
+    (branch-free, read-only)."""
+    row = xt[v]
+    n_left = 0
+    total = 0.0
+    for i in range(start, end):
+        r = perm[i]
+        go = 1 if goes_left(row[r], cut, is_cat_v) else 0
+        n_left += go
+        total += go * y[r]
+    return n_left, total
 
 
 @njit(cache=True, nogil=True)
@@ -394,7 +415,6 @@ def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total
         tree, scratch.nodes[first:], count - first, xt, is_cat, nbins, hyper, scratch,
     )
     old_lm, old_b = sum_leaf_terms(tree, scratch.nodes, count)
-    _save_subtree(tree, scratch, count)
     old_var = tree.var[root]
     old_cut = tree.cut[root]
     log_k = 0.0
@@ -425,6 +445,26 @@ def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total
     # The MH uniform is drawn before scoring so that _rewire_and_score can stop early; with
     # force_accept (tests read the exact ratio) it never stops early.
     log_u = -np.inf if force_accept else math.log(rng.random())
+    if move == MOVE_CHANGE and count == 3 and _sums_add_up(hyper):
+        # BART leaves under a changed node whose children are leaves: the children's counts and
+        # residual sums under the new rule take one read-only pass, and a proposal that the
+        # likelihood rejects (most) is done without moving a row (see _rewire_and_score).
+        s0 = tree.start[root]
+        n_node = tree.end[root] - s0
+        n_left, sum_left = _left_count_sum(xt, tree.perm, s0, s0 + n_node, tree.var[root], tree.cut[root],
+                                           is_cat[tree.var[root]], y)
+        if n_left < m or n_node - n_left < m:
+            tree.var[root] = old_var
+            tree.cut[root] = old_cut
+            return False, False, -np.inf
+        new_lm = (_known_variance_n_lm(n_left, sum_left, hyper)
+                  + _known_variance_n_lm(n_node - n_left, old_b - sum_left, hyper))
+        bound = -old_prior + hyper[H_INV_TEMP] * (new_lm - old_lm)  # new leaves' prior <= log 1
+        if log_u >= bound:
+            tree.var[root] = old_var
+            tree.cut[root] = old_cut
+            return False, True, bound
+    _save_subtree(tree, scratch, count)
     log_r, new_lm, new_b, early = _rewire_and_score(
         tree, root, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch,
         count, first, old_prior, old_lm, old_b, log_u - log_k,
