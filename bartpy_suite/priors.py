@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 from ._kernels import likelihood as _lik
 from ._kernels import tree as _tree
@@ -50,7 +50,8 @@ def calibrate_lambda(sigma_hat: float, nu: float, q: float = 0.9) -> float:
     sigma^2 ~ nu lam / chi2_nu, so P(sigma^2 < s^2) = P(chi2_nu > nu lam / s^2) = q gives
     ``lam = s^2 chi2_nu^{-1}(1 - q) / nu`` (CGM 2010, section 2.2.4).
     """
-    return sigma_hat * sigma_hat * float(stats.chi2.ppf(1.0 - q, nu)) / nu
+    # special.chdtri(nu, q) is the chi2_nu quantile at 1 - q (its upper-tail inverse).
+    return sigma_hat * sigma_hat * float(special.chdtri(nu, q)) / nu
 
 
 def default_lambda(y: np.ndarray, nu: float, q: float = 0.9) -> float:

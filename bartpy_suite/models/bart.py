@@ -4,7 +4,7 @@ sampled by Bayesian backfitting (PG-BART paper, Algorithm 1)."""
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 from .. import _validation as check
 from .._kernels.bart_chain import SIGMA_FIXED, SIGMA_PROBIT, SIGMA_SAMPLED
@@ -20,7 +20,7 @@ from ._base import TreeModel, plain, spawn_generators
 def residual_sd(x: np.ndarray, y: np.ndarray, is_categorical: np.ndarray) -> float:
     """sigma_hat of CGM (2010): residual sd of an OLS fit of y on the design (statsmodels), with
     factors as indicator columns; ``sd(y)`` when there are at least as many columns as rows."""
-    import statsmodels.api as sm
+    from statsmodels.regression.linear_model import OLS  # here: statsmodels is slow to import
 
     columns = [np.ones(len(y))]
     for v in range(x.shape[1]):
@@ -33,7 +33,7 @@ def residual_sd(x: np.ndarray, y: np.ndarray, is_categorical: np.ndarray) -> flo
     design = np.column_stack(columns)
     if design.shape[1] >= len(y):
         return float(np.std(y, ddof=1))
-    result = sm.OLS(y, design).fit()
+    result = OLS(y, design).fit()
     return float(np.sqrt(result.scale))
 
 
@@ -109,7 +109,7 @@ class BART(TreeModel):
                 )
             if np.unique(ycodes).size < 2:
                 raise DataError("the response has a single class; classification needs at least two")
-            center = float(stats.norm.ppf(np.clip(ycodes.mean(), 1e-6, 1 - 1e-6)))
+            center = float(special.ndtri(np.clip(ycodes.mean(), 1e-6, 1 - 1e-6)))
             scale = 1.0
             ywork = ycodes.astype(np.float64)
             tau = 3.0 / (self.k * np.sqrt(self.trees))

@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 from scipy import special
-from arviz_stats.base import array_stats
 
 from .. import _validation as check
 from .._binning import BinnedPredictors
@@ -140,6 +139,8 @@ class Fit:
             One row per scalar quantity (``sigma`` for regression, ``n_leaves``, ``depth``, ...);
             columns mean, sd, the interval bounds, ess_bulk, ess_tail, r_hat (arviz-stats).
         """
+        from arviz_stats.base import array_stats  # here: it pulls in scipy.signal (~100 MB)
+
         level = check.check_open_unit("level", level)
         lo, hi = interval_labels(level)
         w = self.weights.values
