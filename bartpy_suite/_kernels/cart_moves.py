@@ -156,14 +156,14 @@ def _sums_add_up(hyper):
 
 
 @njit(cache=True, nogil=True)
-def _known_variance_lm(tree, node, r_sum, hyper):
-    n = tree.end[node] - tree.start[node]
+def _known_variance_n_lm(n, r_sum, hyper):
+    """Known-variance leaf log marginal of n rows with residual sum ``r_sum``."""
     return leaf_log_marginal_normal_known_variance(n, r_sum, hyper[H_SIGMA2], hyper[H_TAU2])
 
 
 @njit(cache=True, nogil=True)
-def _known_variance_n_lm(n, r_sum, hyper):
-    return leaf_log_marginal_normal_known_variance(n, r_sum, hyper[H_SIGMA2], hyper[H_TAU2])
+def _known_variance_lm(tree, node, r_sum, hyper):
+    return _known_variance_n_lm(tree.end[node] - tree.start[node], r_sum, hyper)
 
 
 @njit(cache=True, nogil=True)
