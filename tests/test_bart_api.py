@@ -5,6 +5,7 @@ accuracy on Friedman #1 (issue 3). Small fits so the file runs in seconds."""
 from __future__ import annotations
 
 import inspect
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -209,3 +210,27 @@ def test_probit_offset_on_imbalanced_response():
     prob = fit.predict(df, kind="prob")
     print(f"\nbase rate {base:.4f}, mean predicted {prob['prob_one'].mean():.4f}")
     assert abs(prob["prob_one"].mean() - base) < 0.04
+
+
+def test_sigma_hat_is_the_statsmodels_ols_residual_sd():
+    """residual_sd (numpy least squares) equals statsmodels' OLS residual sd, factors as
+    indicators, including a rank-deficient design (a duplicated column). Tolerance 1e-10
+    relative: two least-squares solvers on the same well-conditioned data."""
+    import statsmodels.api as sm
+
+    from bartpy_suite.models.bart import residual_sd
+
+    rng = np.random.default_rng(7)
+    n = 120
+    x = np.column_stack([rng.normal(size=n), rng.integers(0, 4, n), rng.uniform(size=n)])
+    y = 1.5 * x[:, 0] - (x[:, 1] == 2) + rng.normal(size=n)
+    dummies = np.column_stack([(x[:, 1] == k).astype(float) for k in (1, 2, 3)])
+    design = np.column_stack([np.ones(n), x[:, 0], dummies, x[:, 2]])
+    expected = np.sqrt(sm.OLS(y, design).fit().scale)
+    is_cat = np.array([False, True, False])
+    assert residual_sd(x, y, is_cat) == pytest.approx(expected, rel=1e-10)
+    x_dup = np.column_stack([x, x[:, 0]])
+    with warnings.catch_warnings():  # statsmodels warns that the duplicated column is singular
+        warnings.simplefilter("ignore")
+        expected_dup = np.sqrt(sm.OLS(y, np.column_stack([design, x[:, 0]])).fit().scale)
+    assert residual_sd(x_dup, y, np.array([False, True, False, False])) == pytest.approx(expected_dup, rel=1e-10)
