@@ -34,6 +34,7 @@ from .tree import (
     H_SIGMA2,
     H_TAU2,
     LEAF,
+    MAX_CELL_RULES,
     M_N_INTERNAL,
     M_N_LEAVES,
     collapse_node,
@@ -167,18 +168,106 @@ def _known_variance_lm(tree, node, r_sum, hyper):
 
 
 @njit(cache=True, nogil=True)
-def _left_count_sum(xt, perm, start, end, v, cut, is_cat_v, y):
-    """Rows of ``perm[start:end]`` that rule (v, cut) sends left, and their response sum
-    (branch-free, read-only)."""
-    row = xt[v]
-    n_left = 0
-    total = 0.0
-    for i in range(start, end):
-        r = perm[i]
-        go = 1 if goes_left(row[r], cut, is_cat_v) else 0
-        n_left += go
-        total += go * y[r]
-    return n_left, total
+def _cell_scores_known_variance(tree, root, xt, is_cat, y, hyper, scratch, count):
+    """Leaf terms of the subtree at ``root`` under its current (proposed) rules, without moving a
+    row: one read-only pass evaluates all k rules of the subtree on each row and accumulates
+    counts and residual sums per outcome code (2^k cells); each cell then goes down the new
+    subtree to its leaf. Known-variance normal leaves (BART) only.
+
+    Returns (status, sum of leaf log marginals): status 1 scored, 0 the new subtree has a leaf
+    with fewer than ``min_leaf_size`` rows (prior zero; then no internal node has fewer either),
+    -1 more than ``MAX_CELL_RULES`` rules (not scored).
+    """
+    nodes = scratch.nodes
+    k = 0
+    for i in range(count):
+        node = nodes[i]
+        if tree.var[node] >= 0:
+            if k == MAX_CELL_RULES:
+                return -1, 0.0  # the row moves of the general path are cheaper than 2^k cells
+            scratch.node_bit[node] = k
+            scratch.rule_var[k] = tree.var[node]
+            scratch.rule_cut[k] = tree.cut[node]
+            k += 1
+        else:
+            scratch.leaf_n[node] = 0
+            scratch.leaf_sum[node] = 0.0
+    n_cells = 1 << k
+    perm = tree.perm
+    start = tree.start[root]
+    end = tree.end[root]
+    # Register accumulators (branch-free): a per-cell array would chain every row's update to
+    # the previous row's through memory, and consecutive rows mostly share a cell.
+    v0 = scratch.rule_var[0]
+    c0 = scratch.rule_cut[0]
+    cat0 = is_cat[v0]
+    if k == 1:
+        n1 = 0
+        s1 = 0.0
+        total = 0.0
+        for i in range(start, end):
+            r = perm[i]
+            g = 1 if goes_left(xt[v0, r], c0, cat0) else 0
+            n1 += g
+            s1 += g * y[r]
+            total += y[r]
+        scratch.cell_n[0] = (end - start) - n1
+        scratch.cell_sum[0] = total - s1
+        scratch.cell_n[1] = n1
+        scratch.cell_sum[1] = s1
+    else:
+        v1 = scratch.rule_var[1]
+        c1 = scratch.rule_cut[1]
+        cat1 = is_cat[v1]
+        n1 = 0
+        n2 = 0
+        n3 = 0
+        s1 = 0.0
+        s2 = 0.0
+        s3 = 0.0
+        total = 0.0
+        for i in range(start, end):
+            r = perm[i]
+            g0 = 1 if goes_left(xt[v0, r], c0, cat0) else 0
+            g1 = 1 if goes_left(xt[v1, r], c1, cat1) else 0
+            yr = y[r]
+            both = g0 * g1
+            n1 += g0 - both
+            n2 += g1 - both
+            n3 += both
+            s1 += (g0 - both) * yr
+            s2 += (g1 - both) * yr
+            s3 += both * yr
+            total += yr
+        scratch.cell_n[0] = (end - start) - n1 - n2 - n3
+        scratch.cell_sum[0] = total - s1 - s2 - s3
+        scratch.cell_n[1] = n1
+        scratch.cell_sum[1] = s1
+        scratch.cell_n[2] = n2
+        scratch.cell_sum[2] = s2
+        scratch.cell_n[3] = n3
+        scratch.cell_sum[3] = s3
+    for c in range(n_cells):
+        if scratch.cell_n[c] == 0:
+            continue
+        node = root
+        while tree.var[node] >= 0:
+            if (c >> scratch.node_bit[node]) & 1:
+                node = tree.left[node]
+            else:
+                node = tree.right[node]
+        scratch.leaf_n[node] += scratch.cell_n[c]
+        scratch.leaf_sum[node] += scratch.cell_sum[c]
+    m = int(hyper[H_MIN_LEAF])
+    lm = 0.0
+    for i in range(count):
+        node = nodes[i]
+        if tree.var[node] >= 0:
+            continue
+        if scratch.leaf_n[node] < m:
+            return 0, 0.0
+        lm += _known_variance_n_lm(scratch.leaf_n[node], scratch.leaf_sum[node], hyper)
+    return 1, lm
 
 
 @njit(cache=True, nogil=True)
@@ -389,6 +478,20 @@ def _rewire_and_score(tree, root, xt, is_cat, nbins, y, ycls, hyper, fstate, n_t
 
 
 @njit(cache=True, nogil=True)
+def _put_rules(tree, move, root, root_var, root_cut, child, other, child_var, child_cut, both):
+    """Set the rules a change or swap touches: the root's and, for a swap, the child's (and the
+    other child's when both children carried the child's rule)."""
+    tree.var[root] = root_var
+    tree.cut[root] = root_cut
+    if move == MOVE_SWAP:
+        tree.var[child] = child_var
+        tree.cut[child] = child_cut
+        if both:
+            tree.var[other] = child_var
+            tree.cut[other] = child_cut
+
+
+@njit(cache=True, nogil=True)
 def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, move, force_accept=False):
     """Run one change or swap MH step in place. Returns (accepted, proposal valid, log r).
 
@@ -423,47 +526,35 @@ def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total
             rng, xt, tree.perm, tree.start[root], tree.end[root], is_cat, nbins, m, scratch.hist, scratch.sums,
             scratch.var_order,
         )
-        tree.var[root] = v
-        tree.cut[root] = cut
         c_var = 0
         c_cut = np.int64(0)
         both = False
+        _put_rules(tree, move, root, v, cut, child, other, c_var, c_cut, both)
     else:
         c_var = tree.var[child]
         c_cut = tree.cut[child]
         both = tree.var[other] == c_var and tree.cut[other] == c_cut
-        tree.var[root] = c_var
-        tree.cut[root] = c_cut
-        tree.var[child] = old_var
-        tree.cut[child] = old_cut
-        if both:
-            tree.var[other] = old_var
-            tree.cut[other] = old_cut
+        _put_rules(tree, move, root, c_var, c_cut, child, other, old_var, old_cut, both)
         # k_fwd: choices of pair giving T'; k_rev: the same count in T' (children equal rules).
         both_after = tree.var[other] == tree.var[child] and tree.cut[other] == tree.cut[child]
         log_k = math.log(2.0 if both_after else 1.0) - math.log(2.0 if both else 1.0)
     # The MH uniform is drawn before scoring so that _rewire_and_score can stop early; with
     # force_accept (tests read the exact ratio) it never stops early.
     log_u = -np.inf if force_accept else math.log(rng.random())
-    if move == MOVE_CHANGE and count == 3 and _sums_add_up(hyper):
-        # BART leaves under a changed node whose children are leaves: the children's counts and
-        # residual sums under the new rule take one read-only pass, and a proposal that the
-        # likelihood rejects (most) is done without moving a row (see _rewire_and_score).
-        s0 = tree.start[root]
-        n_node = tree.end[root] - s0
-        n_left, sum_left = _left_count_sum(xt, tree.perm, s0, s0 + n_node, tree.var[root], tree.cut[root],
-                                           is_cat[tree.var[root]], y)
-        if n_left < m or n_node - n_left < m:
-            tree.var[root] = old_var
-            tree.cut[root] = old_cut
+    if _sums_add_up(hyper):
+        # BART: score the proposal's likelihood from rule-outcome cells (one read-only pass) and
+        # reject it on the prior's upper bound (see _rewire_and_score) before moving any row;
+        # most proposals end here.
+        status, new_lm = _cell_scores_known_variance(tree, root, xt, is_cat, y, hyper, scratch, count)
+        if status == 0:
+            _put_rules(tree, move, root, old_var, old_cut, child, other, c_var, c_cut, both)
             return False, False, -np.inf
-        new_lm = (_known_variance_n_lm(n_left, sum_left, hyper)
-                  + _known_variance_n_lm(n_node - n_left, old_b - sum_left, hyper))
-        bound = -old_prior + hyper[H_INV_TEMP] * (new_lm - old_lm)  # new leaves' prior <= log 1
-        if log_u >= bound:
-            tree.var[root] = old_var
-            tree.cut[root] = old_cut
-            return False, True, bound
+        if status == 1:
+            bound = (_prior_upper_bound(tree, scratch.nodes[first:], count - first, hyper) - old_prior
+                     + hyper[H_INV_TEMP] * (new_lm - old_lm) + log_k)
+            if log_u >= bound:
+                _put_rules(tree, move, root, old_var, old_cut, child, other, c_var, c_cut, both)
+                return False, True, bound
     _save_subtree(tree, scratch, count)
     log_r, new_lm, new_b, early = _rewire_and_score(
         tree, root, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch,
@@ -481,13 +572,6 @@ def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total
         repartition_subtree(tree, xt, is_cat, root, m, scratch.stack, scratch.part_buf)
         return True, True, log_r
     # Reject: restore the rules, the partition and the cached leaf terms.
-    tree.var[root] = old_var
-    tree.cut[root] = old_cut
-    if move == MOVE_SWAP:
-        tree.var[child] = c_var
-        tree.cut[child] = c_cut
-        if both:
-            tree.var[other] = c_var
-            tree.cut[other] = c_cut
+    _put_rules(tree, move, root, old_var, old_cut, child, other, c_var, c_cut, both)
     _restore_subtree(tree, scratch, count)
     return False, valid, log_r

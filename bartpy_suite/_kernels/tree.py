@@ -88,6 +88,10 @@ class TreeArrays(NamedTuple):
     meta: np.ndarray  # int64[3]: n_free, n_leaves, n_internal
 
 
+#: Most split rules in a subtree whose proposals are scored from rule-outcome cells (2^k cells).
+MAX_CELL_RULES = 2
+
+
 class Scratch(NamedTuple):
     """Work arrays reused by every move of one chain (nothing is allocated per iteration)."""
 
@@ -110,6 +114,13 @@ class Scratch(NamedTuple):
     codes_by_row: np.ndarray  # int32[n, p]: row-major copy of the codes for one-pass histograms
     part_buf: np.ndarray  # int32[n]: right-hand rows of a stable partition, merge buffer
     row_flag: np.ndarray  # uint8[n]: membership flags for sorting a large segment by a scan
+    rule_var: np.ndarray  # int64[MAX_CELL_RULES]: rules of a subtree scored by rule-outcome cells
+    rule_cut: np.ndarray  # int64[MAX_CELL_RULES]
+    node_bit: np.ndarray  # int64[N]: bit of each internal node's rule in a row's outcome code
+    cell_n: np.ndarray  # int64[2^MAX_CELL_RULES]: rows per outcome code
+    cell_sum: np.ndarray  # float64[2^MAX_CELL_RULES]: their response sum
+    leaf_n: np.ndarray  # int64[N]: rows per leaf of the scored subtree
+    leaf_sum: np.ndarray  # float64[N]
 
 
 def new_scratch(codes: np.ndarray, capacity: int, nbins: np.ndarray, n_classes: int = 1) -> Scratch:
@@ -136,6 +147,13 @@ def new_scratch(codes: np.ndarray, capacity: int, nbins: np.ndarray, n_classes: 
         codes_by_row=np.ascontiguousarray(codes.T),
         part_buf=np.zeros(n_rows, dtype=np.int32),
         row_flag=np.zeros(n_rows, dtype=np.uint8),
+        rule_var=np.zeros(MAX_CELL_RULES, dtype=np.int64),
+        rule_cut=np.zeros(MAX_CELL_RULES, dtype=np.int64),
+        node_bit=np.zeros(capacity, dtype=np.int64),
+        cell_n=np.zeros(1 << MAX_CELL_RULES, dtype=np.int64),
+        cell_sum=np.zeros(1 << MAX_CELL_RULES, dtype=np.float64),
+        leaf_n=np.zeros(capacity, dtype=np.int64),
+        leaf_sum=np.zeros(capacity, dtype=np.float64),
     )
 
 
