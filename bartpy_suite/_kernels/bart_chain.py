@@ -73,7 +73,7 @@ def _set_leaf_terms(tree, sums, hyper, fstate):
 
 
 @njit(cache=True, nogil=True)
-def _swap_fits(resid, leaf_out, value_out, leaf_in, value_in, sums):
+def _exchange_fits(resid, leaf_out, value_out, leaf_in, value_in, sums):
     """One pass in row order: resid -= f_out, resid += f_in, and the leaf sums of the new resid
     under ``leaf_in`` into ``sums`` (N_ACC, nodes). Either tree may be absent (empty map)."""
     sums[:, :] = 0.0
@@ -159,7 +159,7 @@ def bart_sweep(rng, forest, leaf_of, xt, is_cat, nbins, resid, hyper, move_probs
     sums = np.zeros((N_ACC, forest.var.shape[1]))
     none_map = leaf_of[0, :0]
     none_value = forest.value[0, :0]
-    _swap_fits(resid, none_map, none_value, leaf_of[0], forest.value[0], sums)
+    _exchange_fits(resid, none_map, none_value, leaf_of[0], forest.value[0], sums)
     for j in range(n_trees):
         tree = tree_view(forest, j)
         _set_leaf_terms(tree, sums, hyper, fstate)
@@ -171,9 +171,9 @@ def bart_sweep(rng, forest, leaf_of, xt, is_cat, nbins, resid, hyper, move_probs
                 _map_leaves(tree, leaf_of[j])
         _draw_leaves(rng, tree, hyper)
         if j + 1 < n_trees:
-            _swap_fits(resid, leaf_of[j], forest.value[j], leaf_of[j + 1], forest.value[j + 1], sums)
+            _exchange_fits(resid, leaf_of[j], forest.value[j], leaf_of[j + 1], forest.value[j + 1], sums)
         else:
-            _swap_fits(resid, leaf_of[j], forest.value[j], none_map, none_value, sums)
+            _exchange_fits(resid, leaf_of[j], forest.value[j], none_map, none_value, sums)
     if sigma_mode == SIGMA_PROBIT:
         if hyper[H_LIKELIHOOD] != 0.0:
             _update_latent(rng, resid, z, ybin)
