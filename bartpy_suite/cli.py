@@ -202,6 +202,9 @@ def _read_csv(path: str, what: str) -> pd.DataFrame:
         raise CommandError(f"cannot read {what} file '{path}' as CSV: {exc}") from exc
 
 
+DEMO_RHAT_WARN = 1.01  # the usual threshold of Vehtari et al. (2021)
+
+
 def _demo(args: argparse.Namespace) -> None:
     df = datasets.load("cgm1998")
     formula = "y ~ x1 + x2"
@@ -212,7 +215,14 @@ def _demo(args: argparse.Namespace) -> None:
     fit = bps.cart(formula, data=df, sampler="cgm", chains=DEMO_CHAINS, draws=args.draws,
                    tune=args.tune, seed=args.seed, **_progress_kwargs(args))
     print("Posterior summary:")
-    print(_format_table(fit.summary()))
+    summary = fit.summary()
+    print(_format_table(summary))
+    worst = summary["r_hat"].max()
+    if worst > DEMO_RHAT_WARN:
+        print(f"\nr_hat up to {worst:.3f} (> {DEMO_RHAT_WARN}): the chains disagree. Grow/prune/change/swap "
+              "Metropolis-Hastings is known to stay in local modes of this posterior for long "
+              "(Gattiglio's thesis, section 3.5); compare several seeds or run more chains before "
+              "trusting the intervals.")
 
     levels = list(datasets.CGM1998_LEVELS)
     x1 = [1.5, 4.0, 6.0, 8.5]

@@ -279,6 +279,11 @@ def test_demo_runs_as_in_the_quickstart():
     assert "90% credible intervals" in out
     for column in ("f_true", "mean", "lower", "upper"):
         assert column in out
+    # CGM's MH does not mix on this example (thesis section 3.5): the demo says so when its
+    # chains disagree, and stays silent otherwise.
+    rhat = max(float(line.split()[-1]) for line in out.splitlines()
+               if line.split()[:1] in (["sigma"], ["n_leaves"], ["depth"]))
+    assert ("the chains disagree" in out) == (rhat > 1.01)
 
 
 def test_module_reports_errors_without_traceback(tmp_path):
