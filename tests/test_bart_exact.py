@@ -59,15 +59,13 @@ def available_rules(codes, rows, is_cat, nbins, m):
         found = []
         if is_cat[v]:
             present = sorted(int(c) for c in np.unique(col))
-            top = present[-1]
-            rest = present[:-1]
+            rest = present[:-1]  # subsets without the top level: one of each {S, complement}
             for size in range(1, len(rest) + 1):
                 for subset in itertools.combinations(rest, size):
                     go_left = np.isin(col, subset)
                     n_left = int(go_left.sum())
                     if m <= n_left <= n - m:
                         found.append((frozenset(subset), tuple(rows[go_left]), tuple(rows[~go_left])))
-            del top
         else:
             for k in range(int(nbins[v]) - 1):
                 go_left = col <= k

@@ -123,7 +123,6 @@ def available_rules(prob: Problem, rows: tuple) -> dict:
         rules = []
         if prob.is_cat[v]:
             present = sorted(set(col.values()))
-            top = present[-1]
             others = present[:-1]
             # Unordered partitions {S, complement}: S a non-empty subset not holding the top level.
             for size in range(1, len(others) + 1):
