@@ -263,9 +263,13 @@ def add_ratios(records: list[dict]) -> None:
         r["ratio"] = base / r["s_per_sweep"] if base and r.get("ok") and r.get("s_per_sweep") else None
 
 
-def regression_table(records: list[dict]) -> list[str]:
-    head = ["package", "n", "burn-in+draws", "s/sweep", "ratio ours/peer", "cpu/wall", "compile s", "fit s",
-            "total s", "peak MB", "predict s", "RMSE", "cover95", "width95", "sigma"]
+COMMON_HEAD = ["package", "burn-in+draws", "s/sweep", "ratio ours/peer", "cpu/wall", "compile s", "fit s",
+               "total s", "peak MB", "predict s"]
+
+
+def _table(records: list[dict], size_label: str, scores: list[tuple[str, str]]) -> list[str]:
+    """Markdown rows: the columns every task shares, then ``scores`` as (header, record key)."""
+    head = COMMON_HEAD[:1] + [size_label] + COMMON_HEAD[1:] + [label for label, _ in scores]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     for r in records:
         if not r.get("ok"):
@@ -275,27 +279,18 @@ def regression_table(records: list[dict]) -> list[str]:
         cells = [r["package"], f"{r['n']:,}", f"{r['tune']}+{r['draws']}", _fmt(r["s_per_sweep"], ".4f"),
                  _ratio(r["ratio"]), _fmt(r["fit_cpu_s"] / r["fit_s"], ".2f"), _fmt(r.get("compile_s"), ".1f"),
                  _fmt(r["fit_s"], ".1f"), _fmt(r["total_s"], ".1f"), _fmt(r["peak_rss_mb"], ".0f"),
-                 _fmt(r["predict_s"], ".2f"), _fmt(r["rmse"], ".3f"), _fmt(r["coverage95"], ".3f"),
-                 _fmt(r["width95"], ".3f"), _fmt(r["sigma_mean"], ".3f")]
+                 _fmt(r["predict_s"], ".2f")] + [_fmt(r[key], ".3f") for _, key in scores]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def regression_table(records: list[dict]) -> list[str]:
+    return _table(records, "n", [("RMSE", "rmse"), ("cover95", "coverage95"), ("width95", "width95"),
+                                 ("sigma", "sigma_mean")])
 
 
 def probit_table(records: list[dict]) -> list[str]:
-    head = ["package", "n train", "burn-in+draws", "s/sweep", "ratio ours/peer", "cpu/wall", "compile s", "fit s",
-            "total s", "peak MB", "predict s", "accuracy", "log loss"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
-    for r in records:
-        if not r.get("ok"):
-            lines.append(f"| {r['package']} | {r['n']} | {r['tune']}+{r['draws']} | failed: {r.get('error', '?')} |"
-                         + " |" * (len(head) - 4))
-            continue
-        cells = [r["package"], f"{r['n']:,}", f"{r['tune']}+{r['draws']}", _fmt(r["s_per_sweep"], ".4f"),
-                 _ratio(r["ratio"]), _fmt(r["fit_cpu_s"] / r["fit_s"], ".2f"), _fmt(r.get("compile_s"), ".1f"),
-                 _fmt(r["fit_s"], ".1f"), _fmt(r["total_s"], ".1f"), _fmt(r["peak_rss_mb"], ".0f"),
-                 _fmt(r["predict_s"], ".2f"), _fmt(r["accuracy"], ".3f"), _fmt(r["log_loss"], ".3f")]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+    return _table(records, "n train", [("accuracy", "accuracy"), ("log loss", "log_loss")])
 
 
 def report(records: list[dict], header: list[str], notes: list[str]) -> str:
