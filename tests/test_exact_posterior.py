@@ -168,7 +168,11 @@ def check_long_run(dataset, model, label, moves, n_draws, thin, burn):
     cols.append(run.n_leaves[burn:])
     exact_vals.append(float(np.sum(ex.n_leaves * ex.post)))
     names.append("E[n_leaves]")
-    likely = np.flatnonzero(ex.post * n >= 50)
+    # Tree probabilities only where a batch (n / 40 draws) expects at least 10 visits: a rarer
+    # tree is visited in a few clumps and its batch-means z is far from normal (seen: a tree of
+    # posterior 2.6e-4 gave z = 5.9 with one seed, -0.2 and 0.8 with two others). Rare trees are
+    # covered by the exact-start tests.
+    likely = np.flatnonzero(ex.post * n >= 400)
     for i in likely:
         cols.append(labels == i)
         exact_vals.append(ex.post[i])
