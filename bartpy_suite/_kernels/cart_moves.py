@@ -197,7 +197,9 @@ def _cell_scores_known_variance(tree, root, xt, is_cat, y, hyper, scratch, count
     start = tree.start[root]
     end = tree.end[root]
     # Register accumulators (branch-free): a per-cell array would chain every row's update to
-    # the previous row's through memory, and consecutive rows mostly share a cell.
+    # the previous row's through memory, and consecutive rows mostly share a cell. One rule gets
+    # its own loop: running it through the two-rule loop with the second rule switched off made
+    # the whole n = 100k cgm sweep 30% slower (72 -> 94 ms).
     v0 = scratch.rule_var[0]
     c0 = scratch.rule_cut[0]
     cat0 = is_cat[v0]
@@ -444,6 +446,13 @@ def _prior_upper_bound(tree, nodes, count, hyper):
 
 
 @njit(cache=True, nogil=True)
+def _log_r_upper_bound(tree, nodes, count, hyper, old_prior, d_loglik):
+    """log r of a change/swap with the new subtree prior at ``_prior_upper_bound``: a proposal
+    whose MH uniform exceeds it is rejected without the prior's rule counts."""
+    return _prior_upper_bound(tree, nodes, count, hyper) - old_prior + hyper[H_INV_TEMP] * d_loglik
+
+
+@njit(cache=True, nogil=True)
 def _rewire_and_score(tree, root, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, count, first,
                       old_prior, old_lm, old_b, log_u):
     """After rules in the subtree at ``root`` changed: re-partition and score.
@@ -465,8 +474,7 @@ def _rewire_and_score(tree, root, xt, is_cat, nbins, y, ycls, hyper, fstate, n_t
     new_lm, new_b = sum_leaf_terms(tree, scratch.nodes, count)
     b_all = fstate[F_B_SUM] - old_b + new_b
     d_loglik = (new_lm - old_lm) + global_term(b_all, n_total, hyper) - global_term(fstate[F_B_SUM], n_total, hyper)
-    tempered = hyper[H_INV_TEMP] * d_loglik
-    bound = _prior_upper_bound(tree, scratch.nodes[first:], count - first, hyper) - old_prior + tempered
+    bound = _log_r_upper_bound(tree, scratch.nodes[first:], count - first, hyper, old_prior, d_loglik)
     if log_u >= bound:
         return bound, new_lm, new_b, True
     new_prior = subtree_log_prior(
@@ -474,7 +482,7 @@ def _rewire_and_score(tree, root, xt, is_cat, nbins, y, ycls, hyper, fstate, n_t
     )
     if new_prior == -np.inf:
         return -np.inf, 0.0, 0.0, True
-    return (new_prior - old_prior) + tempered, new_lm, new_b, False
+    return (new_prior - old_prior) + hyper[H_INV_TEMP] * d_loglik, new_lm, new_b, False
 
 
 @njit(cache=True, nogil=True)
@@ -550,8 +558,8 @@ def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total
             _put_rules(tree, move, root, old_var, old_cut, child, other, c_var, c_cut, both)
             return False, False, -np.inf
         if status == 1:
-            bound = (_prior_upper_bound(tree, scratch.nodes[first:], count - first, hyper) - old_prior
-                     + hyper[H_INV_TEMP] * (new_lm - old_lm) + log_k)
+            bound = _log_r_upper_bound(tree, scratch.nodes[first:], count - first, hyper, old_prior,
+                                       new_lm - old_lm) + log_k
             if log_u >= bound:
                 _put_rules(tree, move, root, old_var, old_cut, child, other, c_var, c_cut, both)
                 return False, True, bound

@@ -153,7 +153,7 @@ class BART(TreeModel):
 
         kept = self._run(chains, run_chunk)
         # Keep only the node slots some stored tree uses, and free each chain's buffer as soon
-        # as it is copied: the buffers grow by doubling, so most of their node axis is padding.
+        # as it is copied: the buffers grow in steps, so part of their node axis is padding.
         used = max(int((o["split_var"][:kept] > -2).sum(axis=-1).max()) for o in outputs)
         stacked = {}
         for key in list(outputs[0]):
