@@ -1,0 +1,346 @@
+"""Terms on formulaic's internals: parse a formula into terms, evaluate them on a frame.
+
+Import rule: this module imports formulaic (its parser, ``stateful_eval``, ``TRANSFORMS``
+and ``LayeredMapping``), pandas, numpy, :mod:`bartpy_suite.errors` and, inside the package,
+``messages`` and ``codecs`` only. ``design`` and ``build`` import it. It is the one module
+of :mod:`bartpy_suite.formula` that depends on formulaic beyond ``formulaic.__version__``,
+so a formulaic upgrade that moves those internals is fixed here.
+
+:func:`_parse` turns the formula into one response :class:`_Term` and the predictor terms
+(dropping the intercept, refusing interactions and names that are not columns);
+:func:`_evaluate` computes a term on a data frame with the data, ``C`` and formulaic's
+transforms in scope; :func:`_classify` turns the value into a numeric or categorical
+:class:`~bartpy_suite.formula.codecs._Column`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from formulaic import Formula, SimpleFormula
+from formulaic.parser import DefaultFormulaParser
+from formulaic.transforms import TRANSFORMS
+from formulaic.utils.layered_mapping import LayeredMapping
+from formulaic.utils.stateful_transforms import stateful_eval
+
+from bartpy_suite.errors import DataError, FormulaError
+
+from .codecs import _Column, _label_list
+from .messages import _clean_formulaic_message, _did_you_mean, _list_names
+
+# ----------------------------------------------------------------------------------------
+# term evaluation
+# ----------------------------------------------------------------------------------------
+
+class _Factor:
+    """What ``C(x)`` returns here: the raw values marked categorical, with optional levels."""
+
+    __slots__ = ("values", "levels")
+
+    def __init__(self, values: Any, levels: list | None):
+        self.values = values
+        self.levels = levels
+
+
+def _C(data: Any, contrasts: Any = None, *, levels: Any = None, spans_intercept: bool = True
+       ) -> _Factor:
+    """Mark ``data`` as categorical (formulaic's signature; contrasts are irrelevant to trees)."""
+    if isinstance(data, _Factor):
+        return _Factor(data.values, data.levels if levels is None else list(levels))
+    return _Factor(data, None if levels is None else list(levels))
+
+
+class _DataLayer(Mapping):
+    """Read-only mapping view of the string-named columns of a DataFrame."""
+
+    def __init__(self, frame: pd.DataFrame):
+        self._frame = frame
+        self._names = [c for c in frame.columns if isinstance(c, str)]
+        self._set = set(self._names)
+
+    def __getitem__(self, key: Any) -> pd.Series:
+        if key in self:
+            return self._frame[key]
+        raise KeyError(key)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key in self._set
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def _environment(frame: pd.DataFrame) -> LayeredMapping:
+    return LayeredMapping(
+        LayeredMapping(_DataLayer(frame), name="data"),
+        LayeredMapping({"C": _C}, name="bartpy_suite"),
+        LayeredMapping(TRANSFORMS, name="transforms"),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Term:
+    expr: str
+    method: str  # "lookup" (a column) or "python" (an expression)
+    role: str  # "response" or "predictor"
+
+    @property
+    def label(self) -> str:
+        return f"{self.role} {self.expr!r}"
+
+
+class _MissingName(Exception):
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
+def _source_columns(variables: set, frame: pd.DataFrame) -> list[str]:
+    """Data columns behind formulaic's variables ('x.fillna' -> 'x')."""
+    columns = {c for c in frame.columns if isinstance(c, str)}
+    out = []
+    for var in sorted(variables, key=str):
+        if getattr(var, "source", None) != "data":
+            continue
+        name = str(var)
+        while name not in columns and "." in name:
+            name = name.rsplit(".", 1)[0]
+        if name in columns and name not in out:
+            out.append(name)
+    return out
+
+
+def _evaluate(term: _Term, frame: pd.DataFrame, env: LayeredMapping, state: dict
+              ) -> tuple[Any, list[str]]:
+    """Evaluate one term; return its raw value and the data columns it used."""
+    if term.method == "lookup":
+        if term.expr not in frame.columns:
+            raise _MissingName(term.expr)
+        return frame[term.expr], [term.expr]
+    variables: set = set()
+    try:
+        with np.errstate(all="ignore"):
+            value = stateful_eval(term.expr, env, {}, state, None, variables=variables)
+    except NameError as exc:
+        name = getattr(exc, "name", None) or str(exc)
+        raise _MissingName(name) from None
+    except Exception as exc:  # formulaic / numpy / pandas errors inside the expression
+        raise FormulaError(
+            f"cannot evaluate {term.label}: {type(exc).__name__}: {exc}"
+        ) from exc
+    return value, _source_columns(variables, frame)
+
+
+def _as_series(value: Any, n: int, term: _Term) -> pd.Series:
+    if isinstance(value, (dict, pd.DataFrame)) or (
+        hasattr(value, "__formulaic_metadata__")
+        and getattr(value.__formulaic_metadata__, "column_names", None)
+    ):
+        width = value.shape[1] if isinstance(value, pd.DataFrame) else "several"
+        if not (isinstance(value, pd.DataFrame) and value.shape[1] == 1):
+            raise FormulaError(
+                f"{term.label} produces {width} columns; each term must give one column "
+                "(trees need no basis expansions such as poly() or bs(): use the variable itself)"
+            )
+        value = value.iloc[:, 0]
+    if hasattr(value, "__formulaic_metadata__"):
+        value = value.__wrapped__
+    if isinstance(value, pd.Series):
+        series = pd.Series(value.array, copy=False)
+    else:
+        if not isinstance(value, (pd.Categorical, pd.api.extensions.ExtensionArray)):
+            value = np.asarray(value)
+            if value.ndim == 2 and value.shape[1] == 1:
+                value = value[:, 0]
+            if value.ndim == 0:
+                raise FormulaError(
+                    f"{term.label} evaluates to the single value {value.item()!r}, not one "
+                    "value per row; a constant term carries no information for a tree"
+                )
+            if value.ndim != 1:
+                raise FormulaError(
+                    f"{term.label} produces an array of shape {value.shape}; each term must "
+                    "give one column"
+                )
+        series = pd.Series(value, copy=False)
+    if len(series) != n:
+        raise FormulaError(f"{term.label} gives {len(series)} values for {n} rows of data")
+    return series
+
+
+def _classify(value: Any, n: int, term: _Term, *, categorical: bool | None = None
+              ) -> _Column:
+    """Turn an evaluated term into a :class:`_Column`.
+
+    ``categorical=None`` infers the kind from the dtype (training); ``True``/``False``
+    forces it (new data must match the training kind).
+    """
+    explicit = None
+    forced = False
+    if isinstance(value, _Factor):
+        forced, explicit, value = True, value.levels, value.values
+    meta = getattr(value, "__formulaic_metadata__", None)
+    if meta is not None and getattr(meta.kind, "value", None) == "categorical":
+        forced = True
+    series = _as_series(value, n, term)
+    dtype = series.dtype
+    is_cat_dtype = (
+        isinstance(dtype, pd.CategoricalDtype)
+        or pd.api.types.is_bool_dtype(dtype)
+        or pd.api.types.is_object_dtype(dtype)
+        or pd.api.types.is_string_dtype(dtype)
+    )
+    is_numeric_dtype = pd.api.types.is_numeric_dtype(dtype) and not is_cat_dtype
+    if categorical is None:
+        categorical = forced or is_cat_dtype
+        if not categorical and (not is_numeric_dtype or dtype.kind == "c"):
+            raise FormulaError(
+                f"{term.label} has dtype {dtype}, which is neither numeric nor categorical; "
+                "convert it to numbers (e.g. days since a date) or to strings (a factor), or "
+                f"leave it out of the formula (e.g. '... - {term.expr}')"
+            )
+    if categorical:
+        fcodes, uniques = pd.factorize(series, sort=False)
+        categories = None
+        if isinstance(dtype, pd.CategoricalDtype):
+            categories = _label_list(dtype.categories)
+        return _Column("categorical", fcodes=np.asarray(fcodes, dtype=np.int64),
+                       uniques=_label_list(uniques), categories=categories,
+                       explicit=None if explicit is None else _label_list(explicit))
+    # numeric expected
+    if not is_numeric_dtype or dtype.kind == "c":
+        converted = None
+        if pd.api.types.is_object_dtype(dtype) and not forced:
+            try:
+                converted = pd.to_numeric(series, errors="raise")
+            except (ValueError, TypeError):
+                converted = None
+        if converted is None or not pd.api.types.is_numeric_dtype(converted.dtype):
+            example = series.dropna().iloc[:1].tolist()
+            shown = f" (e.g. {example[0]!r})" if example else ""
+            raise DataError(
+                f"{term.label} was numeric in the training data, but newdata gives values "
+                f"of dtype {dtype}{shown}; convert the column to numbers"
+            )
+        series = converted
+    values = series.to_numpy(dtype=np.float64, na_value=np.nan)
+    return _Column("numeric", values=values)
+
+
+# ----------------------------------------------------------------------------------------
+# parsing the formula, evaluating all its terms
+# ----------------------------------------------------------------------------------------
+
+def _uses_dot(formula: str) -> bool:
+    without_quoted = re.sub(r"`[^`]*`|'[^']*'|\"[^\"]*\"", "", formula)
+    return re.search(r"(?<![\w.])\.(?![\w.])", without_quoted) is not None
+
+
+def _parse(formula: str, frame: pd.DataFrame) -> tuple[_Term, list[_Term]]:
+    available = [c for c in frame.columns if isinstance(c, str)]
+    others = [c for c in frame.columns if not isinstance(c, str)]
+    if others and _uses_dot(formula):
+        raise DataError(
+            f"'.' in the formula needs string column names, but data has column(s) "
+            f"{_list_names(others, 10)}; rename them, e.g. df.columns = df.columns.astype(str)"
+        )
+    try:
+        tokens = DefaultFormulaParser().get_tokens(formula)
+        parsed = Formula(formula, _context={"__formulaic_variables_available__": available})
+    except Exception as exc:  # formulaic's syntax errors
+        raise FormulaError(
+            f"cannot parse formula {formula!r}: {_clean_formulaic_message(exc)}"
+        ) from None
+    if not hasattr(parsed, "lhs") or not hasattr(parsed, "rhs"):
+        raise FormulaError(
+            f"formula {formula!r} has no response; write it as 'response ~ predictors', "
+            "e.g. 'y ~ x1 + x2' or 'y ~ .'"
+        )
+    if not isinstance(parsed.rhs, SimpleFormula) or not isinstance(parsed.lhs, SimpleFormula):
+        raise FormulaError(
+            f"formula {formula!r} has several parts; write one 'response ~ predictors' "
+            "formula (no '|')"
+        )
+    # Every bare name must be a column (catches typos in '. - x3' that formulaic ignores).
+    missing = []
+    for token in tokens:
+        if token.kind.value == "name" and token.token not in available:
+            if token.token not in missing:
+                missing.append(token.token)
+    if missing:
+        details = [f"{m!r}{_did_you_mean(m, available)}" for m in missing]
+        raise FormulaError(
+            f"formula {formula!r} names column(s) not in data: {'; '.join(details)}. "
+            f"Columns of data: {_list_names(available)}"
+        )
+    lhs = [t for t in parsed.lhs if t.factors]
+    if len(lhs) != 1 or len(lhs[0].factors) != 1 or (
+        lhs[0].factors[0].eval_method.value == "literal"
+    ):
+        raise FormulaError(
+            f"formula {formula!r} must have exactly one response term on the left of '~', "
+            f"got {str(parsed.lhs)!r}"
+        )
+    response = _Term(lhs[0].factors[0].expr, lhs[0].factors[0].eval_method.value, "response")
+    predictors: list[_Term] = []
+    for term in parsed.rhs:
+        factors = list(term.factors)
+        literal = [f for f in factors if f.eval_method.value == "literal"]
+        if len(literal) == len(factors):
+            continue  # the intercept: trees need none
+        if len(factors) > 1:
+            if literal:
+                raise FormulaError(
+                    f"term {str(term)!r} in {formula!r} scales a term by a constant; trees "
+                    "are invariant to scaling, remove the constant"
+                )
+            mains = list(dict.fromkeys(
+                f.expr for t in parsed.rhs for f in t.factors if f.eval_method.value != "literal"
+            ))
+            raise FormulaError(
+                f"interaction term {str(term)!r} in {formula!r} is not supported: trees find "
+                "interactions themselves, so list main effects only, e.g. "
+                f"'{response.expr} ~ {' + '.join(mains)}'"
+            )
+        factor = factors[0]
+        predictors.append(_Term(factor.expr, factor.eval_method.value, "predictor"))
+    if not predictors:
+        raise FormulaError(
+            f"formula {formula!r} has no predictors; name at least one column on the right "
+            "of '~', e.g. 'y ~ x1' or 'y ~ .'"
+        )
+    return response, predictors
+
+
+def _evaluate_all(terms: list[_Term], frame: pd.DataFrame
+                  ) -> tuple[list[_Column], list[list[str]], list[dict]]:
+    env = _environment(frame)
+    columns, sources, states, missing = [], [], [], []
+    available = [c for c in frame.columns if isinstance(c, str)]
+    for term in terms:
+        state: dict = {}
+        try:
+            value, src = _evaluate(term, frame, env, state)
+        except _MissingName as exc:
+            missing.append((term, exc.name))
+            continue
+        columns.append(_classify(value, len(frame), term))
+        sources.append(src)
+        states.append(state)
+    if missing:
+        candidates = available + [k for k in TRANSFORMS if k.isidentifier()]
+        details = [
+            f"{term.label} uses {name!r}, which is neither a column of data nor a known "
+            f"transform{_did_you_mean(name, candidates)}"
+            for term, name in missing
+        ]
+        raise FormulaError("; ".join(details) + f". Columns of data: {_list_names(available)}")
+    return columns, sources, states
