@@ -21,6 +21,7 @@ in the package imports this module.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import warnings
 from collections.abc import Sequence
@@ -32,6 +33,8 @@ import pandas as pd
 import bartpy_suite as bps
 from bartpy_suite import datasets
 from bartpy_suite.errors import BartpySuiteError
+from bartpy_suite.models import MODELS
+from bartpy_suite.samplers import SAMPLERS
 
 __all__ = ["main", "build_parser"]
 
@@ -89,9 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fit.add_argument("formula", help="model formula, e.g. 'y ~ .' or 'y ~ x1 + C(g)'")
     fit.add_argument("data", help="CSV file with a header row")
-    fit.add_argument("--model", choices=("cart", "bart"), default="cart",
-                     help="cart: one tree (default); bart: sum of trees")
-    fit.add_argument("--sampler", help="sampler name, e.g. cgm or grow_prune (default: cgm)")
+    fit.add_argument("--model", choices=tuple(MODELS), default="cart",
+                     help="the model (default cart): " + "; ".join(
+                         f"{name}: {cls.__doc__.splitlines()[0].rstrip('.')}" for name, cls in MODELS.items()))
+    fit.add_argument("--sampler", help="sampler name (default: the model's): " + ", ".join(SAMPLERS))
+    fit.add_argument("--sampler-option", dest="sampler_options", action="append", metavar="KEY=VALUE",
+                     help="a sampler setting (repeatable); VALUE is read as JSON where it parses "
+                          "(numbers, true/false, {...}), else as text, e.g. "
+                          "--sampler-option 'moves={\"grow\": 0.5, \"prune\": 0.5}'")
     fit.add_argument("--chains", type=int, help="number of chains")
     fit.add_argument("--draws", type=int, help="draws kept per chain")
     fit.add_argument("--tune", type=int, help="draws discarded per chain")
@@ -243,8 +251,9 @@ def _demo(args: argparse.Namespace) -> None:
 
 def _fit(args: argparse.Namespace) -> None:
     out = _writable_target(args.out, "output")
-    if args.trees is not None and args.model != "bart":
-        raise CommandError("--trees applies to --model bart only")
+    if args.trees is not None and "trees" not in {p.name for p in MODELS[args.model].keyword_parameters()}:
+        with_trees = [name for name, cls in MODELS.items() if "trees" in {p.name for p in cls.keyword_parameters()}]
+        raise CommandError(f"--trees applies to --model {' or '.join(with_trees)} only")
     data = _read_csv(args.data, "data")
     kwargs: dict[str, Any] = {
         key: getattr(args, key)
@@ -252,8 +261,9 @@ def _fit(args: argparse.Namespace) -> None:
         if getattr(args, key) is not None
     }
     kwargs.update(_progress_kwargs(args))
-    model = bps.cart if args.model == "cart" else bps.bart
-    fit = model(args.formula, data, **kwargs)
+    if args.sampler_options:
+        kwargs["sampler_options"] = _parse_sampler_options(args.sampler_options)
+    fit = MODELS[args.model].from_formula(args.formula, data, **kwargs)
     summary = fit.summary() if args.level is None else fit.summary(level=args.level)
     print(_format_table(summary))
     if out is not None:
@@ -262,6 +272,23 @@ def _fit(args: argparse.Namespace) -> None:
         except OSError as exc:
             raise CommandError(f"cannot write the fit to '{out}': {exc}") from exc
         print(f"{PROG}: saved the fit to '{out}'", file=sys.stderr)
+
+
+def _parse_sampler_options(items: Sequence[str]) -> dict[str, Any]:
+    """``["key=value", ...]`` to a dict; values are JSON where they parse, else strings."""
+    options: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise CommandError(f"--sampler-option takes KEY=VALUE, got {item!r}")
+        if key in options:
+            raise CommandError(f"--sampler-option {key!r} is given twice")
+        try:
+            options[key] = json.loads(text)
+        except json.JSONDecodeError:
+            options[key] = text
+    return options
 
 
 def _predict(args: argparse.Namespace) -> None:

@@ -25,6 +25,8 @@ from numba import njit
 
 from .likelihood import MODEL_NORMAL_KNOWN_VARIANCE, leaf_log_marginal_normal_known_variance
 from .tree import (
+    F_B_SUM,
+    F_LM_SUM,
     H_ALPHA,
     H_BETA,
     H_INV_TEMP,
@@ -61,9 +63,6 @@ MOVE_CHANGE = 2
 MOVE_SWAP = 3
 MOVE_NAMES = ("grow", "prune", "change", "swap")
 
-# Indices into the chain's float64 ``fstate``: running sums of the cached leaf terms.
-F_LM_SUM = 0
-F_B_SUM = 1
 
 
 @njit(cache=True, nogil=True)

@@ -1,7 +1,9 @@
 """Traversal of stored trees for prediction.
 
-Stored trees are in preorder with ``split_var < 0`` at leaves (``-2`` pads unused slots);
-tree arrays are shaped (samples, trees, nodes) and new-data codes (p, m).
+Trees come from the compact draw store (``record.py``): flat preorder node arrays ``var``,
+``cut`` and the right-child index ``right`` (``preorder_right``; the left child of node i is
+i + 1), and ``roots[s, t]``, the flat index of the root of tree t of sample s. New-data codes
+are (p, m).
 """
 
 from __future__ import annotations
@@ -12,13 +14,13 @@ from .tree import goes_left
 
 
 @njit(cache=True, nogil=True)
-def find_leaf(codes, i, is_cat, var, cut, left, right):
-    """Node index of the leaf that row ``i`` reaches in one stored tree."""
-    node = 0
-    v = var[0]
+def find_leaf(codes, i, is_cat, var, cut, right, root):
+    """Flat index of the leaf that row ``i`` reaches in the tree rooted at ``root``."""
+    node = root
+    v = var[node]
     while v >= 0:
         if goes_left(codes[v, i], cut[node], is_cat[v]):
-            node = left[node]
+            node += 1
         else:
             node = right[node]
         v = var[node]
@@ -26,19 +28,20 @@ def find_leaf(codes, i, is_cat, var, cut, left, right):
 
 
 @njit(cache=True, parallel=True)
-def leaf_indices(codes, is_cat, split_var, split_cut, left, right, out):
-    """``out[s, t, i]``: the leaf reached by row i in tree t of sample s."""
-    n_samples, n_trees, _ = split_var.shape
+def leaf_indices(codes, is_cat, var, cut, right, roots, out):
+    """``out[s, t, i]``: flat index of the leaf reached by row i in tree t of sample s."""
+    n_samples, n_trees = roots.shape
     for s in prange(n_samples):
         for t in range(n_trees):
+            root = roots[s, t]
             for i in range(codes.shape[1]):
-                out[s, t, i] = find_leaf(codes, i, is_cat, split_var[s, t], split_cut[s, t], left[s, t], right[s, t])
+                out[s, t, i] = find_leaf(codes, i, is_cat, var, cut, right, root)
 
 
 @njit(cache=True, parallel=True)
-def sum_of_trees(codes, is_cat, split_var, split_cut, left, right, leaf_value, out):
-    """``out[s, i] = sum_t leaf_value[s, t, leaf(s, t, i)]``: the fitted function per sample."""
-    n_samples, n_trees, _ = split_var.shape
+def sum_of_trees(codes, is_cat, var, cut, right, value, roots, out):
+    """``out[s, i] = sum_t value[leaf(s, t, i)]``: the fitted function per sample."""
+    n_samples, n_trees = roots.shape
     m = codes.shape[1]
     for s in prange(n_samples):
         row = out[s]
@@ -46,10 +49,6 @@ def sum_of_trees(codes, is_cat, split_var, split_cut, left, right, leaf_value, o
         # One tree at a time over all rows: its few nodes stay in L1 and each split reads one
         # predictor's codes in row order.
         for t in range(n_trees):
-            var = split_var[s, t]
-            cut = split_cut[s, t]
-            lc = left[s, t]
-            rc = right[s, t]
-            value = leaf_value[s, t]
+            root = roots[s, t]
             for i in range(m):
-                row[i] += value[find_leaf(codes, i, is_cat, var, cut, lc, rc)]
+                row[i] += value[find_leaf(codes, i, is_cat, var, cut, right, root)]

@@ -60,6 +60,10 @@ H_TAU2 = 12
 H_INV_TEMP = 13  # likelihood power of a tempered rung (1 = the posterior)
 N_HYPER = 14
 
+# Indices into a chain's float64 ``fstate``: running sums of the cached leaf terms of its tree.
+F_LM_SUM = 0
+F_B_SUM = 1
+
 # Indices into ``meta`` (int64 vector of a tree).
 M_N_FREE = 0
 M_N_LEAVES = 1

@@ -1,6 +1,9 @@
-"""What every tree model shares: MCMC settings, training-data preparation, chain running."""
+"""What every tree model shares: MCMC settings, training-data preparation, running the chains
+of the chosen sampler, and ``from_formula``."""
 
 from __future__ import annotations
+
+import inspect
 
 import numpy as np
 
@@ -8,7 +11,9 @@ from .. import _validation as check
 from .._binning import MAX_LEVELS, BinnedPredictors
 from ..errors import ArgumentError, DataError
 from ..priors import TreePrior
+from ..posterior.build import build_fit
 from ..samplers import get_sampler
+from ..samplers.draws import stack_draws
 from ._runner import run_chains
 
 
@@ -76,12 +81,18 @@ def check_training_arrays(x, y, is_categorical, n_levels, min_leaf_size: int):
 
 
 class TreeModel:
-    """Base of the array-level tree models: validated MCMC settings and the chain loop."""
+    """Base of the array-level tree models: validated MCMC settings, the chain loop and the
+    formula entry point.
+
+    A model subclass sets ``model_type`` (its name in the model and sampler registries) and
+    implements ``fit(X, y, ...)``; the keywords of its ``__init__`` are the model's whole
+    keyword list, which ``from_formula`` and the ``bps.<model>`` aliases take unchanged.
+    """
 
     model_type = ""
 
     def _init_mcmc(self, *, sampler, chains, draws, tune, thin, seed, alpha, beta, min_leaf_size, max_cuts, moves,
-                   likelihood, progress, threads) -> None:
+                   sampler_options, likelihood, progress, threads) -> None:
         self.spec = get_sampler(sampler, self.model_type)
         self.chains = check.check_int_at_least("chains", chains, 1)
         self.draws = check.check_int_at_least("draws", draws, 1)
@@ -94,11 +105,26 @@ class TreeModel:
             check.check_int_at_least("min_leaf_size", min_leaf_size, 1),
         )
         self.max_cuts = None if max_cuts is None else check.check_int_at_least("max_cuts", max_cuts, 1)
-        self.moves = check.check_moves(moves, self.spec.default_moves, paired=[("grow", "prune")],
-                                      required=["grow"])
+        options = dict(sampler_options) if isinstance(sampler_options, dict) else sampler_options
+        if moves is not None:
+            if not any(opt.name == "moves" for opt in self.spec.options):
+                raise ArgumentError(
+                    f"moves= sets the move probabilities of the Metropolis-Hastings samplers; sampler "
+                    f"{self.spec.name!r} has no moves (its options: "
+                    f"{', '.join(repr(o.name) for o in self.spec.options) or 'none'})"
+                )
+            if options and "moves" in options:
+                raise ArgumentError("moves is given twice, as moves= and in sampler_options; give it once")
+            options = {**(options or {}), "moves": moves}
+        self.sampler_options = self.spec.check_options(options)
         self.likelihood = bool(likelihood)
         self.progress = bool(progress)
         self.threads = None if threads is None else check.check_int_at_least("threads", threads, 1)
+
+    @property
+    def moves(self) -> dict | None:
+        """Move probabilities of an MH sampler (None for other samplers)."""
+        return self.sampler_options.get("moves")
 
     def _prepare(self, X, y, is_categorical, n_levels, predictor_names):
         """Validated copies of the training data, predictor names and the binned predictors."""
@@ -113,6 +139,7 @@ class TreeModel:
             "model_type": self.model_type,
             "response_kind": response_kind,
             "sampler": self.spec.name,
+            "sampler_options": self.sampler_options,
             "moves": self.moves,
             "chains": self.chains,
             "draws": self.draws,
@@ -127,11 +154,78 @@ class TreeModel:
             "predictors": names,
         }
 
-    def _run(self, chains: list, run_chunk) -> int:
+    def _run(self, chains: list) -> int:
         """Run all chains (threads, chunks, Ctrl-C); return the number of kept draws per chain."""
+        for chain in chains:
+            chain.allocate(self.draws)
+
+        def run_chunk(chain, index, first, n_iter):
+            chain.run(first, n_iter, self.tune, self.thin)
+
         done = run_chains(chains, self.tune + self.draws * self.thin, run_chunk, threads=self.threads,
                           progress=self.progress)
         kept = min(max(0, (d - self.tune + self.thin - 1) // self.thin) for d in done)
         if kept == 0:
             raise KeyboardInterrupt("sampling was interrupted before the first kept draw")
         return min(kept, self.draws)
+
+    def _sample(self, problem, *, binned, y, config: dict, design, derived=None):
+        """Run ``self.chains`` chains of the sampler on ``problem`` and build the ``Fit``.
+
+        ``derived(posterior)`` may add model quantities computed from the stacked draws.
+        """
+        rngs = spawn_generators(self.seed, self.chains)
+        chains = [self.spec.make_chain(problem, self.sampler_options, rng) for rng in rngs]
+        kept = self._run(chains)
+        draws = stack_draws([chain.collect(kept) for chain in chains])
+        del chains
+        if derived is not None:
+            derived(draws.posterior)
+        return build_fit(draws, statistics=self.spec.statistics[self.model_type], coords=self.spec.coords,
+                         binned=binned, y=np.asarray(y), config=config, design=design)
+
+    @classmethod
+    def from_formula(cls, formula: str, data, *, na_action: str = "drop", **keywords):
+        """Fit the model to a pandas DataFrame described by an R-style formula.
+
+        Parameters
+        ----------
+        formula : str
+            ``"y ~ x1 + x2"``, ``"y ~ ."``, ``"y ~ . - x3"``; transforms (``log(x)``,
+            ``I(x**2)``) and ``C(x)`` for factors. A numeric response gives a regression model;
+            a bool, string or category response a classification model (labels kept as given).
+        data : pandas.DataFrame
+            The data; never modified.
+        na_action : {"drop", "raise"}
+            Rows with missing values are dropped with a warning (R's ``na.omit``) or raise.
+        **keywords
+            The model's keywords (see the class docstring).
+
+        Returns
+        -------
+        Fit
+        """
+        from ..formula import build_design  # pandas and formulaic only when a formula is used
+
+        model = cls(**keywords)
+        design, x, y = build_design(formula, data, na_action=na_action)
+        return model.fit(x, y, **design_fit_keywords(design))
+
+    @classmethod
+    def keyword_parameters(cls) -> list[inspect.Parameter]:
+        """The keyword parameters of the model (those of ``__init__``), for aliases and the CLI."""
+        return [p for p in inspect.signature(cls.__init__).parameters.values() if p.kind is p.KEYWORD_ONLY]
+
+
+def design_fit_keywords(design) -> dict:
+    """The ``fit`` keywords that carry a formula design's predictor metadata."""
+    levels = [len(lv) if lv is not None else 0 for lv in design.levels]
+    kwargs = {
+        "is_categorical": list(design.is_categorical),
+        "n_levels": levels,
+        "predictor_names": list(design.predictors),
+        "design": design,
+    }
+    if design.response_kind == "categorical":
+        kwargs["class_labels"] = list(design.class_labels)
+    return kwargs

@@ -7,14 +7,14 @@ import numpy as np
 from scipy import special
 
 from .. import _validation as check
-from .._kernels.bart_chain import SIGMA_FIXED, SIGMA_PROBIT, SIGMA_SAMPLED
+from .._kernels.backfit import SIGMA_FIXED, SIGMA_PROBIT, SIGMA_SAMPLED
 from .._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
 from .._kernels.tree import H_LAM, H_NU
 from ..errors import ArgumentError, DataError
-from ..posterior.build import build_fit
 from ..priors import calibrate_lambda, hyper_vector
-from ..samplers.bart import FILL, TREE_KEYS, BartChain, allocate_bart_outputs
-from ._base import TreeModel, plain, spawn_generators
+from ..samplers import BartProblem
+from ._base import TreeModel, plain
+from .registry import register
 
 
 def residual_sd(x: np.ndarray, y: np.ndarray, is_categorical: np.ndarray) -> float:
@@ -41,6 +41,7 @@ def residual_sd(x: np.ndarray, y: np.ndarray, is_categorical: np.ndarray) -> flo
     return float(np.sqrt(resid @ resid / (len(y) - rank)))
 
 
+@register
 class BART(TreeModel):
     """Bayesian additive regression trees.
 
@@ -48,8 +49,9 @@ class BART(TreeModel):
     ----------
     trees : int
         Number of trees.
-    sampler : {"cgm", "grow_prune"}
-        Tree moves inside Bayesian backfitting: grow/prune/change/swap or grow/prune.
+    sampler : str
+        The single-tree update inside Bayesian backfitting, a sampler of the registry that
+        supports BART: ``"cgm"`` (grow/prune/change/swap MH) or ``"grow_prune"``.
     chains, draws, tune, thin, seed
         MCMC settings (chains run in parallel threads; one Generator per chain from ``seed``).
     alpha, beta : float
@@ -67,7 +69,10 @@ class BART(TreeModel):
     min_leaf_size : int
         Rows each child of a split must get.
     moves : dict or None
-        Move probabilities.
+        Move probabilities of the MH samplers.
+    sampler_options : dict or None
+        Settings of the sampler (its documented options; unknown keys are an error listing
+        the valid ones).
     sigma : float or None
         Fix sigma at this value (original scale) instead of sampling it (used by tests).
     likelihood : bool
@@ -80,10 +85,10 @@ class BART(TreeModel):
 
     def __init__(self, *, trees=200, sampler="cgm", chains=4, draws=1000, tune=1000, thin=1, seed=None, alpha=0.95,
                  beta=2.0, k=2.0, nu=3.0, q=0.9, sigma_hat=None, max_cuts=100, min_leaf_size=5, moves=None,
-                 sigma=None, likelihood=True, progress=True, threads=None):
+                 sampler_options=None, sigma=None, likelihood=True, progress=True, threads=None):
         self._init_mcmc(sampler=sampler, chains=chains, draws=draws, tune=tune, thin=thin, seed=seed, alpha=alpha,
                         beta=beta, min_leaf_size=min_leaf_size, max_cuts=max_cuts, moves=moves,
-                        likelihood=likelihood, progress=progress, threads=threads)
+                        sampler_options=sampler_options, likelihood=likelihood, progress=progress, threads=threads)
         self.trees = check.check_int_at_least("trees", trees, 1)
         self.k = check.check_positive("k", k)
         self.nu = check.check_positive("nu", nu)
@@ -142,43 +147,13 @@ class BART(TreeModel):
         hyper = hyper_vector(self.tree_prior, None, likelihood=self.likelihood, sigma2=sigma2, tau2=tau * tau,
                              model_code=MODEL_NORMAL_KNOWN_VARIANCE)
         hyper[[H_NU, H_LAM]] = self.nu, lam
-        rngs = spawn_generators(self.seed, self.chains)
-        offset = center if probit else 0.0
-        chains = [BartChain(binned.codes, is_cat, binned.nbins, ywork, hyper, self.moves, rng, self.trees, mode, offset)
-                  for rng in rngs]
-        outputs = [allocate_bart_outputs(self.draws, self.trees) for _ in chains]
+        problem = BartProblem(binned.codes, is_cat, binned.nbins, ywork, hyper, self.trees, mode,
+                              center if probit else 0.0)
 
-        def run_chunk(chain, index, first, n_iter):
-            chain.run(first, n_iter, self.tune, self.thin, outputs[index])
+        def derived(posterior):
+            posterior["mean_leaves"] = posterior["n_leaves"].mean(axis=2)
+            posterior["mean_depth"] = posterior.pop("depth").mean(axis=2)
+            if probit:
+                del posterior["sigma"]
 
-        kept = self._run(chains, run_chunk)
-        # Keep only the node slots some stored tree uses, and free each chain's buffer as soon
-        # as it is copied: the buffers grow in steps, so part of their node axis is padding.
-        used = max(int((o["split_var"][:kept] > -2).sum(axis=-1).max()) for o in outputs)
-        stacked = {}
-        for key in list(outputs[0]):
-            parts = []
-            for o in outputs:
-                arr = o.pop(key)[:kept]
-                if key in TREE_KEYS and arr.shape[2] > 0:
-                    arr = arr[:, :, :used]
-                    if arr.shape[2] < used:
-                        pad = np.full(arr.shape[:2] + (used - arr.shape[2],) + arr.shape[3:], FILL[key], dtype=arr.dtype)
-                        arr = np.concatenate([arr, pad], axis=2)
-                parts.append(arr)
-            stacked[key] = np.stack(parts)
-        trees_out = {key: stacked[key] for key in TREE_KEYS}
-        scalars = {
-            "mean_leaves": stacked["n_leaves"].mean(axis=2),
-            "mean_depth": stacked["depth"].mean(axis=2),
-        }
-        if not probit:
-            scalars["sigma"] = stacked["sigma"]
-        stats_out = {
-            "n_proposed": stacked["counts"][..., 0],
-            "n_accepted": stacked["counts"][..., 1],
-        }
-        return build_fit(
-            trees_out, scalars=scalars, stats=stats_out, binned=binned, y=np.asarray(y), config=config,
-            design=design, extra_posterior={"n_leaves": stacked["n_leaves"]}, extra_dims={"n_leaves": ["tree"]},
-        )
+        return self._sample(problem, binned=binned, y=y, config=config, design=design, derived=derived)

@@ -6,21 +6,23 @@ import numpy as np
 
 from .. import _validation as check
 from ..errors import ArgumentError, DataError
-from ..posterior.build import build_fit
 from ..priors import DirichletLeafPrior, NormalLeafPrior, default_lambda, hyper_vector
-from ..samplers.cart import CartChain
-from ._base import TreeModel, plain, spawn_generators
+from ..samplers import CartProblem
+from ._base import TreeModel, plain
+from .registry import register
 
 CART_MODELS = ("mean_shift", "mean_variance_shift")
 
 
+@register
 class BayesianCART(TreeModel):
     """Bayesian CART (Chipman, George & McCulloch 1998) sampled by MCMC over trees.
 
     Parameters
     ----------
-    sampler : {"cgm", "grow_prune"}
-        Tree-move sampler.
+    sampler : str
+        A sampler of the registry that supports CART (``bps.samplers.samplers_for("cart")``):
+        ``"cgm"`` (grow/prune/change/swap MH, thesis 3.3.4) or ``"grow_prune"``.
     chains, draws, tune, thin : int
         Number of chains; kept draws per chain; discarded initial iterations; keep every
         ``thin``-th iteration after ``tune``.
@@ -43,7 +45,11 @@ class BayesianCART(TreeModel):
     class_alpha : float
         Symmetric Dirichlet parameter of leaf class probabilities (classification).
     moves : dict or None
-        Move probabilities by name (default: the sampler's).
+        Move probabilities by name of the MH samplers (default: the sampler's), e.g.
+        ``{"grow": .25, "prune": .25, "change": .4, "swap": .1}``.
+    sampler_options : dict or None
+        Settings of the sampler (its documented options; unknown keys are an error listing
+        the valid ones).
     likelihood : bool
         False samples the prior (the test of last resort for a sampler).
     progress : bool
@@ -56,10 +62,10 @@ class BayesianCART(TreeModel):
 
     def __init__(self, *, sampler="cgm", chains=4, draws=1000, tune=1000, thin=1, seed=None, alpha=0.95, beta=0.5,
                  min_leaf_size=5, max_cuts=None, model="mean_shift", a=1 / 3, mu_bar=None, nu=3.0, lam=None,
-                 class_alpha=1.0, moves=None, likelihood=True, progress=True, threads=None):
+                 class_alpha=1.0, moves=None, sampler_options=None, likelihood=True, progress=True, threads=None):
         self._init_mcmc(sampler=sampler, chains=chains, draws=draws, tune=tune, thin=thin, seed=seed, alpha=alpha,
                         beta=beta, min_leaf_size=min_leaf_size, max_cuts=max_cuts, moves=moves,
-                        likelihood=likelihood, progress=progress, threads=threads)
+                        sampler_options=sampler_options, likelihood=likelihood, progress=progress, threads=threads)
         self.model = check.check_choice("model", model, CART_MODELS)
         self.a = check.check_positive("a", a)
         self.mu_bar = None if mu_bar is None else float(mu_bar)
@@ -120,54 +126,5 @@ class BayesianCART(TreeModel):
             config.update(a=self.a, mu_bar=mu_bar, nu=self.nu, lam=lam, leaf_model=self.model)
         config.update(center=center, scale=scale)
         hyper = hyper_vector(self.tree_prior, leaf_prior, likelihood=self.likelihood, center=center, scale=scale)
-        rngs = spawn_generators(self.seed, self.chains)
-        chains = [CartChain(binned.codes, is_cat, binned.nbins, yreg, ycls, hyper, self.moves, rng) for rng in rngs]
-        capacity = chains[0].capacity
-        per_leaf_sigma = (not classification) and self.model == "mean_variance_shift"
-        outputs = [allocate_outputs(self.draws, capacity, k if classification else 0, per_leaf_sigma) for _ in chains]
-        max_nodes = [1] * self.chains
-
-        def run_chunk(chain, index, first, n_iter):
-            used = chain.run(first, n_iter, self.tune, self.thin, outputs[index])
-            max_nodes[index] = max(max_nodes[index], used)
-
-        kept = self._run(chains, run_chunk)
-        draws = stack_outputs(outputs, kept, max(max_nodes))
-        return build_fit(
-            draws,
-            scalars={"n_leaves": draws["n_leaves"], "depth": draws["depth"], "sigma": draws["sigma"]},
-            stats={"move": draws["move"], "accepted": draws["accepted"], "log_posterior": draws["log_posterior"]},
-            binned=binned, y=np.asarray(y), config=config, design=design,
-        )
-
-
-def allocate_outputs(draws: int, capacity: int, n_classes: int, per_leaf_sigma: bool) -> dict:
-    """Preallocated per-chain draw buffers (nothing grows while sampling)."""
-    return {
-        "n_leaves": np.zeros(draws, dtype=np.int32),
-        "depth": np.zeros(draws, dtype=np.int32),
-        "sigma": np.full(draws, np.nan),
-        "move": np.zeros(draws, dtype=np.int8),
-        "accepted": np.zeros(draws, dtype=np.int8),
-        "log_posterior": np.zeros(draws),
-        "split_var": np.full((draws, capacity), -2, dtype=np.int32),
-        "split_cut": np.zeros((draws, capacity), dtype=np.int64),
-        "left": np.full((draws, capacity), -1, dtype=np.int32),
-        "right": np.full((draws, capacity), -1, dtype=np.int32),
-        "leaf_value": np.full((draws, capacity), np.nan),
-        "leaf_sigma": np.full((draws, capacity if per_leaf_sigma else 0), np.nan),
-        "leaf_prob": np.full((draws, capacity, n_classes), np.nan),
-    }
-
-
-def stack_outputs(outputs: list[dict], kept: int, n_nodes: int) -> dict:
-    """Stack per-chain buffers into (chain, draw, ...) arrays, keeping ``kept`` draws and
-    ``n_nodes`` node slots, with a ``tree`` axis of length 1 for tree arrays."""
-    out = {}
-    for key in outputs[0]:
-        arrays = [o[key][:kept] for o in outputs]
-        arr = np.stack(arrays)
-        if arr.ndim >= 3:
-            arr = arr[:, :, None, :n_nodes] if arr.shape[2] > 0 else arr[:, :, None, :0]
-        out[key] = arr
-    return out
+        problem = CartProblem(binned.codes, is_cat, binned.nbins, yreg, ycls, hyper)
+        return self._sample(problem, binned=binned, y=y, config=config, design=design)

@@ -1,9 +1,18 @@
-"""Assemble raw sampler output into an ArviZ-layout DataTree and wrap it in a ``Fit``.
+"""Assemble the stacked draws of a sampler into an ArviZ-layout DataTree and wrap it in a ``Fit``.
 
-Groups: ``posterior`` (per-draw scalars, padded tree arrays with ``tree`` and ``node`` dims,
-``variable_activity``), ``sample_stats`` (move, accepted, log_posterior, weight),
-``observed_data`` (y) and ``constant_data`` (binned training predictors and cut grids; the
-model configuration and the design as JSON attributes: everything ``predict`` needs).
+Groups:
+
+- ``posterior``: per-draw model quantities (``sigma``, ``n_leaves``, ``depth``, ...) and
+  ``variable_activity`` (chain, draw, predictor);
+- ``sample_stats``: the sampler's statistics, named and dimensioned by its schema, plus
+  ``log_posterior`` where the model records it and ``weight`` (uniform unless the sampler
+  records one);
+- ``trees``: the compact tree store (``_kernels/record.py``): flat preorder node arrays
+  ``node_var``, ``node_cut``, ``node_value`` (original scale), ``node_sigma``, ``node_prob``
+  over a ``node`` dimension, and ``tree_nodes`` (chain, draw, tree), the node count of each
+  stored tree. Nothing is padded to the largest tree;
+- ``observed_data`` (y) and ``constant_data`` (binned training predictors and cut grids; the
+  model configuration and the design as JSON attributes: everything ``predict`` needs).
 """
 
 from __future__ import annotations
@@ -12,40 +21,44 @@ import json
 
 import arviz_base
 import numpy as np
+import xarray as xr
 
-from .._kernels.cart_moves import MOVE_NAMES
-from .fit import CONFIG_ATTR, DESIGN_ATTR, Fit
+from .fit import CONFIG_ATTR, DESIGN_ATTR, TREES_GROUP, Fit
+
+#: Model quantities recorded per draw that belong in ``sample_stats`` (ArviZ's ``lp``-like).
+MODEL_STATISTICS = ("log_posterior",)
 
 
-def variable_activity(split_var: np.ndarray, p: int) -> np.ndarray:
-    """Share of split rules on each predictor per draw, from (chain, draw, tree, node) arrays.
+def variable_activity(var: np.ndarray, tree_nodes: np.ndarray, p: int) -> np.ndarray:
+    """Share of split rules on each predictor per draw, from the flat store.
 
-    A draw without any split gets zeros.
+    ``var`` holds the split variables of all stored nodes in (chain, draw, tree) order and
+    ``tree_nodes`` (chain, draw, tree) the node counts. A draw without any split gets zeros.
     """
-    chains, draws = split_var.shape[:2]
-    flat = split_var.reshape(chains * draws, -1)
-    counts = np.zeros((flat.shape[0], p))
-    for v in range(p):
-        counts[:, v] = (flat == v).sum(axis=1)
+    chains, draws = tree_nodes.shape[:2]
+    per_sample = tree_nodes.reshape(chains * draws, -1).sum(axis=1)
+    sample_of_node = np.repeat(np.arange(chains * draws), per_sample)
+    split = var >= 0
+    counts = np.bincount(sample_of_node[split] * p + var[split], minlength=chains * draws * p)
+    counts = counts.reshape(chains * draws, p).astype(float)
     total = counts.sum(axis=1, keepdims=True)
     share = np.divide(counts, total, out=np.zeros_like(counts), where=total > 0)
     return share.reshape(chains, draws, p)
 
 
-def build_fit(trees: dict, *, scalars: dict, stats: dict, binned, y: np.ndarray, config: dict, design=None,
-              extra_posterior: dict | None = None, extra_dims: dict | None = None) -> Fit:
+def build_fit(draws, *, statistics, coords: dict, binned, y: np.ndarray, config: dict, design=None) -> Fit:
     """Build the DataTree of a tree-model fit.
 
     Parameters
     ----------
-    trees : dict of ndarray
-        Tree arrays (chain, draw, tree, node): ``split_var``, ``split_cut``, ``left``, ``right``,
-        ``leaf_value`` (standardised scale), ``leaf_sigma`` and ``leaf_prob`` (possibly empty).
-    scalars : dict of ndarray
-        Per-draw (chain, draw) quantities for the posterior group (``sigma`` on the
-        standardised scale is rescaled here).
-    stats : dict of ndarray
-        Sampler statistics (chain, draw[, move]); a uniform ``weight`` is added if absent.
+    draws : StackedDraws
+        ``posterior`` (chain, draw[, tree]) model quantities on the working scale (``sigma``
+        is rescaled here), ``stats`` sampler statistics, ``nodes`` the flat tree store and
+        ``tree_nodes`` its node counts (``samplers.draws``).
+    statistics : sequence of Statistic
+        The sampler's schema: name and extra dims of each statistic in ``draws.stats``.
+    coords : dict
+        Coordinate values of the statistics' extra dims.
     binned : BinnedPredictors
         Training grids and codes.
     y : ndarray
@@ -54,58 +67,43 @@ def build_fit(trees: dict, *, scalars: dict, stats: dict, binned, y: np.ndarray,
         Model configuration (JSON-serialisable); ``center``/``scale`` undo the standardisation.
     design : object, optional
         Formula design with ``to_json``.
-    extra_posterior, extra_dims : dict, optional
-        More posterior variables and their non-sample dims.
+
+    Raises
+    ------
+    ValueError
+        When the sampler's statistics do not match its declared schema (a sampler bug).
     """
     names = list(config["predictors"])
     p = len(names)
     center, scale = float(config["center"]), float(config["scale"])
     classification = config["response_kind"] == "categorical"
-    n_trees = trees["split_var"].shape[2]
-    posterior = {
-        **{k: v for k, v in scalars.items() if k != "sigma"},
-        "split_var": trees["split_var"],
-        "split_cut": trees["split_cut"],
-        "left_child": trees["left"],
-        "right_child": trees["right"],
-        "variable_activity": variable_activity(trees["split_var"], p),
-    }
-    dims = {
-        "split_var": ["tree", "node"],
-        "split_cut": ["tree", "node"],
-        "left_child": ["tree", "node"],
-        "right_child": ["tree", "node"],
-        "leaf_value": ["tree", "node"],
-        "leaf_sigma": ["tree", "node"],
-        "leaf_prob": ["tree", "node", "class"],
-        "variable_activity": ["predictor"],
-        "n_proposed": ["move"],
-        "n_accepted": ["move"],
-        "x_codes": ["predictor", "obs"],
-        "cuts": ["predictor", "cut"],
-        "nbins": ["predictor"],
-        "is_categorical": ["predictor"],
-        "y": ["obs"],
-        **(extra_dims or {}),
-    }
-    coords = {"predictor": names}
-    if classification and trees["leaf_prob"].shape[-1] > 0:
-        posterior["leaf_prob"] = trees["leaf_prob"]
-        coords["class"] = [str(c) for c in config["class_labels"]]
-    else:
-        # Every tree contributes one leaf value per row, so the offset is spread over the trees.
-        posterior["leaf_value"] = trees["leaf_value"] * scale + center / n_trees
-        if "sigma" in scalars and np.isfinite(scalars["sigma"]).any():
-            posterior["sigma"] = scalars["sigma"] * scale
-        if trees["leaf_sigma"].shape[-1] > 0:
-            posterior["leaf_sigma"] = trees["leaf_sigma"] * scale
-    if extra_posterior:
-        posterior.update(extra_posterior)
-    n_chains, n_draws = trees["split_var"].shape[:2]
-    stats = dict(stats)
+    tree_nodes = draws.tree_nodes
+    n_chains, n_draws, n_trees = tree_nodes.shape
+    schema = {s.name: list(s.dims) for s in statistics}
+    recorded = set(draws.stats)
+    if recorded != set(schema):
+        raise ValueError(f"sampler statistics {sorted(recorded)} differ from its schema {sorted(schema)}")
+
+    posterior = dict(draws.posterior)
+    stats = dict(draws.stats)
+    for name in MODEL_STATISTICS:
+        if name in posterior:
+            stats[name] = posterior.pop(name)
+    sigma = posterior.pop("sigma", None)
+    if sigma is not None and not classification and np.isfinite(sigma).any():
+        posterior["sigma"] = sigma * scale
+    posterior["variable_activity"] = variable_activity(draws.nodes["var"], tree_nodes, p)
     stats.setdefault("weight", np.ones((n_chains, n_draws)))
-    if "n_proposed" in stats:
-        coords["move"] = list(MOVE_NAMES)
+    dims = {"variable_activity": ["predictor"], "x_codes": ["predictor", "obs"], "cuts": ["predictor", "cut"],
+            "nbins": ["predictor"], "is_categorical": ["predictor"], "y": ["obs"], **schema}
+    for name, arr in posterior.items():
+        if arr.ndim == 3 and name != "variable_activity":
+            dims[name] = ["tree"]
+    used_coords = {"predictor": names}
+    for dim_list in schema.values():
+        for dim in dim_list:
+            used_coords[dim] = list(coords[dim])
+
     max_cuts = max([len(c) for c in binned.cuts] + [1])
     cuts = np.full((p, max_cuts), np.nan)
     for v, grid in enumerate(binned.cuts):
@@ -121,11 +119,34 @@ def build_fit(trees: dict, *, scalars: dict, stats: dict, binned, y: np.ndarray,
     idata = arviz_base.from_dict(
         {"posterior": posterior, "sample_stats": stats, "observed_data": observed, "constant_data": constant},
         dims=dims,
-        coords=coords,
+        coords=used_coords,
     )
-    idata["sample_stats"].attrs["move_names"] = json.dumps(list(MOVE_NAMES))
+    idata[TREES_GROUP] = xr.DataTree(_tree_store(draws.nodes, tree_nodes, config, classification, n_trees))
+    for dim, values in coords.items():
+        idata["sample_stats"].attrs[f"{dim}_names"] = json.dumps(list(values))
     attrs = {CONFIG_ATTR: json.dumps(config)}
     if design is not None:
         attrs[DESIGN_ATTR] = design.to_json()
     idata["constant_data"].attrs.update(attrs)
     return Fit(idata, design=design)
+
+
+def _tree_store(nodes: dict, tree_nodes: np.ndarray, config: dict, classification: bool, n_trees: int) -> xr.Dataset:
+    """The ``trees`` group: flat node arrays with leaf parameters on the original scale."""
+    center, scale = float(config["center"]), float(config["scale"])
+    data = {
+        "tree_nodes": (("chain", "draw", "tree"), tree_nodes),
+        "node_var": (("node",), nodes["var"]),
+        "node_cut": (("node",), nodes["cut"]),
+    }
+    if classification and nodes["prob"].shape[1] > 0:
+        data["node_prob"] = (("node", "class"), nodes["prob"])
+    else:
+        # Every tree contributes one leaf value per row, so the offset is spread over the trees.
+        data["node_value"] = (("node",), nodes["value"] * scale + center / n_trees)
+        if nodes["sigma"].shape[0] > 0:
+            data["node_sigma"] = (("node",), nodes["sigma"] * scale)
+    coords = {"chain": np.arange(tree_nodes.shape[0]), "draw": np.arange(tree_nodes.shape[1])}
+    if "node_prob" in data:
+        coords["class"] = [str(c) for c in config["class_labels"]]
+    return xr.Dataset(data, coords=coords)

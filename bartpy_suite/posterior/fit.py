@@ -15,11 +15,16 @@ from scipy import special
 from .. import _validation as check
 from .._binning import BinnedPredictors
 from .._kernels.predict import leaf_indices, sum_of_trees
+from .._kernels.record import right_children, to_padded, tree_roots
 from ..errors import ArgumentError, DataError
 from .tree_text import format_tree
 
 CONFIG_ATTR = "bartpy_suite_config"
 DESIGN_ATTR = "bartpy_suite_design"
+TREES_GROUP = "trees"
+#: In-memory dtypes of the tree store (files may hold smaller ones, see ``Fit.to_netcdf``).
+NODE_DTYPES = {"node_var": np.int32, "node_cut": np.int64, "node_value": np.float64, "node_sigma": np.float64,
+               "node_prob": np.float64, "tree_nodes": np.int64}
 PREDICT_KINDS = ("mean", "predictive", "prob", "class")
 PREDICTIVE_SEED = 20_061_998
 
@@ -110,14 +115,17 @@ class Fit:
         return BinnedPredictors(const["x_codes"].values.astype(np.int32), grids, nbins, is_cat)
 
     @cached_property
-    def _flat_trees(self) -> dict:
-        """Tree arrays flattened to (samples, trees, nodes) in chain-major order."""
-        post = self.posterior
-        out = {}
-        for name in ("split_var", "split_cut", "left_child", "right_child", "leaf_value", "leaf_sigma", "leaf_prob"):
-            if name in post:
-                arr = post[name].values
-                out[name] = np.ascontiguousarray(arr.reshape((-1,) + arr.shape[2:]))
+    def _store(self) -> dict:
+        """The tree store in the prediction kernels' dtypes: flat node arrays, ``right``
+        children and ``roots`` (samples, trees), samples in chain-major order."""
+        group = self.idata[TREES_GROUP]
+        out = {name: np.ascontiguousarray(group[name].values, dtype=dtype)
+               for name, dtype in NODE_DTYPES.items() if name in group}
+        counts = out.pop("tree_nodes")
+        counts = counts.reshape(counts.shape[0] * counts.shape[1], -1)
+        out["right"] = right_children(out["node_var"], counts)
+        out["roots"] = tree_roots(counts)
+        out["counts"] = counts
         return out
 
     @property
@@ -167,9 +175,19 @@ class Fit:
         return pd.DataFrame.from_dict({k: rows[k] for k in order}, orient="index")
 
     def acceptance(self) -> pd.DataFrame:
-        """Proposals and acceptance rate per move type over the kept draws."""
+        """Proposals and acceptance rate per move type over the kept draws.
+
+        Available for samplers that propose moves (their statistics have a ``move``
+        dimension: ``n_proposed``/``n_accepted`` per draw, or the ``move`` tried and whether
+        it was ``accepted``).
+        """
         names = json.loads(self.sample_stats.attrs.get("move_names", "[]"))
         stats = self.sample_stats
+        if not names or not ({"n_proposed", "n_accepted"} <= set(stats) or {"move", "accepted"} <= set(stats)):
+            raise ArgumentError(
+                f"acceptance() needs move statistics; sampler {self.config['sampler']!r} records "
+                f"{', '.join(k for k in stats if k != 'weight') or 'none'}: see fit.sample_stats"
+            )
         if "n_proposed" in stats:
             proposed = stats["n_proposed"].values.reshape(-1, len(names)).sum(axis=0)
             accepted = stats["n_accepted"].values.reshape(-1, len(names)).sum(axis=0)
@@ -232,9 +250,10 @@ class Fit:
         return np.ascontiguousarray(self._binned.transform(x)), index
 
     def _leaves(self, codes: np.ndarray) -> np.ndarray:
-        t = self._flat_trees
-        out = np.empty(t["split_var"].shape[:2] + (codes.shape[1],), dtype=np.int64)
-        leaf_indices(codes, self._binned.is_categorical, t["split_var"], t["split_cut"], t["left_child"], t["right_child"], out)
+        """Flat store index of the leaf reached per (sample, tree, row)."""
+        t = self._store
+        out = np.empty(t["roots"].shape + (codes.shape[1],), dtype=np.int64)
+        leaf_indices(codes, self._binned.is_categorical, t["node_var"], t["node_cut"], t["right"], t["roots"], out)
         return out
 
     def function_samples(self, newdata=None) -> np.ndarray:
@@ -243,18 +262,17 @@ class Fit:
         return self._f_samples(codes)
 
     def _f_samples(self, codes: np.ndarray) -> np.ndarray:
-        t = self._flat_trees
-        out = np.empty((t["split_var"].shape[0], codes.shape[1]))
-        sum_of_trees(codes, self._binned.is_categorical, t["split_var"], t["split_cut"], t["left_child"],
-                     t["right_child"], t["leaf_value"], out)
+        t = self._store
+        out = np.empty((t["roots"].shape[0], codes.shape[1]))
+        sum_of_trees(codes, self._binned.is_categorical, t["node_var"], t["node_cut"], t["right"], t["node_value"],
+                     t["roots"], out)
         return out
 
     def _noise_sd(self, codes: np.ndarray) -> np.ndarray:
         """Noise sd per (sample, row)."""
-        t = self._flat_trees
-        if "leaf_sigma" in t:
-            leaves = self._leaves(codes)[:, 0, :]
-            return np.take_along_axis(t["leaf_sigma"][:, 0, :], leaves, axis=1)
+        t = self._store
+        if "node_sigma" in t:
+            return t["node_sigma"][self._leaves(codes)[:, 0, :]]
         sigma = self.posterior["sigma"].values.reshape(-1)
         return np.broadcast_to(sigma[:, None], (sigma.size, codes.shape[1]))
 
@@ -264,8 +282,7 @@ class Fit:
         if self.config.get("leaf_model") == "probit":
             p1 = special.ndtr(self._f_samples(codes))
             return np.stack([1.0 - p1, p1], axis=-1)
-        leaves = self._leaves(codes)[:, 0, :]
-        return np.take_along_axis(self._flat_trees["leaf_prob"][:, 0, :, :], leaves[:, :, None], axis=1)
+        return self._store["node_prob"][self._leaves(codes)[:, 0, :]]
 
     def predict(self, newdata=None, kind: str = "mean", level: float = 0.95, samples: bool = False):
         """Predictions with intervals.
@@ -326,20 +343,95 @@ class Fit:
         return pd.DataFrame({"mean": (w / w.sum()) @ f, "lower": q[0], "upper": q[1]}, index=index)
 
     # -- trees -----------------------------------------------------------------------------------
+    def tree_arrays(self) -> xr.Dataset:
+        """The stored trees padded to the largest one, dims (chain, draw, tree, node).
+
+        Variables ``split_var`` (``-1`` at leaves, ``-2`` in padding), ``split_cut``,
+        ``left_child``, ``right_child`` (``-1`` at leaves), and ``leaf_value`` (original scale),
+        ``leaf_sigma`` or ``leaf_prob`` (class) as the model has them; nodes in preorder. Built on
+        request from the compact store in ``idata["trees"]``; large for long fits.
+        """
+        t = self._store
+        chains, draws = self.posterior.sizes["chain"], self.posterior.sizes["draw"]
+        counts = t["counts"].reshape(chains, draws, -1)
+        value = t.get("node_value", np.full(t["node_var"].shape, np.nan))
+        padded = to_padded(t["node_var"], t["node_cut"], value, counts)
+        dims = ("chain", "draw", "tree", "node")
+        data = {"split_var": (dims, padded["split_var"]), "split_cut": (dims, padded["split_cut"]),
+                "left_child": (dims, padded["left"]), "right_child": (dims, padded["right"])}
+        if "node_value" in t:
+            data["leaf_value"] = (dims, padded["leaf_value"])
+        width = padded["split_var"].shape[-1]
+        slot = t["roots"].reshape(chains, draws, -1)[..., None] + np.arange(width)
+        leaf = padded["split_var"] == -1
+        slot = np.where(leaf, slot, 0)
+        if "node_sigma" in t:
+            data["leaf_sigma"] = (dims, np.where(leaf, t["node_sigma"][slot], np.nan))
+        if "node_prob" in t:
+            data["leaf_prob"] = (dims + ("class",), np.where(leaf[..., None], t["node_prob"][slot], np.nan))
+        return xr.Dataset(data)
+
+    def tree(self, chain: int = 0, draw: int = 0, tree: int = 0):
+        """One stored tree, printed like R's rpart.
+
+        Parameters
+        ----------
+        chain, draw : int
+            Which kept draw.
+        tree : int
+            Which tree of the draw (BART); 0 for single-tree models.
+
+        Returns
+        -------
+        TreeText
+        """
+        sizes = {"chain": self.posterior.sizes["chain"], "draw": self.posterior.sizes["draw"],
+                 "tree": self._store["counts"].shape[1]}
+        for name, value in (("chain", chain), ("draw", draw), ("tree", tree)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < sizes[name]:
+                raise ArgumentError(f"{name} must be an integer in 0..{sizes[name] - 1}; got {value!r}")
+        title = f"Tree {tree} of chain {chain}, draw {draw}"
+        return self._format(chain * sizes["draw"] + draw, tree, title)
+
     def map_tree(self, tree: int = 0):
         """The most probable visited tree (largest log posterior among the kept draws).
+
+        Available where the model records each draw's log posterior (single-tree models);
+        for BART, where the posterior of one tree is not defined apart from the others, use
+        :meth:`tree` to print tree j of a draw.
 
         Returns
         -------
         TreeText
             Prints like R's rpart: node number, split, rows, fitted value; leaves marked ``*``.
         """
+        if "log_posterior" not in self.sample_stats:
+            raise ArgumentError(
+                f"map_tree needs the log posterior of each draw, which a {self.config['model_type']} fit does not "
+                "record (the posterior of one tree of a sum of trees is not defined apart from the others); "
+                "print one tree of a draw with fit.tree(chain=0, draw=0, tree=j)"
+            )
+        n_trees = self._store["counts"].shape[1]
+        if isinstance(tree, bool) or not isinstance(tree, (int, np.integer)) or not 0 <= tree < n_trees:
+            raise ArgumentError(f"tree must be an integer in 0..{n_trees - 1}; got {tree!r}")
         lp = self.sample_stats["log_posterior"].values.reshape(-1)
         s = int(np.argmax(lp))
-        t = self._flat_trees
-        arrays = {k: v[s, tree] for k, v in t.items()}
+        return self._format(s, tree, f"MAP tree (log posterior {lp[s]:.4f})")
+
+    def _format(self, sample: int, tree: int, title: str):
+        t = self._store
+        root = int(t["roots"][sample, tree])
+        count = int(t["counts"][sample, tree])
+        nodes = slice(root, root + count)
+        var = t["node_var"][nodes]
+        arrays = {"split_var": var, "split_cut": t["node_cut"][nodes],
+                  "left_child": np.where(var >= 0, np.arange(count) + 1, -1),
+                  "right_child": np.where(var >= 0, t["right"][nodes] - root, -1)}
+        for name, key in (("node_value", "leaf_value"), ("node_sigma", "leaf_sigma"), ("node_prob", "leaf_prob")):
+            if name in t:
+                arrays[key] = t[name][nodes]
         y = self.idata["observed_data"]["y"].values
-        return format_tree(arrays, self._binned, self.predictors, self.config, self.design, y, float(lp[s]))
+        return format_tree(arrays, self._binned, self.predictors, self.config, self.design, y, title)
 
     # -- persistence -------------------------------------------------------------------------------
     def to_netcdf(self, path) -> None:

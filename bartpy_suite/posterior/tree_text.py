@@ -29,7 +29,7 @@ def _levels_text(mask: int, labels, present) -> tuple[str, str]:
     return "{" + ",".join(left) + "}", "{" + ",".join(right) + "}"
 
 
-def format_tree(arrays: dict, binned, predictors, config: dict, design, y: np.ndarray, log_posterior: float) -> TreeText:
+def format_tree(arrays: dict, binned, predictors, config: dict, design, y: np.ndarray, title: str) -> TreeText:
     """Render a stored tree (preorder node arrays) with training row counts per node.
 
     Parameters
@@ -45,7 +45,8 @@ def format_tree(arrays: dict, binned, predictors, config: dict, design, y: np.nd
         Formula design, for factor level labels.
     y : ndarray
         Training response (class codes for classification).
-    log_posterior : float
+    title : str
+        First line of the listing (which tree this is).
     """
     classification = config["response_kind"] == "categorical"
     class_labels = config.get("class_labels", [])
@@ -91,5 +92,5 @@ def format_tree(arrays: dict, binned, predictors, config: dict, design, y: np.nd
 
     walk(0, 1, 0, "root", np.arange(codes.shape[1]))
     what = "yval (class probabilities)" if classification else "yval (leaf mean)"
-    header = f"MAP tree (log posterior {log_posterior:.4f})\nnode), split, n, {what}\n      * denotes terminal node\n"
+    header = f"{title}\nnode), split, n, {what}\n      * denotes terminal node\n"
     return TreeText(tuple(lines), header)

@@ -1,40 +1,19 @@
-"""Sampler registry: ``{name: SamplerSpec}``.
+"""Samplers: one module per sampler family, each registering its ``SamplerSpec`` entries.
 
-Import rule: samplers import ``_kernels``, ``priors``, ``errors`` and ``_validation`` only.
-Unknown names raise an ``ArgumentError`` listing the valid ones.
+``SAMPLERS`` maps names to specs; ``get_sampler(name, model)`` looks one up and an unknown or
+unsupported name raises an ``ArgumentError`` listing the valid ones. Adding a sampler: write
+its module (chain classes implementing ``registry.Chain`` and ``register(SamplerSpec(...))``)
+and import it below.
+
+Import rule: samplers import ``_kernels``, ``_validation`` and ``errors`` only (never
+``priors``, ``models``, ``posterior``, ``formula`` or ``api``).
 """
 
-from __future__ import annotations
+from . import mh  # noqa: F401  (registers cgm and grow_prune)
+from .problems import BartProblem, CartProblem
+from .registry import SAMPLERS, Chain, Option, SamplerSpec, Statistic, get_sampler, register, samplers_for
 
-from dataclasses import dataclass, field
-
-from .._validation import check_choice
-
-
-@dataclass(frozen=True)
-class SamplerSpec:
-    """A named sampler: the models it supports and its default move probabilities."""
-
-    name: str
-    models: tuple
-    default_moves: dict = field(default_factory=dict)
-    description: str = ""
-
-
-SAMPLERS: dict[str, SamplerSpec] = {
-    "cgm": SamplerSpec(
-        "cgm", ("cart", "bart"), {"grow": 0.25, "prune": 0.25, "change": 0.4, "swap": 0.1},
-        "grow/prune/change/swap Metropolis-Hastings (thesis 3.3.4; CGM 1998)",
-    ),
-    "grow_prune": SamplerSpec(
-        "grow_prune", ("cart", "bart"), {"grow": 0.5, "prune": 0.5},
-        "the grow/prune subset of cgm",
-    ),
-}
-
-
-def get_sampler(name: str, model: str) -> SamplerSpec:
-    """Look up a sampler for ``model`` ("cart" or "bart")."""
-    valid = [k for k, s in SAMPLERS.items() if model in s.models]
-    check_choice("sampler", name, valid)
-    return SAMPLERS[name]
+__all__ = [
+    "SAMPLERS", "BartProblem", "CartProblem", "Chain", "Option", "SamplerSpec", "Statistic", "get_sampler",
+    "register", "samplers_for",
+]

@@ -1,0 +1,269 @@
+"""Bayesian backfitting (PG-BART paper, Algorithm 1): the BART bookkeeping around any
+single-tree update.
+
+A forest is a ``TreeArrays`` whose fields are stacked per tree (shape (T, ...)); ``tree_view``
+gives tree j as an ordinary ``TreeArrays`` so every single-tree kernel runs on it unchanged,
+with the leaf model ``MODEL_NORMAL_KNOWN_VARIANCE`` (mu ~ N(0, tau2), sigma^2 given). For that
+model the per-leaf field ``b`` holds the leaf's sum of partial residuals.
+
+A sampler's BART sweep is the loop
+
+    begin_sweep(state, forest)
+    for j in range(trees):
+        tree = prepare_tree(state, forest, j)      # leaf terms of R_j cached in the tree
+        changed = <the sampler's update of tree j against state.resid>
+        finish_tree(rng, state, forest, j, changed)  # leaf map, leaf draws, next residual
+    draw_noise(rng, state)                          # sigma^2 or the probit latents
+
+(``mh_bart_sweep`` in ``bart_chain.py`` is the MH one.) Numba cannot cache a kernel that takes
+another kernel as an argument, so each sampler writes these five lines itself rather than
+passing its tree update to a generic sweep.
+
+Residual bookkeeping: ``resid`` holds the partial residual R_j = y - sum_{k != j} f_k(x) while
+tree j is updated, and y - sum_k f_k(x) between sweeps. ``leaf_of[j, i]`` is the leaf of row i
+in tree j. After tree j's leaf values are drawn, one pass in row order subtracts tree j's new
+fit, adds tree j+1's fit back and collects tree j+1's leaf sums: one sequential pass per tree.
+
+Binary responses use Albert & Chib (1993) latent variables: z_i ~ N(f(x_i), 1) truncated to
+z > 0 if y_i = 1 and z < 0 otherwise; sigma is fixed at 1.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from .likelihood import draw_inverse_gamma, leaf_log_marginal_normal_known_variance
+from .record import record_tree
+from .tree import (
+    F_B_SUM,
+    F_LM_SUM,
+    H_LAM,
+    H_LIKELIHOOD,
+    H_NU,
+    H_SIGMA2,
+    H_TAU2,
+    LEAF,
+    M_N_LEAVES,
+    TreeArrays,
+    subtree_nodes,
+    tree_depth,
+)
+
+SIGMA_SAMPLED = 0
+SIGMA_FIXED = 1
+SIGMA_PROBIT = 2
+
+N_ACC = 4  # independent leaf-sum accumulators, so consecutive rows do not wait on one another
+
+
+class BackfitState(NamedTuple):
+    """Mutable state of one BART chain besides its forest.
+
+    ``hyper`` is the chain's own copy of the kernel hyperparameters; backfitting writes one
+    entry, ``H_SIGMA2``, the current sigma^2 that the tree updates condition on (``draw_noise``).
+    """
+
+    resid: np.ndarray  # float64[n]: partial residual (see the module docstring)
+    leaf_of: np.ndarray  # uint8[T, n]: leaf of each row in each tree (capacity <= 255)
+    sums: np.ndarray  # float64[N_ACC, N]: leaf sums of the next tree's partial residual
+    z: np.ndarray  # float64[n]: probit latents (unused otherwise)
+    ybin: np.ndarray  # int64[n]: 0/1 response (probit) or zeros
+    ycls: np.ndarray  # int64[n]: zeros (the single-tree kernels' class codes)
+    hyper: np.ndarray  # float64[N_HYPER]
+    fstate: np.ndarray  # float64[2]: F_LM_SUM, F_B_SUM of the tree being updated
+    sigma_mode: np.ndarray  # int64[1]: SIGMA_SAMPLED, SIGMA_FIXED or SIGMA_PROBIT
+
+
+@njit(cache=True, nogil=True)
+def tree_view(forest, j):
+    """Tree j of a forest as a ``TreeArrays`` of views (no copy)."""
+    f = forest
+    return TreeArrays(
+        f.var[j], f.cut[j], f.left[j], f.right[j], f.parent[j], f.depth[j], f.start[j], f.end[j], f.lm[j],
+        f.b[j], f.lp[j], f.value[j], f.leaf_sigma[j], f.leaf_prob[j], f.perm[j], f.free[j], f.meta[j],
+    )
+
+
+@njit(cache=True, nogil=True)
+def set_leaf_terms(tree, sums, hyper, fstate):
+    """Cache every leaf's residual sum (``b``) and log marginal (``lm``) from ``sums[k, leaf]``
+    summed over k; the running totals go to ``fstate``."""
+    sigma2 = hyper[H_SIGMA2]
+    tau2 = hyper[H_TAU2]
+    use_lik = hyper[H_LIKELIHOOD] != 0.0
+    lm_sum = 0.0
+    for node in range(tree.var.shape[0]):
+        if tree.var[node] != LEAF:
+            continue
+        if use_lik:
+            s = 0.0
+            for k in range(N_ACC):
+                s += sums[k, node]
+            lm = leaf_log_marginal_normal_known_variance(tree.end[node] - tree.start[node], s, sigma2, tau2)
+            tree.lm[node] = lm
+            tree.b[node] = s
+            lm_sum += lm
+        else:
+            tree.lm[node] = 0.0
+            tree.b[node] = 0.0
+    fstate[F_LM_SUM] = lm_sum
+    fstate[F_B_SUM] = 0.0
+
+
+@njit(cache=True, nogil=True)
+def exchange_fits(resid, leaf_out, value_out, leaf_in, value_in, sums):
+    """One pass in row order: resid -= f_out, resid += f_in, and the leaf sums of the new resid
+    under ``leaf_in`` into ``sums`` (N_ACC, nodes). Either tree may be absent (empty map)."""
+    sums[:, :] = 0.0
+    n = resid.shape[0]
+    has_out = leaf_out.shape[0] == n
+    has_in = leaf_in.shape[0] == n
+    for i in range(n):
+        r = resid[i]
+        if has_out:
+            r -= value_out[leaf_out[i]]
+        if has_in:
+            leaf = leaf_in[i]
+            r += value_in[leaf]
+            sums[i & (N_ACC - 1), leaf] += r
+        resid[i] = r
+
+
+@njit(cache=True, nogil=True)
+def map_leaves(tree, leaf_of):
+    """leaf_of[i] = the leaf holding row i."""
+    for node in range(tree.var.shape[0]):
+        if tree.var[node] != LEAF:
+            continue
+        for i in range(tree.start[node], tree.end[node]):
+            leaf_of[tree.perm[i]] = node
+
+
+@njit(cache=True, nogil=True)
+def draw_leaves(rng, tree, hyper):
+    """Draw every leaf value from its normal full conditional (or the prior, likelihood off)."""
+    sigma2 = hyper[H_SIGMA2]
+    tau2 = hyper[H_TAU2]
+    use_lik = hyper[H_LIKELIHOOD] != 0.0
+    for node in range(tree.var.shape[0]):
+        if tree.var[node] != LEAF:
+            continue
+        if use_lik:
+            n = tree.end[node] - tree.start[node]
+            prec = n / sigma2 + 1.0 / tau2
+            tree.value[node] = tree.b[node] / sigma2 / prec + rng.standard_normal() / math.sqrt(prec)
+        else:
+            tree.value[node] = math.sqrt(tau2) * rng.standard_normal()
+
+
+@njit(cache=True, nogil=True)
+def truncated_normal_above(rng, a):
+    """Draw from N(0, 1) truncated to (a, inf): plain rejection for a < 0.45, otherwise the
+    exponential-proposal rejection sampler of Robert (1995)."""
+    if a < 0.45:
+        while True:
+            x = rng.standard_normal()
+            if x > a:
+                return x
+    lam = 0.5 * (a + math.sqrt(a * a + 4.0))
+    while True:
+        x = a + rng.exponential(1.0) / lam
+        if math.log(rng.random()) < -0.5 * (x - lam) ** 2:
+            return x
+
+
+@njit(cache=True, nogil=True)
+def _update_latent(rng, resid, z, ybin):
+    """Albert-Chib step: redraw z_i given f_i = z_i - resid_i and keep resid = z - f."""
+    for i in range(resid.shape[0]):
+        f = z[i] - resid[i]
+        if ybin[i] == 1:
+            znew = f + truncated_normal_above(rng, -f)
+        else:
+            znew = f - truncated_normal_above(rng, f)
+        z[i] = znew
+        resid[i] = znew - f
+
+
+@njit(cache=True, nogil=True)
+def begin_sweep(state, forest):
+    """Add tree 0's fit back to the residual and collect its leaf sums."""
+    empty_map = state.leaf_of[0, :0]
+    empty_value = forest.value[0, :0]
+    exchange_fits(state.resid, empty_map, empty_value, state.leaf_of[0], forest.value[0], state.sums)
+
+
+@njit(cache=True, nogil=True)
+def prepare_tree(state, forest, j):
+    """Tree j as a ``TreeArrays`` view with its leaf terms under the partial residual cached."""
+    tree = tree_view(forest, j)
+    set_leaf_terms(tree, state.sums, state.hyper, state.fstate)
+    return tree
+
+
+@njit(cache=True, nogil=True)
+def finish_tree(rng, state, forest, j, changed):
+    """After tree j's update: refresh its leaf map if its partition ``changed``, draw its leaf
+    values, and move the residual on to tree j + 1 (or to the full residual after the last)."""
+    tree = tree_view(forest, j)
+    if changed:
+        map_leaves(tree, state.leaf_of[j])
+    draw_leaves(rng, tree, state.hyper)
+    if j + 1 < forest.var.shape[0]:
+        exchange_fits(state.resid, state.leaf_of[j], forest.value[j], state.leaf_of[j + 1], forest.value[j + 1],
+                      state.sums)
+    else:
+        exchange_fits(state.resid, state.leaf_of[j], forest.value[j], state.leaf_of[0, :0], forest.value[0, :0],
+                      state.sums)
+
+
+@njit(cache=True, nogil=True)
+def draw_noise(rng, state):
+    """End of a sweep: redraw sigma^2 (inverse gamma full conditional, or its prior with the
+    likelihood off), or the probit latents; a fixed sigma stays."""
+    hyper = state.hyper
+    mode = state.sigma_mode[0]
+    use_lik = hyper[H_LIKELIHOOD] != 0.0
+    if mode == SIGMA_PROBIT:
+        if use_lik:
+            _update_latent(rng, state.resid, state.z, state.ybin)
+    elif mode == SIGMA_SAMPLED:
+        nu = hyper[H_NU]
+        lam = hyper[H_LAM]
+        if use_lik:
+            resid = state.resid
+            ss = 0.0
+            for i in range(resid.shape[0]):
+                ss += resid[i] * resid[i]
+            hyper[H_SIGMA2] = draw_inverse_gamma(rng, 0.5 * (nu + resid.shape[0]), 0.5 * (nu * lam + ss))
+        else:
+            hyper[H_SIGMA2] = draw_inverse_gamma(rng, 0.5 * nu, 0.5 * nu * lam)
+
+
+@njit(cache=True, nogil=True)
+def record_forest(forest, store, d, out_leaves, out_depth, nodes, order, stack):
+    """Append every tree of the forest to draw d of ``store`` and its leaf count and depth to
+    ``out_leaves[d]`` / ``out_depth[d]``; False (draw incomplete) when the store lacks room,
+    checked before anything is written."""
+    if store.fill[0] + forest_nodes(forest) > store.var.shape[0]:
+        return False
+    for j in range(forest.var.shape[0]):
+        tree = tree_view(forest, j)
+        record_tree(tree, store, d, j, order, stack)
+        out_leaves[d, j] = tree.meta[M_N_LEAVES]
+        count = subtree_nodes(tree, 0, nodes, stack)
+        out_depth[d, j] = tree_depth(tree, nodes, count)
+    return True
+
+
+@njit(cache=True, nogil=True)
+def forest_nodes(forest):
+    """Nodes of all trees of a forest (the store room one draw needs)."""
+    total = 0
+    for j in range(forest.var.shape[0]):
+        total += 2 * forest.meta[j, M_N_LEAVES] - 1
+    return total

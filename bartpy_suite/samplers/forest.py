@@ -1,0 +1,128 @@
+"""``ForestChain``: the state every BART sampler's chain holds (the forest and the
+backfitting state of ``_kernels.backfit``), and its draw buffers. A sampler subclasses it and
+implements ``run`` with its own sweep (see ``_kernels/backfit.py`` for the loop).
+
+Import rule: imports ``_kernels`` and the modules of this package.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._kernels import tree as _tree
+from .._kernels.backfit import SIGMA_PROBIT, BackfitState, forest_nodes, record_forest
+from .._kernels.record import grow_store, new_store, trim_store
+from .draws import ChainDraws
+from .problems import BartProblem
+
+# Most nodes one BART tree may hold (128 leaves). Under BART's prior (beta = 2) a tree this large
+# has negligible probability; a grow beyond it is rejected, i.e. the prior is truncated there.
+BART_MAX_NODES = 255
+#: First node room of the draw store per tree and kept draw (it grows on demand).
+INITIAL_NODES_PER_TREE = 4
+
+
+def new_forest(n_trees: int, n_rows: int, capacity: int) -> _tree.TreeArrays:
+    """A forest of ``n_trees`` stumps: ``TreeArrays`` fields stacked along a first tree axis."""
+    trees = [_tree.new_tree(n_rows, capacity) for _ in range(n_trees)]
+    return _tree.TreeArrays(*[np.ascontiguousarray(np.stack([getattr(t, k) for t in trees]))
+                              for k in _tree.TreeArrays._fields])
+
+
+class ForestChain:
+    """State of one BART chain.
+
+    Parameters
+    ----------
+    problem : BartProblem
+    rng : numpy.random.Generator
+    """
+
+    def __init__(self, problem: BartProblem, rng: np.random.Generator):
+        self.codes = np.ascontiguousarray(problem.codes, dtype=np.int32)
+        self.is_categorical = np.asarray(problem.is_categorical, dtype=np.bool_)
+        self.nbins = np.asarray(problem.nbins, dtype=np.int64)
+        self.rng = rng
+        y = np.asarray(problem.y, dtype=np.float64)
+        n = y.shape[0]
+        n_trees = int(problem.n_trees)
+        hyper = np.array(problem.hyper, dtype=np.float64)
+        m = int(hyper[_tree.H_MIN_LEAF])
+        self.capacity = min(_tree.node_capacity(n, m), BART_MAX_NODES)
+        self.forest = new_forest(n_trees, n, self.capacity)
+        self.scratch = _tree.new_scratch(self.codes, self.capacity, self.nbins)
+        self.order = np.empty(self.capacity, dtype=np.int32)
+        probit = int(problem.sigma_mode) == SIGMA_PROBIT
+        if probit:
+            ybin = y.astype(np.int64)
+            # Start the latents at +-1 around a zero fit.
+            z = np.where(ybin == 1, 1.0, -1.0)
+            start = 0.0
+        else:
+            ybin = np.zeros(n, dtype=np.int64)
+            z = np.zeros(n)
+            start = float(np.mean(y))
+        self.forest.value[:, 0] = start / n_trees
+        target = z if probit else y
+        self.state = BackfitState(
+            resid=np.ascontiguousarray(target - start - problem.offset),
+            # all rows start in the root of a stump; uint8 node ids since capacity <= 255
+            leaf_of=np.zeros((n_trees, n), dtype=np.uint8),
+            sums=np.zeros((4, self.capacity)),
+            z=z,
+            ybin=ybin,
+            ycls=np.zeros(n, dtype=np.int64),
+            hyper=hyper,
+            fstate=np.zeros(2),
+            sigma_mode=np.array([problem.sigma_mode], dtype=np.int64),
+        )
+        self.out = None
+        self.store = None
+
+    @property
+    def hyper(self) -> np.ndarray:
+        """The chain's kernel hyperparameters (``H_SIGMA2`` holds the current sigma^2)."""
+        return self.state.hyper
+
+    @property
+    def resid(self) -> np.ndarray:
+        """The current residual y - sum of trees (latent minus fit for probit)."""
+        return self.state.resid
+
+    @property
+    def z(self) -> np.ndarray:
+        """The probit latents."""
+        return self.state.z
+
+    @property
+    def n_trees(self) -> int:
+        """Number of trees."""
+        return self.forest.var.shape[0]
+
+    # -- draw buffers (the chain protocol) ----------------------------------------------------
+    def allocate(self, draws: int) -> None:
+        """Buffers for ``draws`` kept draws; the node store starts small and grows on demand."""
+        t = self.n_trees
+        self.out = {
+            "sigma": np.full(draws, np.nan),
+            "n_leaves": np.zeros((draws, t), dtype=np.int32),
+            "depth": np.zeros((draws, t), dtype=np.int32),
+        }
+        self.store = new_store(draws, t, INITIAL_NODES_PER_TREE * t * min(draws, 256))
+
+    def record_pending(self, d: int) -> None:
+        """Grow the store and record the current forest as draw d (after a kernel found no room)."""
+        self.store = grow_store(self.store, forest_nodes(self.forest))
+        record_forest(self.forest, self.store, d, self.out["n_leaves"], self.out["depth"], self.scratch.nodes,
+                      self.order, self.scratch.stack)
+
+    def collect(self, kept: int) -> ChainDraws:
+        """The first ``kept`` draws; sampler statistics come from ``sampler_stats``."""
+        posterior = {key: value[:kept].copy() for key, value in self.out.items()}
+        out = ChainDraws(posterior, self.sampler_stats(kept), trim_store(self.store, kept))
+        self.out = self.store = None
+        return out
+
+    def sampler_stats(self, kept: int) -> dict:
+        """Sampler statistics of the first ``kept`` draws (none by default)."""
+        return {}

@@ -1,0 +1,220 @@
+"""The Metropolis-Hastings family: ``cgm`` (grow / prune / change / swap, thesis 3.3.4; CGM
+1998) and ``grow_prune`` (its grow / prune subset), for Bayesian CART and, one move per tree
+inside Bayesian backfitting, for BART.
+
+Options: ``moves``, the move probabilities (also the models' ``moves=`` keyword).
+Statistics: CART records the move tried at each kept iteration and whether it was accepted;
+BART the proposals and acceptances of each move type over the trees of the kept sweep.
+
+Import rule: imports ``_kernels``, ``_validation`` and the modules of this package.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+from .. import _validation as check
+from .._kernels.bart_chain import mh_bart_sweep, run_bart_chain
+from .._kernels.cart_chain import cart_step, run_cart_chain
+from .._kernels.cart_moves import MOVE_NAMES, accept_prune, change_or_swap, propose_grow, propose_prune, undo_grow
+from .forest import ForestChain
+from .problems import BartProblem, CartProblem
+from .registry import Option, SamplerSpec, Statistic, register
+from .single_tree import TreeChain
+
+MOVE_INDEX = {name: k for k, name in enumerate(MOVE_NAMES)}
+#: Returned by ``CartChain.propose`` in place of a tree when the drawn proposal is impossible
+#: (``None`` is a valid tree: the stump).
+NO_PROPOSAL = "no proposal"
+
+CGM_MOVES = {"grow": 0.25, "prune": 0.25, "change": 0.4, "swap": 0.1}
+GROW_PRUNE_MOVES = {"grow": 0.5, "prune": 0.5}
+
+
+def move_vector(moves: dict) -> np.ndarray:
+    """Move probabilities as the kernel's (grow, prune, change, swap) vector."""
+    return np.array([float(moves.get(name, 0.0)) for name in MOVE_NAMES], dtype=np.float64)
+
+
+class CartChain(TreeChain):
+    """One Bayesian CART chain of MH tree moves.
+
+    Parameters
+    ----------
+    codes : ndarray of int32, shape (p, n)
+        Binned predictors (``BinnedPredictors.codes``).
+    is_categorical, nbins : ndarray, shape (p,)
+    y : ndarray of float64, shape (n,)
+        Standardised response (regression) or zeros.
+    ycls : ndarray of int64, shape (n,)
+        Class codes (classification) or zeros.
+    hyper : ndarray
+        Kernel hyperparameter vector (``priors.hyper_vector``).
+    moves : dict
+        Move probabilities by name.
+    rng : numpy.random.Generator
+    """
+
+    def __init__(self, codes, is_categorical, nbins, y, ycls, hyper, moves, rng, capacity=None):
+        super().__init__(CartProblem(codes, is_categorical, nbins, y, ycls, hyper), rng, capacity)
+        self.move_probs = move_vector(moves)
+
+    def allocate(self, draws: int) -> None:
+        """Buffers for ``draws`` kept draws (the model's and the moves' statistics)."""
+        super().allocate(draws)
+        self.move = np.zeros(draws, dtype=np.int8)
+        self.accepted = np.zeros(draws, dtype=np.int8)
+
+    def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
+        """Advance ``n_iter`` MH iterations, recording kept draws (the store grows on demand)."""
+        done = 0
+        while done < n_iter:
+            steps, pending = run_cart_chain(
+                self.rng, self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.hyper,
+                self.move_probs, self.fstate, self.scratch, first_iter + done, n_iter - done, tune, thin,
+                self.draws, self.move, self.accepted, self.store, self.order,
+            )
+            done += steps
+            if pending >= 0:
+                self.record_pending(pending)
+
+    def sampler_stats(self, kept: int) -> dict:
+        """``move`` (index into ``MOVE_NAMES``, -1: none possible) and ``accepted`` per draw."""
+        return {"move": self.move[:kept].copy(), "accepted": self.accepted[:kept].copy()}
+
+    # -- single moves (tests) ------------------------------------------------------------------
+    def step(self, move: str | None = None) -> tuple[str, bool]:
+        """One MH transition: of the sampler's move mix (``move=None``) or of one move type.
+
+        A forced move type is run as its own MH kernel: same proposal and ratio, with the move
+        mix set to that type and its reverse (so each is invariant on its own).
+        """
+        if move is None:
+            probs = self.move_probs
+        else:
+            probs = np.zeros(4)
+            probs[MOVE_INDEX[move]] = 1.0
+            if move in ("grow", "prune"):
+                probs[:2] = 0.5
+        k, accepted = cart_step(
+            self.rng, self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls,
+            self.hyper, probs, self.fstate, self.scratch,
+        )
+        return (MOVE_NAMES[k] if k >= 0 else "none"), bool(accepted)
+
+    def propose(self, move: str) -> tuple[float, object]:
+        """Draw one proposal of ``move`` and return ``(log acceptance ratio, proposed tree)``
+        without keeping it (the proposed tree is ``NO_PROPOSAL`` when the proposal is impossible).
+
+        The chain's tree is left as it was. Ratios use the chain's move probabilities.
+        """
+        before = self.get_tree()
+        fstate = self.fstate.copy()
+        n_total = float(self.y.shape[0])
+        args = (self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.hyper)
+        if move == "grow":
+            log_r, node = propose_grow(self.rng, *args, self.move_probs, self.fstate, n_total, self.scratch)
+            proposed = self.get_tree() if node >= 0 else NO_PROPOSAL
+            if node >= 0:
+                undo_grow(self.tree, node, self.hyper, self.scratch)
+            return float(log_r), proposed
+        if move == "prune":
+            log_r, node = propose_prune(self.rng, *args, self.move_probs, self.fstate, n_total, self.scratch)
+            if node < 0:
+                return float(log_r), NO_PROPOSAL
+            accept_prune(self.tree, node, self.fstate, self.scratch, self.hyper)
+        else:
+            accepted, valid, log_r = change_or_swap(self.rng, *args, self.fstate, n_total, self.scratch,
+                                                    MOVE_INDEX[move], True)
+            if not accepted:
+                return float(log_r), NO_PROPOSAL
+        proposed = self.get_tree()
+        self.set_tree(before)
+        self.fstate[:] = fstate
+        return float(log_r), proposed
+
+
+class BartChain(ForestChain):
+    """One BART chain with an MH move per tree.
+
+    Parameters
+    ----------
+    problem : BartProblem
+    moves : dict
+        Move probabilities by name.
+    rng : numpy.random.Generator
+    """
+
+    def __init__(self, problem: BartProblem, moves: dict, rng: np.random.Generator):
+        super().__init__(problem, rng)
+        self.move_probs = move_vector(moves)
+
+    def allocate(self, draws: int) -> None:
+        """Buffers for ``draws`` kept draws (the model's and the moves' statistics)."""
+        super().allocate(draws)
+        self.counts = np.zeros((draws, 4, 2), dtype=np.int64)
+
+    def sweep(self) -> np.ndarray:
+        """One backfitting sweep; returns the (move, [proposed, accepted]) counts."""
+        counts = np.zeros((4, 2), dtype=np.int64)
+        mh_bart_sweep(self.rng, self.forest, self.state, self.codes, self.is_categorical, self.nbins, self.move_probs,
+                      self.scratch, counts)
+        return counts
+
+    def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
+        """Advance ``n_iter`` sweeps, recording kept draws (the store grows on demand)."""
+        done = 0
+        while done < n_iter:
+            steps, pending = run_bart_chain(
+                self.rng, self.forest, self.state, self.codes, self.is_categorical, self.nbins, self.move_probs,
+                self.scratch, first_iter + done, n_iter - done, tune, thin, self.out["sigma"], self.counts,
+                self.out["n_leaves"], self.out["depth"], self.store, self.scratch.nodes, self.order,
+            )
+            done += steps
+            if pending >= 0:
+                self.record_pending(pending)
+
+    def sampler_stats(self, kept: int) -> dict:
+        """Proposals and acceptances per move type over the trees of each kept sweep."""
+        return {"n_proposed": self.counts[:kept, :, 0].copy(), "n_accepted": self.counts[:kept, :, 1].copy()}
+
+
+def _check_moves(defaults: dict, name: str, value) -> dict:
+    return check.check_moves(value, defaults, paired=[("grow", "prune")], required=["grow"], name=name)
+
+
+def _build_cart(problem: CartProblem, options: dict, rng) -> CartChain:
+    p = problem
+    return CartChain(p.codes, p.is_categorical, p.nbins, p.y, p.ycls, p.hyper, options["moves"], rng)
+
+
+def _build_bart(problem: BartProblem, options: dict, rng) -> BartChain:
+    return BartChain(problem, options["moves"], rng)
+
+
+_STATISTICS = {
+    "cart": (
+        Statistic("move", (), "move type tried at the kept iteration (index into the move coordinate; -1: none)"),
+        Statistic("accepted", (), "1 if that move was accepted"),
+    ),
+    "bart": (
+        Statistic("n_proposed", ("move",), "proposals of each move type over the trees of the sweep"),
+        Statistic("n_accepted", ("move",), "acceptances of each move type over the trees of the sweep"),
+    ),
+}
+
+
+def _mh_spec(name: str, description: str, defaults: dict) -> SamplerSpec:
+    moves = Option("moves", dict(defaults), partial(_check_moves, defaults),
+                   f"move probabilities by name (default {defaults}); the models' moves= keyword sets the same")
+    return SamplerSpec(
+        name=name, family="mh", description=description,
+        builders={"cart": _build_cart, "bart": _build_bart},
+        options=(moves,), statistics=_STATISTICS, coords={"move": MOVE_NAMES},
+    )
+
+
+CGM = register(_mh_spec("cgm", "grow/prune/change/swap Metropolis-Hastings (thesis 3.3.4; CGM 1998)", CGM_MOVES))
+GROW_PRUNE = register(_mh_spec("grow_prune", "the grow/prune subset of cgm", GROW_PRUNE_MOVES))

@@ -1,0 +1,68 @@
+"""What a model hands a sampler: the binned data, the working response and the kernel
+hyperparameters of one fit. Every chain of the fit is built from the same problem.
+
+Import rule: imports numpy only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class CartProblem:
+    """A single-tree (Bayesian CART) fit.
+
+    Attributes
+    ----------
+    codes : ndarray of int32, shape (p, n)
+        Binned predictors.
+    is_categorical, nbins : ndarray, shape (p,)
+    y : ndarray of float64, shape (n,)
+        Standardised response (regression) or zeros.
+    ycls : ndarray of int64, shape (n,)
+        Class codes (classification) or zeros.
+    hyper : ndarray
+        Kernel hyperparameters (``priors.hyper_vector``).
+    """
+
+    model: ClassVar[str] = "cart"
+    codes: np.ndarray
+    is_categorical: np.ndarray
+    nbins: np.ndarray
+    y: np.ndarray
+    ycls: np.ndarray
+    hyper: np.ndarray
+
+
+@dataclass(frozen=True)
+class BartProblem:
+    """A sum-of-trees (BART) fit.
+
+    Attributes
+    ----------
+    codes, is_categorical, nbins
+        Binned predictors.
+    y : ndarray of float64
+        Scaled response (regression) or 0/1 codes (probit).
+    hyper : ndarray
+        Kernel hyperparameters (``H_SIGMA2`` the starting sigma^2, ``H_TAU2`` the leaf variance).
+    n_trees : int
+    sigma_mode : int
+        ``SIGMA_SAMPLED``, ``SIGMA_FIXED`` or ``SIGMA_PROBIT`` (``_kernels.backfit``).
+    offset : float
+        Fixed part of f outside the trees (the probit offset Phi^-1(mean y)).
+    """
+
+    model: ClassVar[str] = "bart"
+    codes: np.ndarray
+    is_categorical: np.ndarray
+    nbins: np.ndarray
+    y: np.ndarray
+    hyper: np.ndarray
+    n_trees: int
+    sigma_mode: int
+    offset: float = 0.0

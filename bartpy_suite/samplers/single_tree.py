@@ -1,0 +1,174 @@
+"""``TreeChain``: the state every single-tree (CART) sampler's chain holds, and what they share.
+
+A ``TreeChain`` owns one tree (``_kernels.tree.TreeArrays``), its work arrays, the running sums
+of its cached leaf terms (``fstate``) and its ``Generator``; it records kept draws into a
+``CartDraws`` and a compact ``DrawStore``. A sampler subclasses it and implements ``run``.
+
+It also converts trees to and from nested tuples, which the exact-posterior tests use.
+Nested trees: a leaf is ``None``; an internal node is ``(v, rule, left, right)`` where ``rule``
+is the cut index k for a numeric variable (left iff ``x <= cuts[k]``) and, for a categorical
+variable, a ``frozenset`` of the level codes present at the node that go left, oriented so the
+largest present level goes right (``get_tree`` returns this canonical form).
+
+Import rule: imports ``_kernels`` and the modules of this package.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._kernels import tree as _tree
+from .._kernels.cart_draws import new_cart_draws
+from .._kernels.likelihood import MODEL_CLASSIFICATION, MODEL_MEAN_VARIANCE_SHIFT
+from .._kernels.record import grow_store, new_store, record_tree, trim_store
+from .draws import ChainDraws
+from .problems import CartProblem
+
+#: First node room of a chain's draw store, in nodes per kept draw (it grows on demand).
+INITIAL_NODES_PER_DRAW = 8
+
+
+class TreeChain:
+    """State of one single-tree chain (see the module docstring).
+
+    Parameters
+    ----------
+    problem : CartProblem
+    rng : numpy.random.Generator
+    capacity : int, optional
+        Node capacity of the tree (default: the most nodes a valid tree can have).
+    """
+
+    def __init__(self, problem: CartProblem, rng: np.random.Generator, capacity: int | None = None):
+        self.codes = np.ascontiguousarray(problem.codes, dtype=np.int32)
+        self.is_categorical = np.asarray(problem.is_categorical, dtype=np.bool_)
+        self.nbins = np.asarray(problem.nbins, dtype=np.int64)
+        self.y = np.ascontiguousarray(problem.y, dtype=np.float64)
+        self.ycls = np.ascontiguousarray(problem.ycls, dtype=np.int64)
+        self.hyper = np.array(problem.hyper, dtype=np.float64)
+        self.rng = rng
+        n = self.y.shape[0]
+        m = int(self.hyper[_tree.H_MIN_LEAF])
+        self.n_classes = int(self.hyper[_tree.H_N_CLASSES])
+        self.capacity = capacity or _tree.node_capacity(n, m)
+        self.tree = _tree.new_tree(n, self.capacity, self.n_classes)
+        self.scratch = _tree.new_scratch(self.codes, self.capacity, self.nbins, self.n_classes)
+        self.order = np.empty(self.capacity, dtype=np.int32)
+        self.fstate = np.zeros(2)
+        self.draws = None
+        self.store = None
+        self.refresh()
+
+    # -- draw buffers (the chain protocol) ----------------------------------------------------
+    def allocate(self, draws: int) -> None:
+        """Buffers for ``draws`` kept draws; the node store starts small and grows on demand."""
+        model = int(self.hyper[_tree.H_MODEL])
+        self.draws = new_cart_draws(draws)
+        self.store = new_store(
+            draws, 1, INITIAL_NODES_PER_DRAW * min(draws, 4096),
+            leaf_sigma=model == MODEL_MEAN_VARIANCE_SHIFT,
+            n_classes=self.n_classes if model == MODEL_CLASSIFICATION else 0,
+        )
+
+    def record_pending(self, d: int) -> None:
+        """Grow the store and record the current tree as draw d (after a kernel found no room)."""
+        self.store = grow_store(self.store, 2 * int(self.tree.meta[_tree.M_N_LEAVES]) - 1)
+        record_tree(self.tree, self.store, d, 0, self.order, self.scratch.stack)
+
+    def model_draws(self, kept: int) -> dict:
+        """The per-draw model quantities of the first ``kept`` draws."""
+        return {name: getattr(self.draws, name)[:kept].copy() for name in self.draws._fields}
+
+    def collect(self, kept: int) -> ChainDraws:
+        """The first ``kept`` draws; sampler statistics come from ``sampler_stats``."""
+        out = ChainDraws(self.model_draws(kept), self.sampler_stats(kept), trim_store(self.store, kept))
+        self.draws = self.store = None
+        return out
+
+    def sampler_stats(self, kept: int) -> dict:
+        """Sampler statistics of the first ``kept`` draws (none by default)."""
+        return {}
+
+    # -- state -------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Recompute every cached leaf term and the running sums from the current tree."""
+        t = self.tree
+        for node in np.flatnonzero(t.var == _tree.LEAF):
+            lm, b = _tree.leaf_terms(t, int(node), self.y, self.ycls, self.hyper, self.scratch.class_counts)
+            t.lm[node] = lm
+            t.b[node] = b
+        leaves = t.var == _tree.LEAF
+        self.fstate[_tree.F_LM_SUM] = t.lm[leaves].sum()
+        self.fstate[_tree.F_B_SUM] = t.b[leaves].sum()
+
+    def log_marginal_likelihood(self) -> float:
+        """log p(Y | X, T) of the current tree (0 with the likelihood switched off)."""
+        return self.fstate[_tree.F_LM_SUM] + _tree.global_term(self.fstate[_tree.F_B_SUM], float(self.y.shape[0]),
+                                                                self.hyper)
+
+    def log_prior(self) -> float:
+        """log prior of the stored tree representation (see ``_kernels/tree.py``)."""
+        s = self.scratch
+        count = _tree.subtree_nodes(self.tree, 0, s.nodes, s.stack)
+        return _tree.subtree_log_prior(
+            self.tree, s.nodes, count, self.codes, self.is_categorical, self.nbins, self.hyper, s,
+        )
+
+    # -- nested-tuple conversion (tests and reporting) ------------------------------------------
+    def set_tree(self, nested, rng: np.random.Generator | None = None) -> None:
+        """Replace the tree by a nested-tuple tree.
+
+        Categorical rules given as frozensets get a random orientation and random bits for the
+        levels absent from the node, as the sampler's own representation would.
+        """
+        rng = rng or self.rng
+        n = self.y.shape[0]
+        self.tree = _tree.new_tree(n, self.capacity, self.n_classes)
+        stack = [(0, nested)]
+        while stack:
+            node, sub = stack.pop()
+            if sub is None:
+                continue
+            v, rule, left, right = sub
+            if self.is_categorical[v]:
+                present = np.unique(self.codes[v, self.tree.perm[self.tree.start[node]:self.tree.end[node]]])
+                mask = 0
+                for level in rule:
+                    mask |= 1 << int(level)
+                if rng.random() < 0.5:
+                    mask = 0
+                    for level in present:
+                        if int(level) not in rule:
+                            mask |= 1 << int(level)
+                    left, right = right, left
+                for level in range(int(self.nbins[v])):
+                    if level not in present and rng.random() < 0.5:
+                        mask |= 1 << level
+                cut = np.int64(mask)
+            else:
+                cut = np.int64(rule)
+            lc, rc = _tree.split_leaf(self.tree, self.codes, self.is_categorical, node, v, cut, self.scratch.part_buf)
+            stack.append((rc, right))
+            stack.append((lc, left))
+        self.refresh()
+
+    def get_tree(self):
+        """The current tree as a canonical nested tuple."""
+        t = self.tree
+
+        def build(node):
+            v = int(t.var[node])
+            if v < 0:
+                return None
+            left, right = build(int(t.left[node])), build(int(t.right[node]))
+            if not self.is_categorical[v]:
+                return (v, int(t.cut[node]), left, right)
+            rows = t.perm[t.start[node]:t.end[node]]
+            present = [int(level) for level in np.unique(self.codes[v, rows])]
+            chosen = frozenset(lv for lv in present if (int(t.cut[node]) >> lv) & 1)
+            if max(present) in chosen:
+                chosen = frozenset(present) - chosen
+                left, right = right, left
+            return (v, chosen, left, right)
+
+        return build(0)
