@@ -65,7 +65,7 @@ class BinnedPredictors:
     is_categorical: np.ndarray
 
     @classmethod
-    def fit(cls, x: np.ndarray, is_categorical, n_levels, max_cuts: int | None) -> "BinnedPredictors":
+    def fit(cls, x: np.ndarray, is_categorical, n_levels, max_cuts: int | None) -> BinnedPredictors:
         """Build grids from training predictors ``x`` (n, p); categorical columns hold codes."""
         x = np.asarray(x, dtype=np.float64)
         n, p = x.shape

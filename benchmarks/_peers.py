@@ -22,6 +22,7 @@ import time
 import traceback
 import warnings
 
+
 def _pin_to_cpu(argv: list[str]) -> None:
     """``--cpu K``: run this process (and every thread it starts later) on logical CPU K only,
     before any library starts a thread pool; the thread settings below are then a second line."""

@@ -160,7 +160,8 @@ for sampler in ("cgm", "grow_prune"):
     out[sampler] = time.perf_counter() - t
 df["y"] = df["y"] > 0
 t = time.perf_counter()
-bps.bart("y ~ .", data=df, trees=200, chains=1, draws=2, tune=1, seed=0, progress=False, threads=1).predict(df, kind="prob")
+probit = bps.bart("y ~ .", data=df, trees=200, chains=1, draws=2, tune=1, seed=0, progress=False, threads=1)
+probit.predict(df, kind="prob")
 out["probit"] = time.perf_counter() - t
 print(json.dumps(out))
 """
@@ -306,7 +307,8 @@ def report(records: list[dict], header: list[str], notes: list[str]) -> str:
 
 
 def parse_list(text: str, cast=str) -> list:
-    return [cast(part.strip().replace("_", "") if cast is int else part.strip()) for part in text.split(",") if part.strip()]
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    return [cast(part.replace("_", "") if cast is int else part) for part in parts]
 
 
 def main(argv=None) -> int:

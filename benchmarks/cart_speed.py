@@ -51,11 +51,10 @@ def first_call_seconds(cache_dir: str) -> dict:
 def kernel_steps_per_second(sampler: str, n_steps: int, repeats: int) -> float:
     """MH steps per second of one chain advancing ``n_steps`` burn-in iterations (best of repeats)."""
     import bartpy_suite as bps
-    from bartpy_suite.models.cart import allocate_outputs
-    from bartpy_suite.priors import NormalLeafPrior, TreePrior, default_lambda, hyper_vector
     from bartpy_suite._binning import BinnedPredictors
-    from bartpy_suite.samplers.cart import CartChain
+    from bartpy_suite.priors import NormalLeafPrior, TreePrior, default_lambda, hyper_vector
     from bartpy_suite.samplers import get_sampler
+    from bartpy_suite.samplers.mh import CartChain
 
     df = bps.datasets.load("cgm1998")
     x = np.column_stack([df["x1"].to_numpy(), df["x2"].cat.codes.to_numpy().astype(float)])
@@ -65,15 +64,15 @@ def kernel_steps_per_second(sampler: str, n_steps: int, repeats: int) -> float:
     ys = (y - y.mean()) / y.std()
     leaf = NormalLeafPrior(1 / 3, 0.0, 3.0, default_lambda(ys, 3.0))
     hyper = hyper_vector(TreePrior(0.95, 0.5, 5), leaf, likelihood=True, center=0.0, scale=1.0)
-    moves = get_sampler(sampler, "cart").default_moves
+    moves = get_sampler(sampler, "cart").option_defaults()["moves"]
     best = 0.0
     for r in range(repeats + 1):  # the first run compiles
         chain = CartChain(binned.codes, is_cat, binned.nbins, ys, np.zeros(len(y), dtype=np.int64), hyper, moves,
                           np.random.default_rng(r))
-        out = allocate_outputs(1, chain.capacity, 0, False)
+        chain.allocate(1)
         steps = 200 if r == 0 else n_steps
         t0 = time.perf_counter()
-        chain.run(0, steps, steps, 1, out)
+        chain.run(0, steps, steps, 1)
         elapsed = time.perf_counter() - t0
         if r > 0:
             best = max(best, steps / elapsed)

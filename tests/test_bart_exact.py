@@ -28,14 +28,15 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from _chains import bart_chain, run_padded
 from scipy import stats
 
 from bartpy_suite._binning import BinnedPredictors
-from bartpy_suite._kernels.bart_chain import SIGMA_FIXED
+from bartpy_suite._kernels.backfit import SIGMA_FIXED
 from bartpy_suite._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
+from bartpy_suite._kernels.record import right_children, tree_roots
 from bartpy_suite.priors import TreePrior, hyper_vector
 from bartpy_suite.samplers import SAMPLERS
-from bartpy_suite.samplers.bart import BartChain, allocate_bart_outputs
 
 
 # --------------------------------------------------------------------------------------------
@@ -251,10 +252,9 @@ def exact_posterior(binned, y):
 def run_bart_one_tree(binned, y, sampler, seed, draws, thin, tune=2000, likelihood=True):
     hyper = hyper_vector(TreePrior(ALPHA, BETA, MIN_LEAF), None, likelihood=likelihood, sigma2=SIGMA2, tau2=TAU2,
                          model_code=MODEL_NORMAL_KNOWN_VARIANCE)
-    chain = BartChain(binned.codes, binned.is_categorical, binned.nbins, y, hyper, SAMPLERS[sampler].default_moves,
-                      np.random.default_rng(seed), 1, SIGMA_FIXED)
-    out = allocate_bart_outputs(draws, 1)
-    chain.run(0, tune + draws * thin, tune, thin, out)
+    chain = bart_chain(binned.codes, binned.is_categorical, binned.nbins, y, hyper,
+                       SAMPLERS[sampler].option_defaults()["moves"], np.random.default_rng(seed), 1, SIGMA_FIXED)
+    out = run_padded(chain, draws, 0, tune + draws * thin, tune, thin)
     return chain, out
 
 
@@ -389,8 +389,13 @@ def test_one_tree_fixed_sigma_fitted_values(factor):
     f = np.empty((out["split_var"].shape[0], cells.size))
     from bartpy_suite._kernels.predict import sum_of_trees
 
-    sum_of_trees(np.ascontiguousarray(binned.codes[:, cells]), binned.is_categorical, out["split_var"],
-                 out["split_cut"], out["left"], out["right"], out["leaf_value"], f)
+    # The same draws through the compact store's prediction kernel.
+    flat = out["split_var"] > -2
+    counts = flat.sum(axis=-1)
+    split_var = out["split_var"][flat]
+    sum_of_trees(np.ascontiguousarray(binned.codes[:, cells]), binned.is_categorical, split_var,
+                 out["split_cut"][flat], right_children(split_var, counts), out["leaf_value"][flat],
+                 tree_roots(counts), f)
     z = (f.mean(axis=0) - mean) / np.sqrt(var / f.shape[0])
     print("\nz:", np.round(z, 2))
     assert np.all(np.abs(z) < 4.5), z
@@ -407,11 +412,10 @@ def test_live_forest_matches_recorded_tree():
     binned, y = grid_problem(True)
     hyper = hyper_vector(TreePrior(ALPHA, BETA, MIN_LEAF), None, likelihood=True, sigma2=SIGMA2, tau2=TAU2,
                          model_code=MODEL_NORMAL_KNOWN_VARIANCE)
-    chain = BartChain(binned.codes, binned.is_categorical, binned.nbins, y, hyper, SAMPLERS["cgm"].default_moves,
-                      np.random.default_rng(5), 1, SIGMA_FIXED)
+    chain = bart_chain(binned.codes, binned.is_categorical, binned.nbins, y, hyper,
+                       SAMPLERS["cgm"].option_defaults()["moves"], np.random.default_rng(5), 1, SIGMA_FIXED)
     for it in range(200):
-        out = allocate_bart_outputs(1, 1)
-        chain.run(it, 1, it, 1, out)
+        out = run_padded(chain, 1, it, 1, it, 1)
         fo = chain.forest
         live = canonical_from_arrays(fo.var[0], fo.cut[0], fo.left[0], fo.right[0], binned.codes,
                                      binned.is_categorical)

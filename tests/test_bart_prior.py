@@ -17,20 +17,26 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pytest
+from _chains import bart_chain, run_padded
 from scipy import stats
 
 import bartpy_suite as bps
-from bartpy_suite._kernels.bart_chain import SIGMA_FIXED
+from bartpy_suite._kernels.backfit import SIGMA_FIXED
 from bartpy_suite._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
 from bartpy_suite.priors import TreePrior, hyper_vector
 from bartpy_suite.samplers import SAMPLERS
-from bartpy_suite.samplers.bart import BartChain, allocate_bart_outputs
 
 try:
     from test_bart_exact import canonical_from_arrays, enumerate_trees, g_test, grid_problem, n_leaves, total_variation
 except ImportError:  # tests/ imported as a package
-    from tests.test_bart_exact import (canonical_from_arrays, enumerate_trees, g_test, grid_problem, n_leaves,
-                                       total_variation)
+    from tests.test_bart_exact import (
+        canonical_from_arrays,
+        enumerate_trees,
+        g_test,
+        grid_problem,
+        n_leaves,
+        total_variation,
+    )
 
 BART_ALPHA = 0.95
 BART_BETA = 2.0
@@ -147,10 +153,9 @@ def test_prior_only_trees_match_exact_prior(sampler):
     hyper = hyper_vector(TreePrior(BART_ALPHA, BART_BETA, 2), None, likelihood=False, sigma2=1.0, tau2=0.1,
                          model_code=MODEL_NORMAL_KNOWN_VARIANCE)
     n_trees, draws, thin = 5, 4000, 10
-    chain = BartChain(binned.codes, binned.is_categorical, binned.nbins, y, hyper, SAMPLERS[sampler].default_moves,
-                      np.random.default_rng(41), n_trees, SIGMA_FIXED)
-    out = allocate_bart_outputs(draws, n_trees)
-    chain.run(0, 500 + draws * thin, 500, thin, out)
+    chain = bart_chain(binned.codes, binned.is_categorical, binned.nbins, y, hyper,
+                       SAMPLERS[sampler].option_defaults()["moves"], np.random.default_rng(41), n_trees, SIGMA_FIXED)
+    out = run_padded(chain, draws, 0, 500 + draws * thin, 500, thin)
     sampled = Counter()
     for d in range(draws):
         for j in range(n_trees):
@@ -210,9 +215,9 @@ def test_prior_only_leaf_counts_and_depths_match_generative_prior(prior_fit):
     sim_leaves = Counter(n_leaves(t) for t in sim)
     sim_depth = Counter(tree_depth(t) for t in sim)
     fit_leaves = Counter(prior_fit.posterior["n_leaves"].values.ravel().tolist())
-    split_var = prior_fit.posterior["split_var"].values
-    left = prior_fit.posterior["left_child"].values
-    right = prior_fit.posterior["right_child"].values
+    split_var = prior_fit.tree_arrays()["split_var"].values
+    left = prior_fit.tree_arrays()["left_child"].values
+    right = prior_fit.tree_arrays()["right_child"].values
     fit_depth = Counter()
     flat = split_var.reshape(-1, split_var.shape[-1])
     lflat = left.reshape(flat.shape)
@@ -256,8 +261,8 @@ def test_prior_only_leaf_values_are_normal(prior_fit):
     the prior every sweep, so they are iid: KS p > 1e-4."""
     cfg = prior_fit.config
     assert cfg["tau"] == pytest.approx(0.5 / (2.0 * math.sqrt(10)) * cfg["scale"])
-    values = prior_fit.posterior["leaf_value"].values
-    is_leaf = prior_fit.posterior["split_var"].values == -1
+    values = prior_fit.tree_arrays()["leaf_value"].values
+    is_leaf = prior_fit.tree_arrays()["split_var"].values == -1
     leaves = values[is_leaf] - cfg["center"] / cfg["trees"]
     ks = stats.kstest(leaves / cfg["tau"], "norm")
     print(f"\nleaf KS n={leaves.size} D={ks.statistic:.4f} p={ks.pvalue:.3g}")
@@ -276,8 +281,8 @@ def test_prior_only_probit_leaf_values():
     cfg = fit.config
     assert cfg["tau"] == pytest.approx(3.0 / (1.5 * math.sqrt(8)))
     assert cfg["center"] == pytest.approx(stats.norm.ppf((df["yes"] == "yes").mean()))
-    values = fit.posterior["leaf_value"].values
-    leaves = values[fit.posterior["split_var"].values == -1] - cfg["center"] / 8
+    values = fit.tree_arrays()["leaf_value"].values
+    leaves = values[fit.tree_arrays()["split_var"].values == -1] - cfg["center"] / 8
     ks = stats.kstest(leaves / cfg["tau"], "norm")
     print(f"\nprobit leaf KS n={leaves.size} p={ks.pvalue:.3g}")
     assert ks.pvalue > 1e-4

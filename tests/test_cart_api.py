@@ -97,7 +97,7 @@ def test_posterior_layout(reg):
     assert reg.posterior["n_leaves"].dims == ("chain", "draw")
     assert reg.posterior["sigma"].dims == ("chain", "draw")
     assert reg.posterior.sizes["chain"] == FIT["chains"] and reg.posterior.sizes["draw"] == FIT["draws"]
-    assert reg.posterior["split_var"].dims == ("chain", "draw", "tree", "node")
+    assert reg.tree_arrays()["split_var"].dims == ("chain", "draw", "tree", "node")
     # The DataTree is the fit's posterior: the summary is computed from it.
     n_leaves = reg.posterior["n_leaves"].values
     assert reg.summary().loc["n_leaves", "mean"] == pytest.approx(n_leaves.mean(), rel=1e-12)
@@ -301,7 +301,7 @@ def test_mean_variance_shift(cgm):
     scale (sd(y) ~ 3.3 times smaller) would not be."""
     fit = bps.cart("y ~ x1 + x2", data=cgm, chains=2, draws=300, tune=2000, seed=3, model="mean_variance_shift",
                    progress=False)
-    assert "leaf_sigma" in fit.posterior
+    assert "leaf_sigma" in fit.tree_arrays()
     assert "sigma" not in fit.summary().index
     cred = fit.predict(GRID)
     pred = fit.predict(GRID, kind="predictive")
@@ -323,7 +323,7 @@ def test_constant_predictor_warns_and_fits(small):
     with pytest.warns(BartpySuiteWarning, match=r"predictor 'x3' is constant"):
         fit = bps.cart("y ~ x1 + x3", data=small.assign(x3=1.0), **TINY)
     # A constant predictor offers no split rule: it is never used.
-    assert (fit.posterior["split_var"].values != 1).all()
+    assert (fit.tree_arrays()["split_var"].values != 1).all()
 
 
 def test_signature_matches_the_issue():

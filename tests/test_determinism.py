@@ -47,9 +47,9 @@ def four_chains(request, cgm):
 
 
 def arrays(fit) -> dict[str, np.ndarray]:
-    """Every array of the posterior and sample_stats groups."""
+    """Every array of the posterior, sample_stats and trees groups."""
     out = {}
-    for group in ("posterior", "sample_stats"):
+    for group in ("posterior", "sample_stats", "trees"):
         for name, da in fit.idata[group].data_vars.items():
             out[f"{group}/{name}"] = da.values
     return out
@@ -70,17 +70,20 @@ def test_same_seed_bit_identical_with_1_and_4_threads(four_chains):
     # The check has teeth: the chains did move (different draws within and across chains).
     n_leaves = many.posterior["n_leaves"].values
     assert n_leaves.reshape(CHAINS, -1).std(axis=1).max() > 0
-    assert not np.array_equal(many.posterior["split_var"].values[0], many.posterior["split_var"].values[1])
+    assert not np.array_equal(many.tree_arrays()["split_var"].values[0], many.tree_arrays()["split_var"].values[1])
 
 
 @pytest.mark.parametrize("chain", range(CHAINS))
 def test_chain_c_equals_chain_c_run_alone(four_chains, cgm, chain):
     model, many, _ = four_chains
     alone = run(model, cgm, chains=1, seed=np.random.SeedSequence(SEED, n_children_spawned=chain))
-    for group in ("posterior", "sample_stats"):
-        assert set(many.idata[group].data_vars) == set(alone.idata[group].data_vars)
-        for name, da in alone.idata[group].data_vars.items():
-            mine = many.idata[group][name].isel(chain=[chain])
+    trees_many, trees_alone = many.tree_arrays(), alone.tree_arrays()
+    for group in ("posterior", "sample_stats", "tree_arrays"):
+        source_many = trees_many if group == "tree_arrays" else many.idata[group]
+        source_alone = trees_alone if group == "tree_arrays" else alone.idata[group]
+        assert set(source_many.data_vars) == set(source_alone.data_vars)
+        for name, da in source_alone.data_vars.items():
+            mine = source_many[name].isel(chain=[chain])
             if "node" in da.dims:
                 # The node axis is padded to the largest stored tree over all chains: the run
                 # alone stores as many slots as its own largest tree, the rest must be padding.
@@ -97,7 +100,8 @@ def test_different_seeds_differ(four_chains, cgm):
     other = run(model, cgm, chains=CHAINS, seed=SEED + 1, threads=4)
     for name in ("split_var", "split_cut"):
         for c in range(CHAINS):
-            assert not np.array_equal(many.posterior[name].values[c], other.posterior[name].values[c]), (name, c)
+            assert not np.array_equal(many.tree_arrays()[name].values[c], other.tree_arrays()[name].values[c]), \
+                (name, c)
     assert not np.array_equal(many.posterior["sigma"].values, other.posterior["sigma"].values)
 
 

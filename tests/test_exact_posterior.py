@@ -26,7 +26,6 @@ import zlib
 
 import numpy as np
 import pytest
-
 from exact import harness as H
 from exact.enumerate import posterior_mean_predictions, split_rows
 from exact.problems import DATASETS, exact, make_problem

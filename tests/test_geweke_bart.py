@@ -38,14 +38,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _chains import bart_chain
 
 from bartpy_suite._binning import BinnedPredictors
-from bartpy_suite._kernels.bart_chain import SIGMA_PROBIT, SIGMA_SAMPLED
+from bartpy_suite._kernels.backfit import SIGMA_PROBIT, SIGMA_SAMPLED
 from bartpy_suite._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
 from bartpy_suite._kernels.tree import H_LAM, H_NU, H_SIGMA2, M_N_LEAVES
 from bartpy_suite.priors import TreePrior, hyper_vector
 from bartpy_suite.samplers import SAMPLERS
-from bartpy_suite.samplers.bart import BartChain
 
 try:
     from test_bart_exact import leaves_of
@@ -106,8 +106,8 @@ def successive_conditional(binned, sampler, iterations, burn, rng):
     hyper = hyper_vector(TreePrior(ALPHA, BETA, MIN_LEAF), None, likelihood=True, sigma2=LAM, tau2=TAU2,
                          model_code=MODEL_NORMAL_KNOWN_VARIANCE)
     hyper[[H_NU, H_LAM]] = NU, LAM
-    chain = BartChain(binned.codes, binned.is_categorical, binned.nbins, np.zeros(n), hyper,
-                      SAMPLERS[sampler].default_moves, rng, N_TREES, SIGMA_SAMPLED)
+    chain = bart_chain(binned.codes, binned.is_categorical, binned.nbins, np.zeros(n), hyper,
+                       SAMPLERS[sampler].option_defaults()["moves"], rng, N_TREES, SIGMA_SAMPLED)
     # Start: stumps with zero leaves (the chain's own start for y = 0), y from p(y | theta).
     f = np.zeros(n)
     y = f + np.sqrt(chain.hyper[H_SIGMA2]) * rng.standard_normal(n)
@@ -182,8 +182,8 @@ def probit_successive_conditional(binned, sampler, iterations, burn, rng):
     f = np.zeros(n)
     z = f + rng.standard_normal(n)
     y = (z > 0).astype(np.int64)
-    chain = BartChain(binned.codes, binned.is_categorical, binned.nbins, y.astype(float), hyper,
-                      SAMPLERS[sampler].default_moves, rng, N_TREES, SIGMA_PROBIT)
+    chain = bart_chain(binned.codes, binned.is_categorical, binned.nbins, y.astype(float), hyper,
+                       SAMPLERS[sampler].option_defaults()["moves"], rng, N_TREES, SIGMA_PROBIT)
     chain.z[:] = z
     chain.resid[:] = z - f
     out = np.empty((iterations, len(PROBIT_NAMES)))
@@ -191,7 +191,7 @@ def probit_successive_conditional(binned, sampler, iterations, burn, rng):
         chain.sweep()
         f = chain.z - chain.resid
         if it >= burn:
-            out[it - burn] = probit_functions(f, chain.z, chain.ybin.astype(float),
+            out[it - burn] = probit_functions(f, chain.z, chain.state.ybin.astype(float),
                                               chain.forest.meta[:, M_N_LEAVES].mean())
         z = f + rng.standard_normal(n)
         chain.z[:] = z

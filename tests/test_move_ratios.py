@@ -33,11 +33,11 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from scipy.special import gammaln
-
-from bartpy_suite.samplers.cart import NO_PROPOSAL
 from exact import harness as H
 from exact.enumerate import Problem, available_rules, rule_log_prob, split_rows, tree_log_prior, tree_partition
+from scipy.special import gammaln
+
+from bartpy_suite.samplers.mh import NO_PROPOSAL
 
 # x1 numeric (3 cuts), x2 numeric (1 cut), g a three-level factor; min_leaf_size 1.
 X4 = np.array([[0.0, 0.0, 0], [1.0, 1.0, 1], [2.0, 0.0, 2], [3.0, 1.0, 0]])

@@ -53,8 +53,8 @@ def fits(train) -> dict:
 def new_data(fit, train: pd.DataFrame) -> pd.DataFrame:
     """Training rows, rows on the cut points used by the stored trees, rows outside the range."""
     cuts = fit.idata["constant_data"]["cuts"].values
-    var = fit.posterior["split_var"].values
-    cut = fit.posterior["split_cut"].values
+    var = fit.tree_arrays()["split_var"].values
+    cut = fit.tree_arrays()["split_cut"].values
     rows = [train.drop(columns="y")]
     for j, name in ((0, "x1"), (3, "x3")):
         used = np.unique(cut[var == j])
@@ -96,7 +96,7 @@ def python_walk(fit, newdata: pd.DataFrame):
     const = fit.idata["constant_data"]
     is_cat = const["is_categorical"].values.astype(bool)
     cuts = const["cuts"].values
-    post = fit.posterior
+    post = fit.tree_arrays()
     flat = {k: post[k].values.reshape((-1,) + post[k].shape[2:])
             for k in ("split_var", "split_cut", "left_child", "right_child")}
     samples, trees = flat["split_var"].shape[:2]
@@ -126,7 +126,8 @@ def test_regression_kernels_match_the_python_walk(fits, train, name):
     new = new_data(fit, train)
     leaves, f = python_walk(fit, new)
     codes, _ = fit._codes(new)
-    np.testing.assert_array_equal(fit._leaves(codes), leaves)
+    # the kernels index the compact store: subtract each tree's root to get preorder positions
+    np.testing.assert_array_equal(fit._leaves(codes) - fit._store["roots"][:, :, None], leaves)
     np.testing.assert_array_equal(fit.function_samples(new), f)
     assert np.isfinite(f).all(), "a reached leaf holds no value"
     pred = fit.predict(new)
@@ -138,7 +139,7 @@ def test_regression_kernels_match_the_python_walk(fits, train, name):
 def test_trees_really_split_on_every_kind_of_predictor(fits):
     """Guard for the tests above: the stored trees use numeric and categorical rules."""
     for name in ("cart", "bart", "clf"):
-        var = fits[name].posterior["split_var"].values
+        var = fits[name].tree_arrays()["split_var"].values
         for v in range(4):  # x1, x2 (factor), g (factor), x3
             assert (var == v).any(), (name, v)
 
@@ -148,7 +149,7 @@ def test_classification_probabilities_match_the_python_walk(fits, train):
     new = new_data(fit, train)
     leaves, _ = python_walk(fit, new)
     assert leaves.shape[1] == 1
-    leaf_prob = fit.posterior["leaf_prob"].values.reshape(leaves.shape[0], 1, -1, 2)[:, 0]
+    leaf_prob = fit.tree_arrays()["leaf_prob"].values.reshape(leaves.shape[0], 1, -1, 2)[:, 0]
     expected = np.take_along_axis(leaf_prob, leaves[:, 0, :, None], axis=1)  # (samples, rows, classes)
     got = fit.predict(new, kind="prob", samples=True).values.reshape(expected.shape)
     np.testing.assert_array_equal(got, expected)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from exact import harness as H
 from exact.problems import exact, make_problem
 from test_exact_posterior import KERNELS, SAMPLERS, check_exact_start, seed_of

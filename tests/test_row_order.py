@@ -9,12 +9,12 @@ on for speed; a broken invariant costs time, not correctness, so it is checked h
 from __future__ import annotations
 
 import numpy as np
+from _chains import bart_chain
 
 from bartpy_suite._kernels import tree as T
-from bartpy_suite._kernels.bart_chain import SIGMA_SAMPLED
+from bartpy_suite._kernels.backfit import SIGMA_SAMPLED
 from bartpy_suite._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
 from bartpy_suite.priors import NormalLeafPrior, TreePrior, hyper_vector
-from bartpy_suite.samplers.bart import BartChain
 
 
 def test_partition_is_stable_and_complete():
@@ -41,8 +41,8 @@ def test_bart_leaves_keep_sorted_rows_through_all_moves():
     y = np.sin(6 * x[:, 0]) + x[:, 1] + 0.1 * rng.standard_normal(n)
     hyper = hyper_vector(TreePrior(0.95, 1.0, 5), NormalLeafPrior(1.0, 0.0, 3.0, 0.01), likelihood=True,
                          sigma2=0.01, tau2=0.05, model_code=MODEL_NORMAL_KNOWN_VARIANCE)
-    chain = BartChain(codes, np.zeros(p, bool), np.full(p, 20), y - y.mean(), hyper,
-                      {"grow": 0.25, "prune": 0.25, "change": 0.4, "swap": 0.1}, np.random.default_rng(3), 5,
+    chain = bart_chain(codes, np.zeros(p, bool), np.full(p, 20), y - y.mean(), hyper,
+                       {"grow": 0.25, "prune": 0.25, "change": 0.4, "swap": 0.1}, np.random.default_rng(3), 5,
                       SIGMA_SAMPLED)
     accepted = np.zeros((4, 2), dtype=np.int64)
     for _ in range(300):

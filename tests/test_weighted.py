@@ -64,16 +64,6 @@ def test_uniform_weights_quantiles_are_numpy_linear_quantiles():
     assert np.array_equal(weighted_quantiles(x, np.full(2001, 1 / 2001), probs), np.quantile(x, probs, axis=0))
 
 
-def test_quantiles_match_the_copy_in_fit():
-    from bartpy_suite.posterior import fit
-
-    rng = np.random.default_rng(14)
-    x = rng.normal(size=(500, 4))
-    probs = [0.05, 0.5, 0.95]
-    for w in (np.full(500, 0.002), rng.lognormal(size=500), rng.integers(0, 4, size=500).astype(float)):
-        assert np.array_equal(weighted_quantiles(x, w, probs), fit.weighted_quantiles(x, w, probs))
-
-
 # -- duplicate-draw equivalence ----------------------------------------------------------------
 def test_integer_weights_equal_repeated_draws():
     rng = np.random.default_rng(15)

@@ -36,9 +36,10 @@ from .tree import (
     H_SIGMA2,
     H_TAU2,
     LEAF,
-    MAX_CELL_RULES,
     M_N_INTERNAL,
     M_N_LEAVES,
+    MAX_CELL_RULES,
+    cached_subtree_log_prior,
     collapse_node,
     global_term,
     goes_left,
@@ -51,7 +52,6 @@ from .tree import (
     sample_rule,
     sort_segment,
     split_leaf,
-    cached_subtree_log_prior,
     subtree_log_prior,
     subtree_nodes,
     sum_leaf_terms,
@@ -143,7 +143,8 @@ def count_nog(tree):
 def _leaf_split_log_one_minus(tree, node, xt, is_cat, nbins, hyper, scratch):
     """log(1 - p_SPLIT*) of a leaf: 0 when it has no available rule."""
     m = int(hyper[H_MIN_LEAF])
-    if has_available_rule(xt, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m, scratch.hist, scratch.sums):
+    start, end = tree.start[node], tree.end[node]
+    if has_available_rule(xt, tree.perm, start, end, is_cat, nbins, m, scratch.hist, scratch.sums):
         return math.log1p(-p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node]))
     return 0.0
 
@@ -322,7 +323,8 @@ def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstat
     tree.lm[rc] = lm_r
     tree.b[rc] = b_r
     b_new = fstate[F_B_SUM] - tree.b[node] + b_l + b_r
-    d_loglik = (lm_l + lm_r - tree.lm[node]) + global_term(b_new, n_total, hyper) - global_term(fstate[F_B_SUM], n_total, hyper)
+    d_global = global_term(b_new, n_total, hyper) - global_term(fstate[F_B_SUM], n_total, hyper)
+    d_loglik = (lm_l + lm_r - tree.lm[node]) + d_global
     return log_prior + log_q + hyper[H_INV_TEMP] * d_loglik, node
 
 
@@ -383,7 +385,8 @@ def propose_prune(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fsta
     scratch.saved_lm[0] = lm_p
     scratch.saved_b[0] = b_p
     b_new = fstate[F_B_SUM] - tree.b[lc] - tree.b[rc] + b_p
-    d_loglik = (lm_p - tree.lm[lc] - tree.lm[rc]) + global_term(b_new, n_total, hyper) - global_term(fstate[F_B_SUM], n_total, hyper)
+    d_global = global_term(b_new, n_total, hyper) - global_term(fstate[F_B_SUM], n_total, hyper)
+    d_loglik = (lm_p - tree.lm[lc] - tree.lm[rc]) + d_global
     return log_prior + log_q + hyper[H_INV_TEMP] * d_loglik, node
 
 

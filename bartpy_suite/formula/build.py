@@ -116,7 +116,7 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
                         "; replace or remove them (na_action does not apply to inf)"
                     )
         masks = []
-        for term, col, src, state in zip(terms, columns, sources, states):
+        for col, src, state in zip(columns, sources, states):
             mask = col.na_mask()
             if state and src:
                 # A stateful transform fitted on data with NaN is NaN everywhere: blame the

@@ -116,7 +116,7 @@ class _Column:
             mask = mask | (~mask & outside[np.maximum(self.fcodes, 0)])
         return mask
 
-    def take(self, keep: np.ndarray) -> "_Column":
+    def take(self, keep: np.ndarray) -> _Column:
         if self.kind == "numeric":
             return _Column("numeric", values=self.values[keep])
         return _Column("categorical", fcodes=self.fcodes[keep], uniques=self.uniques,

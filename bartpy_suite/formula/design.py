@@ -272,7 +272,7 @@ class Design:
         return json.dumps(payload, allow_nan=False)
 
     @classmethod
-    def from_json(cls, text: str) -> "Design":
+    def from_json(cls, text: str) -> Design:
         """Rebuild a design from :meth:`to_json` output.
 
         Parameters

@@ -10,8 +10,8 @@ import numpy as np
 from .. import _validation as check
 from .._binning import MAX_LEVELS, BinnedPredictors
 from ..errors import ArgumentError, DataError
-from ..priors import TreePrior
 from ..posterior.build import build_fit
+from ..priors import TreePrior
 from ..samplers import get_sampler
 from ..samplers.draws import stack_draws
 from ._runner import run_chains

@@ -109,7 +109,8 @@ class BayesianCART(TreeModel):
             leaf_prior = DirichletLeafPrior(self.class_alpha, k)
             yreg = np.zeros(n)
             center, scale = 0.0, 1.0
-            config.update(class_alpha=self.class_alpha, class_labels=[plain(c) for c in class_labels], leaf_model="dirichlet")
+            config.update(class_alpha=self.class_alpha, class_labels=[plain(c) for c in class_labels],
+                          leaf_model="dirichlet")
         else:
             yreg = np.asarray(y, dtype=np.float64)
             if not np.all(np.isfinite(yreg)):
@@ -121,7 +122,8 @@ class BayesianCART(TreeModel):
             scale = sd if sd > 0 else 1.0
             mu_bar = center if self.mu_bar is None else self.mu_bar
             lam = default_lambda(yreg, self.nu) if self.lam is None else self.lam
-            leaf_prior = NormalLeafPrior(self.a, mu_bar, self.nu, lam, per_leaf_sigma=self.model == "mean_variance_shift")
+            leaf_prior = NormalLeafPrior(self.a, mu_bar, self.nu, lam,
+                                         per_leaf_sigma=self.model == "mean_variance_shift")
             yreg = (yreg - center) / scale
             config.update(a=self.a, mu_bar=mu_bar, nu=self.nu, lam=lam, leaf_model=self.model)
         config.update(center=center, scale=scale)

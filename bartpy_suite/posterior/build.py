@@ -75,7 +75,7 @@ def build_fit(draws, *, statistics, coords: dict, binned, y: np.ndarray, config:
     """
     names = list(config["predictors"])
     p = len(names)
-    center, scale = float(config["center"]), float(config["scale"])
+    scale = float(config["scale"])
     classification = config["response_kind"] == "categorical"
     tree_nodes = draws.tree_nodes
     n_chains, n_draws, n_trees = tree_nodes.shape

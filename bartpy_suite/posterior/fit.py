@@ -18,6 +18,7 @@ from .._kernels.predict import leaf_indices, sum_of_trees
 from .._kernels.record import right_children, to_padded, tree_roots
 from ..errors import ArgumentError, DataError
 from .tree_text import format_tree
+from .weighted import weighted_ess, weighted_mean_sd, weighted_quantiles, weighted_rhat
 
 CONFIG_ATTR = "bartpy_suite_config"
 DESIGN_ATTR = "bartpy_suite_design"
@@ -27,27 +28,6 @@ NODE_DTYPES = {"node_var": np.int32, "node_cut": np.int64, "node_value": np.floa
                "node_prob": np.float64, "tree_nodes": np.int64}
 PREDICT_KINDS = ("mean", "predictive", "prob", "class")
 PREDICTIVE_SEED = 20_061_998
-
-
-def weighted_quantiles(values: np.ndarray, weights: np.ndarray, probs) -> np.ndarray:
-    """Quantiles along axis 0 of ``values`` (S, m) under sample weights (S,).
-
-    Uniform weights give numpy's default (linear) quantiles; otherwise the inverse of the
-    weighted empirical CDF.
-    """
-    probs = np.atleast_1d(np.asarray(probs, dtype=float))
-    if np.allclose(weights, weights[0]):
-        return np.quantile(values, probs, axis=0)
-    order = np.argsort(values, axis=0)
-    sorted_vals = np.take_along_axis(values, order, axis=0)
-    cum = np.cumsum(weights[order], axis=0)
-    cum /= cum[-1]
-    out = np.empty((probs.size,) + values.shape[1:])
-    for j, q in enumerate(probs):
-        idx = (cum < q).sum(axis=0)
-        idx = np.minimum(idx, values.shape[0] - 1)
-        out[j] = np.take_along_axis(sorted_vals, idx[None], axis=0)[0]
-    return out
 
 
 def interval_labels(level: float) -> tuple[str, str]:
@@ -145,10 +125,14 @@ class Fit:
         -------
         pandas.DataFrame
             One row per scalar quantity (``sigma`` for regression, ``n_leaves``, ``depth``, ...);
-            columns mean, sd, the interval bounds, ess_bulk, ess_tail, r_hat (arviz-stats).
+            columns mean, sd, the interval bounds, ess_bulk, ess_tail, r_hat. Every column
+            honours ``fit.weights``: mean, sd and the interval are weighted
+            (``posterior.weighted``); with equal weights ``ess_bulk``, ``ess_tail`` and ``r_hat``
+            are arviz-stats' bulk ESS, tail ESS and rank-normalised split R-hat; with unequal
+            weights ``ess_bulk`` is the delta-method ESS of the self-normalised weighted mean
+            (Geyer-truncated autocorrelations of the weighted deviations), ``r_hat`` the weighted
+            split R-hat with Kish chain lengths, and ``ess_tail`` NaN.
         """
-        from arviz_stats.base import array_stats  # here: it pulls in scipy.signal (~100 MB)
-
         level = check.check_open_unit("level", level)
         lo, hi = interval_labels(level)
         w = self.weights.values
@@ -159,19 +143,19 @@ class Fit:
             arr = da.values.astype(float)
             if not np.isfinite(arr).all():
                 continue
-            mean = float((arr * w).sum())
-            sd = float(np.sqrt((w * (arr - mean) ** 2).sum()))
+            mean, sd = weighted_mean_sd(arr, w)
             q = weighted_quantiles(arr.reshape(-1, 1), w.reshape(-1), [(1 - level) / 2, (1 + level) / 2])[:, 0]
             rows[name] = {
                 "mean": mean,
                 "sd": sd,
                 lo: q[0],
                 hi: q[1],
-                "ess_bulk": _diagnostic(array_stats.ess, arr, method="bulk"),
-                "ess_tail": _diagnostic(array_stats.ess, arr, method="tail", prob=0.05),
-                "r_hat": _diagnostic(array_stats.rhat, arr, method="rank"),
+                "ess_bulk": weighted_ess(arr, w),
+                "ess_tail": _tail_ess(arr, w),
+                "r_hat": weighted_rhat(arr, w),
             }
-        order = [k for k in ("sigma", "n_leaves", "depth") if k in rows] + [k for k in rows if k not in ("sigma", "n_leaves", "depth")]
+        first = ("sigma", "n_leaves", "depth")
+        order = [k for k in first if k in rows] + [k for k in rows if k not in first]
         return pd.DataFrame.from_dict({k: rows[k] for k in order}, orient="index")
 
     def acceptance(self) -> pd.DataFrame:
@@ -331,7 +315,9 @@ class Fit:
             frame["class"] = pd.Series(np.asarray(labels, dtype=object)[np.argmax(mean, axis=1)], index=index)
             return frame[["class"]] if kind == "class" else frame
         if kind in ("prob", "class"):
-            raise ArgumentError(f"kind={kind!r} needs a categorical response; use 'mean' or 'predictive' for regression")
+            raise ArgumentError(
+                f"kind={kind!r} needs a categorical response; use 'mean' or 'predictive' for regression"
+            )
         f = self._f_samples(codes)
         values = f
         if kind == "predictive":
@@ -437,7 +423,9 @@ class Fit:
     def to_netcdf(self, path) -> None:
         """Write the whole posterior (and what ``predict`` needs) to a netCDF file.
 
-        The file is written to a temporary name in the same folder and renamed, so a failure
+        Every variable is zlib-compressed and integers are stored in the smallest integer type
+        that holds their values (floats keep float64, so a loaded fit predicts exactly). The
+        file is written to a temporary name in the same folder and renamed, so a failure
         leaves nothing half-written.
         """
         path = os.fspath(path)
@@ -447,7 +435,7 @@ class Fit:
         fd, tmp = tempfile.mkstemp(suffix=".nc.part", dir=folder)
         os.close(fd)
         try:
-            self.idata.to_netcdf(tmp, engine="netcdf4")
+            self.idata.to_netcdf(tmp, engine="netcdf4", encoding=_compact_encoding(self.idata))
             os.replace(tmp, path)
         except BaseException:
             if os.path.exists(tmp):
@@ -466,9 +454,39 @@ class Fit:
         return f"<p>{self.__repr__()[1:-1]}</p>" + self.summary().to_html(float_format="%.4g")
 
 
-def _diagnostic(func, arr: np.ndarray, **kw) -> float:
-    """ESS / R-hat of a (chain, draw) array; NaN when undefined (too few draws, constant)."""
-    if arr.shape[1] < 4 or np.ptp(arr) == 0:
+def _tail_ess(arr: np.ndarray, weights: np.ndarray) -> float:
+    """arviz-stats' tail ESS (5% and 95% quantiles) for equally weighted draws; NaN for
+    weighted draws, for which no tail ESS is defined here (``ess_bulk`` is weight-aware)."""
+    if arr.shape[1] < 4 or np.ptp(arr) == 0 or not np.allclose(weights, weights.flat[0]):
         return float("nan")
+    from arviz_stats.base import array_stats  # here: it pulls in scipy.signal (~100 MB)
+
     with np.errstate(all="ignore"):
-        return float(func(arr, chain_axis=0, draw_axis=1, **kw))
+        return float(array_stats.ess(arr, chain_axis=0, draw_axis=1, method="tail", prob=0.05))
+
+
+def _smallest_int(values: np.ndarray) -> np.dtype:
+    """The smallest signed integer dtype holding every value of ``values``."""
+    if values.size == 0:
+        return np.dtype(np.int8)
+    low, high = int(values.min()), int(values.max())
+    for dtype in (np.int8, np.int16, np.int32):
+        info = np.iinfo(dtype)
+        if info.min <= low and high <= info.max:
+            return np.dtype(dtype)
+    return np.dtype(np.int64)
+
+
+def _compact_encoding(idata: xr.DataTree) -> dict:
+    """netCDF encoding per group: zlib on every variable, integers narrowed to their range."""
+    encoding = {}
+    for node in idata.subtree:
+        group = {}
+        for name, da in node.dataset.data_vars.items():
+            spec = {"zlib": True, "complevel": 4}
+            if da.dtype.kind in "iub":
+                spec["dtype"] = _smallest_int(da.values.astype(np.int64))
+            group[name] = spec
+        if group:
+            encoding[node.path] = group
+    return encoding

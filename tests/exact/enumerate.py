@@ -333,7 +333,7 @@ def leaf_posterior_mean(prob: Problem, leaf: tuple) -> np.ndarray:
     return np.array((y.sum() + prob.a * prob.mu_bar) / (len(leaf) + prob.a))
 
 
-def posterior_mean_predictions(prob: Problem, result: "ExactResult") -> np.ndarray:
+def posterior_mean_predictions(prob: Problem, result: ExactResult) -> np.ndarray:
     """Exact posterior mean of the leaf parameter reaching each training row: shape (n,) for
     regression, (n, K) for classification."""
     k = prob.n_classes if prob.model == "classification" else None

@@ -13,8 +13,9 @@ import numpy as np
 from scipy import stats
 
 from bartpy_suite._binning import BinnedPredictors
+from bartpy_suite._kernels.record import to_padded
 from bartpy_suite.priors import DirichletLeafPrior, NormalLeafPrior, TreePrior, hyper_vector
-from bartpy_suite.samplers.cart import CartChain
+from bartpy_suite.samplers.mh import CartChain
 
 from .enumerate import Problem, tree_depth, tree_leaves
 
@@ -73,11 +74,9 @@ class Stepper:
     SINGLE = {"grow": {"grow": 0.5, "prune": 0.5}, "change": {"change": 1.0}, "swap": {"swap": 1.0}}
 
     def __init__(self, make, move: str | None, moves: dict):
-        from bartpy_suite.models.cart import allocate_outputs
-
         self.move = move
         self.chain = make(self.SINGLE[move] if move is not None else moves)
-        self.out = allocate_outputs(1, self.chain.capacity, max(self.chain.n_classes, 1), True)
+        self.chain.allocate(1)
         self._snap = None
 
     def load(self, tree, reuse: bool = False) -> None:
@@ -94,7 +93,7 @@ class Stepper:
         self._snap = ([a.copy() for a in ch.tree], ch.fstate.copy())
 
     def advance(self, n_steps: int) -> None:
-        self.chain.run(0, n_steps, n_steps, 1, self.out)
+        self.chain.run(0, n_steps, n_steps, 1)
 
 
 def exact_start_run(stepper: Stepper, trees: list, probs: np.ndarray, n_draws: int, n_steps: int,
@@ -258,10 +257,7 @@ def _route(out: dict, codes: np.ndarray, is_cat: np.ndarray) -> np.ndarray:
 def long_run(chain: CartChain, n_draws: int, thin: int) -> LongRun:
     """Run ``chain`` from its current tree for ``n_draws * thin`` iterations (the sampler's own
     ``run``: move, then leaf-parameter draws) and keep every ``thin``-th state."""
-    from bartpy_suite.models.cart import allocate_outputs
-
     k = max(chain.n_classes, 1)
-    out = allocate_outputs(1, chain.capacity, k, True)
     classification = chain.n_classes > 1
     trees = []
     n_leaves = np.zeros(n_draws, dtype=np.int64)
@@ -269,13 +265,18 @@ def long_run(chain: CartChain, n_draws: int, thin: int) -> LongRun:
     n = chain.y.shape[0]
     values = np.zeros((n_draws, n, k)) if classification else np.zeros((n_draws, n))
     for d in range(n_draws):
-        chain.run(0, thin, thin - 1, 1, out)
+        chain.allocate(1)
+        chain.run(0, thin, thin - 1, 1)
         tree = chain.get_tree()
         trees.append(tree)
-        n_leaves[d] = out["n_leaves"][0]
-        depth[d] = out["depth"][0]
+        n_leaves[d] = chain.draws.n_leaves[0]
+        depth[d] = chain.draws.depth[0]
+        store = chain.store  # one recorded tree, in preorder from slot 0
+        used = int(store.fill[0])
+        out = {key: arr[0] for key, arr in to_padded(store.var[:used], store.cut[:used], store.value[:used],
+                                                     store.tree_nodes).items()}
         leaf = _route(out, chain.codes, chain.is_categorical)
-        values[d] = out["leaf_prob"][0][leaf] if classification else out["leaf_value"][0][leaf]
+        values[d] = store.prob[leaf] if classification else store.value[leaf]
     return LongRun(trees, n_leaves, depth, values)
 
 

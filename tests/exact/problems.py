@@ -63,7 +63,7 @@ def make_problem(dataset: str, model: str | None) -> Problem:
                    lam=calibrated_lambda(y))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def exact(dataset: str, model: str | None) -> ExactResult:
     """Enumerated exact posterior (prior when ``model`` is None) of a data set, cached."""
     return exact_posterior(make_problem(dataset, model))
