@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pandas as pd
 import pytest
 
 import bartpy_suite
+import bartpy_suite as bps
 from bartpy_suite import datasets
 from bartpy_suite.cli import main
 
@@ -232,6 +234,27 @@ def test_fit_unknown_sampler_lists_valid_ones(files):
     assert status == 2
     assert "gibbs" in err
     assert "cgm" in err and "grow_prune" in err
+
+
+def test_sampler_options_reach_the_sampler(files):
+    """--sampler-option key=value (JSON values) gives the same fit as sampler_options in Python."""
+    moves = {"grow": 0.5, "prune": 0.5}
+    status, out, err = run(["fit", "y ~ x1 + x2", str(files["train"]), *FIT_ARGS,
+                            "--sampler-option", f"moves={json.dumps(moves)}"])
+    assert status == 0, err
+    same = bps.cart("y ~ x1 + x2", data=datasets.load("cgm1998"), sampler_options={"moves": moves},
+                    **{k.lstrip("-"): int(v) for k, v in zip(FIT_ARGS[0::2], FIT_ARGS[1::2]) if v.isdigit()},
+                    progress=False)
+    assert f"{same.summary().loc['n_leaves', 'mean']:.3f}" in out
+
+
+def test_sampler_option_errors(files):
+    status, _, err = run(["fit", "y ~ .", str(files["train"]), *FIT_ARGS, "--sampler-option", "mvoes=1"])
+    assert status == 2
+    assert "sampler 'cgm' has no option 'mvoes'; its options are: 'moves'. Did you mean 'moves'?" in err
+    status, _, err = run(["fit", "y ~ .", str(files["train"]), *FIT_ARGS, "--sampler-option", "moves"])
+    assert status == 2
+    assert "--sampler-option takes KEY=VALUE, got 'moves'" in err
 
 
 def test_classification_prob_through_cli(files):

@@ -23,6 +23,7 @@ import pytest
 import bartpy_suite as bps
 from bartpy_suite import datasets
 from bartpy_suite._kernels.predict import leaf_indices, sum_of_trees
+from bartpy_suite._kernels.record import right_children, tree_roots
 
 
 @pytest.fixture(scope="module")
@@ -168,18 +169,22 @@ def test_kernels_on_a_hand_made_forest():
     is_cat = np.array([False, True])
     big_mask = (1 << 62) | (1 << 5)  # levels 62 and 5 go left
     # tree A: root splits x0 <= 1; left leaf, right splits factor on big_mask
-    a = dict(var=[0, -1, 1, -1, -1], cut=[1, 0, big_mask, 0, 0], left=[1, -1, 3, -1, -1], right=[2, -1, 4, -1, -1],
+    a = dict(var=[0, -1, 1, -1, -1], cut=[1, 0, big_mask, 0, 0],
              value=[np.nan, 10.0, np.nan, 20.0, 30.0])
-    # tree B: a stump (padding after the root)
-    b = dict(var=[-1, -2, -2, -2, -2], cut=[0] * 5, left=[-1] * 5, right=[-1] * 5, value=[0.5] + [np.nan] * 4)
+    # tree B: a stump
+    b = dict(var=[-1], cut=[0], value=[0.5])
     forest = [[a, b], [b, a]]
-    arr = {k: np.array([[t[k] for t in sample] for sample in forest]) for k in ("var", "cut", "left", "right", "value")}
-    split_var = arr["var"].astype(np.int32)
-    split_cut = arr["cut"].astype(np.int64)
-    left = arr["left"].astype(np.int32)
-    right = arr["right"].astype(np.int32)
+    # the compact store: the trees' preorder nodes one after another, sample by sample
+    flat = {k: np.concatenate([np.asarray(t[k]) for sample in forest for t in sample]) for k in ("var", "cut", "value")}
+    tree_nodes = np.array([[len(t["var"]) for t in sample] for sample in forest])
+    split_var = flat["var"].astype(np.int32)
+    split_cut = flat["cut"].astype(np.int64)
+    roots = tree_roots(tree_nodes)
+    right = right_children(split_var, tree_nodes)
+    np.testing.assert_array_equal(right[:5], [2, -1, 4, -1, -1])  # tree A's right children
     leaves = np.empty((2, 2, 5), dtype=np.int64)
-    leaf_indices(codes, is_cat, split_var, split_cut, left, right, leaves)
+    leaf_indices(codes, is_cat, split_var, split_cut, right, roots, leaves)
+    leaves -= roots[:, :, None]
     # rows: (x0, level) = (0, 62) (1, 0) (2, 61) (3, 62) (2, 5)
     tree_a = [1, 1, 4, 3, 3]
     np.testing.assert_array_equal(leaves[0, 0], tree_a)
@@ -187,7 +192,7 @@ def test_kernels_on_a_hand_made_forest():
     np.testing.assert_array_equal(leaves[0, 1], 0)
     np.testing.assert_array_equal(leaves[1, 0], 0)
     f = np.empty((2, 5))
-    sum_of_trees(codes, is_cat, split_var, split_cut, left, right, arr["value"].astype(np.float64), f)
+    sum_of_trees(codes, is_cat, split_var, split_cut, right, flat["value"].astype(np.float64), roots, f)
     expected = np.array([10.0, 10.0, 30.0, 20.0, 20.0]) + 0.5
     np.testing.assert_array_equal(f[0], expected)
     np.testing.assert_array_equal(f[1], expected)

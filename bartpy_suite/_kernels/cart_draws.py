@@ -105,9 +105,10 @@ def draw_leaf_parameters(rng, tree, y, ycls, hyper, fstate, n_total):
             for i in range(s, e):
                 ybar += y[perm[i]]
             ybar /= n
-            for i in range(s, e):
-                d = y[perm[i]] - ybar
-                ssd += d * d
+            if model == MODEL_MEAN_VARIANCE_SHIFT:  # the common-sigma model needs no scatter
+                for i in range(s, e):
+                    d = y[perm[i]] - ybar
+                    ssd += d * d
         if model == MODEL_MEAN_VARIANCE_SHIFT:
             d = ybar - mu_bar
             b = ssd + n * a / (n + a) * d * d

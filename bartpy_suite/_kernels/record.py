@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .tree import LEAF, subtree_nodes
+from .tree import subtree_nodes
 
 
 class DrawStore(NamedTuple):
@@ -34,48 +34,71 @@ class DrawStore(NamedTuple):
 
 
 def new_store(draws: int, n_trees: int, capacity: int, leaf_sigma: bool = False, n_classes: int = 0) -> DrawStore:
-    """An empty store for ``draws`` draws of ``n_trees`` trees with room for ``capacity`` nodes."""
+    """An empty store for ``draws`` draws of ``n_trees`` trees with room for ``capacity`` nodes.
+
+    The node arrays are left uninitialised (``np.empty``): every slot is written when a tree is
+    recorded, and the operating system commits a page of a large buffer only when it is first
+    written, so unused room costs address space, not memory.
+    """
     capacity = max(int(capacity), 1)
     return DrawStore(
-        var=np.full(capacity, LEAF, dtype=np.int32),
-        cut=np.zeros(capacity, dtype=np.int64),
-        value=np.full(capacity, np.nan),
-        sigma=np.full(capacity if leaf_sigma else 0, np.nan),
-        prob=np.full((capacity, n_classes), np.nan),
+        var=np.empty(capacity, dtype=np.int32),
+        cut=np.empty(capacity, dtype=np.int64),
+        value=np.empty(capacity),
+        sigma=np.empty(capacity if leaf_sigma else 0),
+        prob=np.empty((capacity, n_classes)),
         tree_nodes=np.zeros((draws, n_trees), dtype=np.int32),
         fill=np.zeros(1, dtype=np.int64),
     )
 
 
-def grow_store(store: DrawStore, needed: int) -> DrawStore:
-    """A copy of ``store`` with room for at least ``needed`` more nodes (grows by half at least,
-    so a long run reallocates O(log draws) times)."""
+def grow_store(store: DrawStore, needed: int, recorded: int) -> DrawStore:
+    """A copy of ``store`` with room for at least ``needed`` more nodes, after ``recorded`` of
+    its draws were recorded.
+
+    The new room is the larger of half as much again and 5% more than the nodes the remaining
+    draws would take at the average so far, so a long run reallocates a few times rather than
+    O(log draws) times and the buffer ends close to the size it needs.
+    """
     used = int(store.fill[0])
     capacity = store.var.shape[0]
     if used + needed <= capacity:
         return store
-    new_cap = max(used + needed, capacity + capacity // 2 + 1)
+    draws = store.tree_nodes.shape[0]
+    projected = int(1.05 * used / max(recorded, 1) * draws) + needed
+    new_cap = max(used + needed, capacity + capacity // 2 + 1, projected)
 
-    def enlarge(arr, fill_value):
+    def enlarge(arr):
         if arr.shape[0] == 0:
             return arr
-        out = np.full((new_cap,) + arr.shape[1:], fill_value, dtype=arr.dtype)
+        out = np.empty((new_cap,) + arr.shape[1:], dtype=arr.dtype)  # pages committed as written
         out[:used] = arr[:used]
         return out
 
-    return store._replace(
-        var=enlarge(store.var, LEAF), cut=enlarge(store.cut, 0), value=enlarge(store.value, np.nan),
-        sigma=enlarge(store.sigma, np.nan), prob=enlarge(store.prob, np.nan),
-    )
+    return store._replace(var=enlarge(store.var), cut=enlarge(store.cut), value=enlarge(store.value),
+                          sigma=enlarge(store.sigma), prob=enlarge(store.prob))
 
 
 def trim_store(store: DrawStore, kept: int) -> DrawStore:
-    """The first ``kept`` draws of ``store`` with the node arrays cut to the slots they use."""
+    """The first ``kept`` draws of ``store`` with the node arrays cut to the slots they use.
+
+    The buffers are shrunk in place (``ndarray.resize``: the allocator returns the tail without
+    copying the head), so trimming never holds two copies of the store. The store's buffers
+    must not be referenced elsewhere; the store is not usable afterwards.
+    """
     used = int(store.tree_nodes[:kept].sum())
+
+    def cut_to(arr):
+        if arr.shape[0] == 0:
+            return arr
+        if arr.base is None and arr.flags.c_contiguous:
+            arr.resize((used,) + arr.shape[1:], refcheck=False)
+            return arr
+        return arr[:used].copy()
+
     return DrawStore(
-        var=store.var[:used].copy(), cut=store.cut[:used].copy(), value=store.value[:used].copy(),
-        sigma=store.sigma[:used].copy() if store.sigma.shape[0] else store.sigma,
-        prob=store.prob[:used].copy(), tree_nodes=store.tree_nodes[:kept].copy(), fill=np.array([used]),
+        var=cut_to(store.var), cut=cut_to(store.cut), value=cut_to(store.value), sigma=cut_to(store.sigma),
+        prob=cut_to(store.prob), tree_nodes=store.tree_nodes[:kept], fill=np.array([used]),
     )
 
 
@@ -94,9 +117,14 @@ def record_tree(tree, store, d, j, order, stack):
         slot = first + k
         v = tree.var[node]
         store.var[slot] = v
+        # every field of every slot is written: the buffers start uninitialised
         if v >= 0:
             store.cut[slot] = tree.cut[node]
             store.value[slot] = np.nan
+            if has_sigma:
+                store.sigma[slot] = np.nan
+            for c in range(n_classes):
+                store.prob[slot, c] = np.nan
         else:
             store.cut[slot] = 0
             store.value[slot] = tree.value[node]
@@ -107,6 +135,27 @@ def record_tree(tree, store, d, j, order, stack):
     store.tree_nodes[d, j] = count
     store.fill[0] = first + count
     return True
+
+
+@njit(cache=True, nogil=True)
+def split_shares(var, tree_nodes, n_vars, out):
+    """``out[s, v]``: share of the split rules of sample s (``tree_nodes[s]`` holds the node
+    counts of its trees, samples consecutive in the store) on variable v; 0 without splits."""
+    node = 0
+    for s in range(tree_nodes.shape[0]):
+        total = 0
+        for v in range(n_vars):
+            out[s, v] = 0.0
+        for t in range(tree_nodes.shape[1]):
+            for _ in range(tree_nodes[s, t]):
+                v = var[node]
+                if v >= 0:
+                    out[s, v] += 1.0
+                    total += 1
+                node += 1
+        if total > 0:
+            for v in range(n_vars):
+                out[s, v] /= total
 
 
 @njit(cache=True, nogil=True)

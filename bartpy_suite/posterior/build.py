@@ -23,6 +23,7 @@ import arviz_base
 import numpy as np
 import xarray as xr
 
+from .._kernels.record import split_shares
 from .fit import CONFIG_ATTR, DESIGN_ATTR, TREES_GROUP, Fit
 
 #: Model quantities recorded per draw that belong in ``sample_stats`` (ArviZ's ``lp``-like).
@@ -36,13 +37,8 @@ def variable_activity(var: np.ndarray, tree_nodes: np.ndarray, p: int) -> np.nda
     ``tree_nodes`` (chain, draw, tree) the node counts. A draw without any split gets zeros.
     """
     chains, draws = tree_nodes.shape[:2]
-    per_sample = tree_nodes.reshape(chains * draws, -1).sum(axis=1)
-    sample_of_node = np.repeat(np.arange(chains * draws), per_sample)
-    split = var >= 0
-    counts = np.bincount(sample_of_node[split] * p + var[split], minlength=chains * draws * p)
-    counts = counts.reshape(chains * draws, p).astype(float)
-    total = counts.sum(axis=1, keepdims=True)
-    share = np.divide(counts, total, out=np.zeros_like(counts), where=total > 0)
+    share = np.empty((chains * draws, p))
+    split_shares(np.ascontiguousarray(var, dtype=np.int32), tree_nodes.reshape(chains * draws, -1), p, share)
     return share.reshape(chains, draws, p)
 
 
@@ -143,7 +139,10 @@ def _tree_store(nodes: dict, tree_nodes: np.ndarray, config: dict, classificatio
         data["node_prob"] = (("node", "class"), nodes["prob"])
     else:
         # Every tree contributes one leaf value per row, so the offset is spread over the trees.
-        data["node_value"] = (("node",), nodes["value"] * scale + center / n_trees)
+        value = nodes["value"]  # the sampler's buffer, no longer used elsewhere: rescaled in place
+        value *= scale
+        value += center / n_trees
+        data["node_value"] = (("node",), value)
         if nodes["sigma"].shape[0] > 0:
             data["node_sigma"] = (("node",), nodes["sigma"] * scale)
     coords = {"chain": np.arange(tree_nodes.shape[0]), "draw": np.arange(tree_nodes.shape[1])}

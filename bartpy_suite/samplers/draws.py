@@ -55,7 +55,8 @@ def stack_draws(draws: list[ChainDraws]) -> StackedDraws:
     tree_nodes = np.stack([d.store.tree_nodes for d in draws])
     nodes = {}
     for k, name in enumerate(NODE_FIELDS):
-        nodes[name] = np.concatenate([d.store[k] for d in draws])
+        parts = [d.store[k] for d in draws]
+        nodes[name] = parts[0] if len(parts) == 1 else np.concatenate(parts)
     for d in draws:
         d.store = None
     return StackedDraws(posterior, stats, nodes, tree_nodes)

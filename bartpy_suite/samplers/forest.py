@@ -112,7 +112,7 @@ class ForestChain:
 
     def record_pending(self, d: int) -> None:
         """Grow the store and record the current forest as draw d (after a kernel found no room)."""
-        self.store = grow_store(self.store, forest_nodes(self.forest))
+        self.store = grow_store(self.store, forest_nodes(self.forest), d)
         record_forest(self.forest, self.store, d, self.out["n_leaves"], self.out["depth"], self.scratch.nodes,
                       self.order, self.scratch.stack)
 

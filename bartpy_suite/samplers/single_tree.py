@@ -72,7 +72,7 @@ class TreeChain:
 
     def record_pending(self, d: int) -> None:
         """Grow the store and record the current tree as draw d (after a kernel found no room)."""
-        self.store = grow_store(self.store, 2 * int(self.tree.meta[_tree.M_N_LEAVES]) - 1)
+        self.store = grow_store(self.store, 2 * int(self.tree.meta[_tree.M_N_LEAVES]) - 1, d)
         record_tree(self.tree, self.store, d, 0, self.order, self.scratch.stack)
 
     def model_draws(self, kept: int) -> dict:
