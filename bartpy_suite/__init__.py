@@ -1,17 +1,17 @@
 """bartpy_suite: Bayesian tree models (CART, BART) with a formula front-end.
 
-Re-exports the front door (:func:`cart`, :func:`load`), the array-level model classes, the
-posterior ``Fit`` and :mod:`datasets`. Imports flow one way: this module imports ``api``;
-nothing below imports this module.
+Re-exports the front door (:func:`cart`, :func:`bart`, :func:`load`), the array-level model
+classes, the posterior ``Fit``, :mod:`datasets` and :mod:`samplers` (the sampler registry).
+Imports flow one way: this module imports ``api``; nothing below imports this module.
 """
 
 from __future__ import annotations
 
-from . import datasets
+from . import datasets, samplers
 from .api import bart, cart, load
 from .models import BART, BayesianCART
 from .posterior import Fit
 
 __version__ = "0.1.0"
 
-__all__ = ["BART", "BayesianCART", "Fit", "bart", "cart", "datasets", "load", "__version__"]
+__all__ = ["BART", "BayesianCART", "Fit", "bart", "cart", "datasets", "load", "samplers", "__version__"]

@@ -263,13 +263,21 @@ def test_failed_write_leaves_no_temporary_file(reg, tmp_path):
     """A write that fails half-way removes its temporary file and leaves no target."""
 
     class Broken:
+        """The fit's DataTree whose writer fails after writing part of the file."""
+
+        def __init__(self, idata):
+            self.idata = idata
+
+        def __getattr__(self, name):
+            return getattr(self.idata, name)
+
         def to_netcdf(self, path, **kw):
             with open(path, "wb") as handle:
                 handle.write(b"partial")
             raise OSError("disk full")
 
     broken = copy.copy(reg)
-    broken.idata = Broken()
+    broken.idata = Broken(reg.idata)
     with pytest.raises(OSError, match="disk full"):
         broken.to_netcdf(tmp_path / "fit.nc")
     assert list(tmp_path.iterdir()) == []
