@@ -43,15 +43,9 @@ class CartChain(TreeChain):
 
     Parameters
     ----------
-    codes : ndarray of int32, shape (p, n)
-        Binned predictors (``BinnedPredictors.codes``).
-    is_categorical, nbins : ndarray, shape (p,)
-    y : ndarray of float64, shape (n,)
-        Standardised response (regression) or zeros.
-    ycls : ndarray of int64, shape (n,)
-        Class codes (classification) or zeros.
-    hyper : ndarray
-        Kernel hyperparameter vector (``priors.hyper_vector``).
+    codes, is_categorical, nbins, y, ycls, hyper
+        The fields of a ``CartProblem`` (binned predictors, working response, class codes,
+        kernel hyperparameters).
     moves : dict
         Move probabilities by name.
     rng : numpy.random.Generator
