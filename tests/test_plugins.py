@@ -18,7 +18,7 @@ from bartpy_suite.models import MODELS
 from bartpy_suite.posterior.fit import Fit
 from bartpy_suite.posterior.weighted import weighted_ess, weighted_mean_sd, weighted_rhat
 from bartpy_suite.samplers import SAMPLERS, SamplerSpec, Statistic, register
-from bartpy_suite.samplers.mh import GROW_PRUNE_MOVES, CartChain, move_vector
+from bartpy_suite.samplers.mh import GROW_PRUNE_MOVES, CartChain
 from bartpy_suite.samplers.single_tree import TreeChain
 
 FAST = dict(chains=2, draws=200, tune=200, seed=7, progress=False)

@@ -17,7 +17,6 @@ from ..samplers.problems import MultinomialBartProblem
 from ._base import TreeModel, plain
 from .registry import register
 
-
 LINKS = ("auto", "probit", "logit")
 #: Prior sd of each class's log-intensity F_k(x) at k = 2 (log-linear BART).
 LOGLINEAR_SD = 3.5 / np.sqrt(2.0)
