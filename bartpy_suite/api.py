@@ -16,6 +16,7 @@ import xarray as xr
 from .errors import ArgumentError
 from .formula import Design
 from .models import MODELS
+from .posterior import legacy
 from .posterior.fit import CONFIG_ATTR, DESIGN_ATTR, Fit
 
 _ALIAS_INTRO = {
@@ -70,7 +71,8 @@ def load(path) -> Fit:
     Returns
     -------
     Fit
-        Predictions are identical to those of the fit that was saved.
+        Predictions are identical to those of the fit that was saved. Files of bartpy_suite 0.1
+        (padded tree arrays in the posterior group) are read into the current layout.
     """
     path = os.fspath(path)
     if not os.path.exists(path):
@@ -82,4 +84,6 @@ def load(path) -> Fit:
         raise ArgumentError(f"{path!r} is not a bartpy_suite fit (no model configuration found)")
     design = Design.from_json(const[DESIGN_ATTR]) if DESIGN_ATTR in const else None
     json.loads(const[CONFIG_ATTR])
+    if legacy.needs_upgrade(idata):
+        idata = legacy.upgrade(idata)
     return Fit(idata, design=design)

@@ -60,13 +60,15 @@ print(json.dumps({"wall": wall, "file_mb": size / 2**20, "exact": exact, "chains
 
 
 def run(code: str, src: str | None, **values) -> dict:
-    """Run ``code`` (with its upper-case placeholders replaced) in a fresh interpreter."""
+    """Run ``code`` (with its upper-case placeholders replaced) in a fresh interpreter that
+    imports ``bartpy_suite`` from ``src`` (default: this checkout)."""
     for key, value in values.items():
         code = code.replace(key.upper(), repr(value))
-    env = dict(os.environ)
-    if src is not None:
-        env["PYTHONPATH"] = src
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    src = src or os.path.dirname(HERE)
+    # ``python -c`` puts the working directory first on sys.path: run there, and put it on
+    # PYTHONPATH too, so the package comes from ``src`` whatever is installed
+    env = dict(os.environ, PYTHONPATH=src)
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=src, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -191,7 +191,7 @@ def probit_successive_conditional(binned, sampler, iterations, burn, rng):
         chain.sweep()
         f = chain.z - chain.resid
         if it >= burn:
-            out[it - burn] = probit_functions(f, chain.z, chain.state.ybin.astype(float),
+            out[it - burn] = probit_functions(f, chain.z, chain.ybin.astype(float),
                                               chain.forest.meta[:, M_N_LEAVES].mean())
         z = f + rng.standard_normal(n)
         chain.z[:] = z

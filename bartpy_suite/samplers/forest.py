@@ -95,6 +95,11 @@ class ForestChain:
         return self.state.z
 
     @property
+    def ybin(self) -> np.ndarray:
+        """The 0/1 response of probit BART (zeros otherwise)."""
+        return self.state.ybin
+
+    @property
     def n_trees(self) -> int:
         """Number of trees."""
         return self.forest.var.shape[0]

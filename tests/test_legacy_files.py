@@ -1,0 +1,41 @@
+"""Fits saved by bartpy_suite 0.1 (before the compact draw store; files in tests/data written by
+commit 81212aa, with the predictions that version made) load and predict exactly as before."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bartpy_suite as bps
+from bartpy_suite import datasets
+
+DATA = Path(__file__).parent / "data"
+EXPECTED = np.load(DATA / "v0_1_predictions.npz")
+
+
+@pytest.fixture(scope="module")
+def cgm():
+    return datasets.load("cgm1998")
+
+
+def test_mean_variance_cart(cgm):
+    fit = bps.load(DATA / "v0_1_cart_mvs.nc")
+    assert "trees" in fit.idata.children and "split_var" not in fit.posterior
+    np.testing.assert_array_equal(fit.predict(cgm.head(20), kind="predictive").to_numpy(), EXPECTED["cart_mvs"])
+    assert str(fit.map_tree()).startswith("MAP tree")
+
+
+def test_classification_cart(cgm):
+    fit = bps.load(DATA / "v0_1_cart_classification.nc")
+    np.testing.assert_array_equal(fit.predict(cgm.head(20), kind="prob").iloc[:, :-1].to_numpy(),
+                                  EXPECTED["classification"])
+
+
+def test_bart_and_resave(tmp_path):
+    wu = datasets.load("wu2007")
+    fit = bps.load(DATA / "v0_1_bart.nc")
+    np.testing.assert_array_equal(fit.predict(wu.head(20)).to_numpy(), EXPECTED["bart"])
+    fit.to_netcdf(tmp_path / "new.nc")
+    np.testing.assert_array_equal(bps.load(tmp_path / "new.nc").predict(wu.head(20)).to_numpy(), EXPECTED["bart"])
