@@ -1,5 +1,6 @@
 """BART with the Metropolis-Hastings tree update (``cgm``, ``grow_prune``): one ``cart_step``
-per tree inside Bayesian backfitting (``backfit.py``), and the chunked chain runner."""
+per tree inside Bayesian backfitting (``backfit.py``) or inside log-linear (multinomial) BART
+(``loglinear.py``), and the chunked chain runners."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import math
 import numpy as np
 from numba import njit
 
+from . import loglinear
 from .backfit import begin_sweep, draw_noise, finish_tree, prepare_tree, record_forest
 from .cart_chain import cart_step
 from .tree import H_SIGMA2
@@ -52,6 +54,46 @@ def run_bart_chain(rng, forest, state, xt, is_cat, nbins, move_probs, scratch, f
         if d >= out_sigma.shape[0]:
             continue
         out_sigma[d] = math.sqrt(state.hyper[H_SIGMA2])
+        out_counts[d] = counts
+        if not record_forest(forest, store, d, out_leaves, out_depth, nodes, order, scratch.stack):
+            return step + 1, d
+    return n_iter, -1
+
+
+@njit(cache=True, nogil=True)
+def mh_multinomial_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, scratch, counts):
+    """One sweep of log-linear BART (``loglinear.py``) with an MH move per tree, then the
+    augmentation latents. ``counts`` as in ``mh_bart_sweep``."""
+    m = state.trees_per_class
+    for k in range(state.log_fit.shape[0]):
+        loglinear.set_class(state, k)
+        for t in range(m):
+            j = k * m + t
+            tree = loglinear.prepare_tree(state, forest, j)
+            move, accepted = cart_step(rng, tree, xt, is_cat, nbins, state.weight, state.is_class, state.hyper,
+                                       move_probs, state.fstate, scratch)
+            if move >= 0:
+                counts[move, 0] += 1
+                if accepted:
+                    counts[move, 1] += 1
+            loglinear.finish_tree(rng, state, forest, j, accepted)
+    loglinear.draw_latent(rng, state)
+
+
+@njit(cache=True, nogil=True)
+def run_multinomial_chain(rng, forest, state, xt, is_cat, nbins, move_probs, scratch, first_iter, n_iter, tune,
+                          thin, out_counts, out_leaves, out_depth, store, nodes, order):
+    """``run_bart_chain`` for log-linear BART (no sigma)."""
+    counts = np.zeros((4, 2), dtype=np.int64)
+    for step in range(n_iter):
+        it = first_iter + step
+        counts[:, :] = 0
+        mh_multinomial_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, scratch, counts)
+        if it < tune or (it - tune) % thin != 0:
+            continue
+        d = (it - tune) // thin
+        if d >= out_counts.shape[0]:
+            continue
         out_counts[d] = counts
         if not record_forest(forest, store, d, out_leaves, out_depth, nodes, order, scratch.stack):
             return step + 1, d

@@ -17,6 +17,7 @@ MODEL_MEAN_SHIFT = 0  # common sigma, mu_i ~ N(mu_bar, sigma^2/a), sigma^2 ~ IG(
 MODEL_MEAN_VARIANCE_SHIFT = 1  # sigma_i per leaf (thesis eq. 3.3)
 MODEL_CLASSIFICATION = 2  # Dirichlet-multinomial leaves (thesis eq. 3.4 / 3.17)
 MODEL_NORMAL_KNOWN_VARIANCE = 3  # BART backfitting: mu ~ N(0, tau2), sigma^2 given
+MODEL_LOG_GAMMA = 4  # log-linear BART: leaf factor gamma ~ Gamma(c, d), Poisson-type augmented likelihood
 
 LOG_PI = math.log(math.pi)
 
@@ -32,6 +33,20 @@ def mean_shift_leaf_terms(n, ybar, ssd, a, mu_bar):
     d = ybar - mu_bar
     b = ssd + n * a / (n + a) * d * d
     return lm, b
+
+
+@njit(cache=True, nogil=True)
+def leaf_log_marginal_log_gamma(count, rate_sum, shape, rate):
+    """log of the integral of gamma^count exp(-gamma rate_sum) over gamma ~ Gamma(shape, rate):
+    ``shape log(rate) - lgamma(shape) + lgamma(shape + count) - (shape + count) log(rate + rate_sum)``.
+
+    The leaf term of log-linear BART (Murray 2021) after the augmentation
+    p(y_i = k, phi_i | lambda) = lambda_k(x_i) exp(-phi_i sum_l lambda_l(x_i)): for tree t of
+    class k a leaf with factor gamma contributes gamma^count exp(-gamma rate_sum), ``count`` its
+    rows of class k and ``rate_sum`` the sum over its rows of phi_i times the other trees' factors.
+    """
+    return (shape * math.log(rate) - math.lgamma(shape) + math.lgamma(shape + count)
+            - (shape + count) * math.log(rate + rate_sum))
 
 
 @njit(cache=True, nogil=True)

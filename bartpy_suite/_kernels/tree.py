@@ -30,9 +30,11 @@ from numba import njit
 
 from .likelihood import (
     MODEL_CLASSIFICATION,
+    MODEL_LOG_GAMMA,
     MODEL_MEAN_SHIFT,
     MODEL_NORMAL_KNOWN_VARIANCE,
     leaf_log_marginal_dirichlet,
+    leaf_log_marginal_log_gamma,
     leaf_log_marginal_mean_variance,
     leaf_log_marginal_normal_known_variance,
     mean_shift_global_term,
@@ -58,7 +60,9 @@ H_LIKELIHOOD = 10
 H_SIGMA2 = 11
 H_TAU2 = 12
 H_INV_TEMP = 13  # likelihood power of a tempered rung (1 = the posterior)
-N_HYPER = 14
+H_LG_SHAPE = 14  # log-gamma leaf prior of log-linear BART: gamma ~ Gamma(shape, rate)
+H_LG_RATE = 15
+N_HYPER = 16
 
 # Indices into a chain's float64 ``fstate``: running sums of the cached leaf terms of its tree.
 F_LM_SUM = 0
@@ -656,6 +660,12 @@ def leaf_terms(tree, node, y, ycls, hyper, class_counts):
     if model == MODEL_NORMAL_KNOWN_VARIANCE:
         # b carries the leaf's residual sum, which the backfitting leaf draw needs.
         return leaf_log_marginal_normal_known_variance(n, total, hyper[H_SIGMA2], hyper[H_TAU2]), total
+    if model == MODEL_LOG_GAMMA:
+        # y holds the rows' rate weights, ycls 1 for the rows of the tree's class
+        count = 0
+        for i in range(s, e):
+            count += ycls[perm[i]]
+        return leaf_log_marginal_log_gamma(count, total, hyper[H_LG_SHAPE], hyper[H_LG_RATE]), 0.0
     ybar = total / n
     ssd = 0.0
     for i in range(s, e):

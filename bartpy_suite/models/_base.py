@@ -12,7 +12,7 @@ from .._binning import MAX_LEVELS, BinnedPredictors
 from ..errors import ArgumentError, DataError
 from ..posterior.build import build_fit
 from ..priors import TreePrior
-from ..samplers import get_sampler
+from ..samplers import SAMPLERS, get_sampler
 from ..samplers.draws import stack_draws
 from ._runner import run_chains
 
@@ -174,6 +174,12 @@ class TreeModel:
 
         ``derived(posterior)`` may add model quantities computed from the stacked draws.
         """
+        if problem.model not in self.spec.builders:
+            able = [name for name, spec in SAMPLERS.items() if problem.model in spec.builders]
+            raise ArgumentError(
+                f"sampler {self.spec.name!r} cannot fit this model ({problem.model.replace('_', ' ')}); "
+                f"samplers that can: {', '.join(repr(a) for a in able)}"
+            )
         rngs = spawn_generators(self.seed, self.chains)
         chains = [self.spec.make_chain(problem, self.sampler_options, rng) for rng in rngs]
         kept = self._run(chains)
@@ -181,7 +187,7 @@ class TreeModel:
         del chains
         if derived is not None:
             derived(draws.posterior)
-        return build_fit(draws, statistics=self.spec.statistics[self.model_type], coords=self.spec.coords,
+        return build_fit(draws, statistics=self.spec.statistics[problem.model], coords=self.spec.coords,
                          binned=binned, y=np.asarray(y), config=config, design=design)
 
     @classmethod

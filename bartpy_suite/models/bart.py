@@ -4,17 +4,39 @@ sampled by Bayesian backfitting (PG-BART paper, Algorithm 1)."""
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
+from scipy import optimize, special
 
 from .. import _validation as check
 from .._kernels.backfit import SIGMA_FIXED, SIGMA_PROBIT, SIGMA_SAMPLED
-from .._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
-from .._kernels.tree import H_LAM, H_NU
+from .._kernels.likelihood import MODEL_LOG_GAMMA, MODEL_NORMAL_KNOWN_VARIANCE
+from .._kernels.tree import H_LAM, H_LG_RATE, H_LG_SHAPE, H_NU
 from ..errors import ArgumentError, DataError
 from ..priors import calibrate_lambda, hyper_vector
 from ..samplers import BartProblem
+from ..samplers.problems import MultinomialBartProblem
 from ._base import TreeModel, plain
 from .registry import register
+
+LINKS = ("auto", "probit", "logit")
+#: Prior sd of each class's log-intensity F_k(x) at k = 2 (log-linear BART).
+LOGLINEAR_SD = 3.5 / np.sqrt(2.0)
+
+
+def log_gamma_prior(trees: int, k: float) -> tuple[float, float]:
+    """Shape and rate (c, d) of the Gamma prior of a leaf factor gamma = exp(mu) in log-linear BART.
+
+    Each of the ``trees`` trees adds mu ~ log-Gamma(c, d) to F_k(x), with E[mu] = psi(c) - log d
+    and Var[mu] = psi'(c). We centre mu (d = exp(psi(c))) and give the sum of the trees the sd
+    ``a0 = LOGLINEAR_SD * 2 / k``: psi'(c) = a0^2 / trees. At k = 2 the log-odds between two
+    classes then have prior sd 3.5, the scale of probit BART's 3 / (k sqrt(trees)) per tree;
+    larger ``k`` shrinks as in BART. This follows the moment-matching calibration of Murray
+    (2021) for the log-gamma leaf prior; the constant 3.5 / sqrt(2) is our reading of his default.
+    """
+    a0 = LOGLINEAR_SD * 2.0 / k
+    target = a0 * a0 / trees
+    # psi'(c) decreases from +inf to 0: bracket and solve
+    c = optimize.brentq(lambda c: float(special.polygamma(1, c)) - target, 1e-8, 1e12)
+    return c, float(np.exp(special.digamma(c)))
 
 
 def residual_sd(x: np.ndarray, y: np.ndarray, is_categorical: np.ndarray) -> float:
@@ -75,6 +97,12 @@ class BART(TreeModel):
         the valid ones).
     sigma : float or None
         Fix sigma at this value (original scale) instead of sampling it (used by tests).
+    link : {"auto", "probit", "logit"}
+        Classification model. "probit": probit BART (Albert & Chib latents; binary responses
+        only). "logit": log-linear multinomial BART (Murray 2021), one sum of trees per class on
+        the log scale, P(y = k | x) = exp(F_k(x)) / sum_l exp(F_l(x)), leaf factors
+        exp(mu) ~ Gamma(c, d) calibrated by ``k`` (``log_gamma_prior``), ``trees`` trees per
+        class. "auto" (default): probit for two classes, logit for more.
     likelihood : bool
         False samples the prior.
     progress : bool
@@ -85,7 +113,7 @@ class BART(TreeModel):
 
     def __init__(self, *, trees=200, sampler="cgm", chains=4, draws=1000, tune=1000, thin=1, seed=None, alpha=0.95,
                  beta=2.0, k=2.0, nu=3.0, q=0.9, sigma_hat=None, max_cuts=100, min_leaf_size=5, moves=None,
-                 sampler_options=None, sigma=None, likelihood=True, progress=True, threads=None):
+                 sampler_options=None, sigma=None, link="auto", likelihood=True, progress=True, threads=None):
         self._init_mcmc(sampler=sampler, chains=chains, draws=draws, tune=tune, thin=thin, seed=seed, alpha=alpha,
                         beta=beta, min_leaf_size=min_leaf_size, max_cuts=max_cuts, moves=moves,
                         sampler_options=sampler_options, likelihood=likelihood, progress=progress, threads=threads)
@@ -95,17 +123,21 @@ class BART(TreeModel):
         self.q = check.check_open_unit("q", q)
         self.sigma_hat = None if sigma_hat is None else check.check_positive("sigma_hat", sigma_hat)
         self.sigma = None if sigma is None else check.check_positive("sigma", sigma)
+        self.link = check.check_choice("link", link, LINKS)
 
     def fit(self, X, y, *, is_categorical=None, n_levels=None, class_labels=None, predictor_names=None, design=None):
         """Sample the BART posterior given predictors ``X`` (n, p) and response ``y``.
 
-        A binary response (``class_labels`` of length 2, ``y`` codes 0/1) gives probit BART.
+        A categorical response (``class_labels`` given, ``y`` codes 0..K-1) gives probit BART for
+        two classes and log-linear multinomial BART for more (see ``link``).
 
         Returns
         -------
         bartpy_suite.posterior.Fit
         """
         x, y, is_cat, names, binned = self._prepare(X, y, is_categorical, n_levels, predictor_names)
+        if class_labels is not None and (self.link == "logit" or (self.link == "auto" and len(class_labels) > 2)):
+            return self._fit_multinomial(y, class_labels, is_cat, names, binned, design)
         probit = class_labels is not None
         config = self._base_config("categorical" if probit else "numeric", names)
         config.update(trees=self.trees, k=self.k)
@@ -114,7 +146,7 @@ class BART(TreeModel):
             if len(class_labels) != 2:
                 raise ArgumentError(
                     f"probit BART needs a binary response; this one has {len(class_labels)} classes "
-                    f"({', '.join(map(str, class_labels))}). Use bps.cart for more classes."
+                    f"({', '.join(map(str, class_labels))}). Use link='logit' (multinomial BART) or 'auto'."
                 )
             if np.unique(ycodes).size < 2:
                 raise DataError("the response has a single class; classification needs at least two")
@@ -155,5 +187,26 @@ class BART(TreeModel):
             posterior["mean_depth"] = posterior.pop("depth").mean(axis=2)
             if probit:
                 del posterior["sigma"]
+
+        return self._sample(problem, binned=binned, y=y, config=config, design=design, derived=derived)
+
+    def _fit_multinomial(self, y, class_labels, is_cat, names, binned, design):
+        """Log-linear multinomial BART (Murray 2021): one forest of ``trees`` trees per class."""
+        ycodes = np.asarray(y, dtype=np.int64)
+        k = len(class_labels)
+        if k < 2 or np.unique(ycodes).size < 2:
+            raise DataError("the response has a single class; classification needs at least two")
+        shape, rate = log_gamma_prior(self.trees, self.k)
+        config = self._base_config("categorical", names)
+        config.update(trees=self.trees, k=self.k, class_labels=[plain(c) for c in class_labels],
+                      leaf_model="multinomial", link="logit", leaf_shape=shape, leaf_rate=rate, center=0.0, scale=1.0,
+                      nu=None, lam=None)
+        hyper = hyper_vector(self.tree_prior, None, likelihood=self.likelihood, model_code=MODEL_LOG_GAMMA)
+        hyper[[H_LG_SHAPE, H_LG_RATE]] = shape, rate
+        problem = MultinomialBartProblem(binned.codes, is_cat, binned.nbins, ycodes, hyper, k, self.trees)
+
+        def derived(posterior):
+            posterior["mean_leaves"] = posterior["n_leaves"].mean(axis=2)
+            posterior["mean_depth"] = posterior.pop("depth").mean(axis=2)
 
         return self._sample(problem, binned=binned, y=y, config=config, design=design, derived=derived)

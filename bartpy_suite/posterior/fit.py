@@ -187,22 +187,57 @@ class Fit:
         }
         return pd.DataFrame.from_dict(rows, orient="index")
 
-    def variable_activity(self, level: float = 0.95) -> pd.DataFrame:
+    def variable_activity(self, level: float = 0.95, by_class: bool = False) -> pd.DataFrame:
         """Share of split rules on each predictor, per draw, summarised.
+
+        Parameters
+        ----------
+        level : float
+            Probability of the equal-tailed interval.
+        by_class : bool
+            Multinomial BART only: the shares within each class's sum of trees.
 
         Returns
         -------
         pandas.DataFrame
-            Indexed by predictor, columns mean, lower, upper (equal-tailed interval).
+            Indexed by predictor (by class and predictor with ``by_class``), columns mean,
+            lower, upper (equal-tailed interval).
         """
         level = check.check_open_unit("level", level)
-        act = self.posterior["variable_activity"].values.reshape(-1, len(self.predictors))
+        p = len(self.predictors)
         w = self._flat_weights
-        q = weighted_quantiles(act, w, [(1 - level) / 2, (1 + level) / 2])
-        return pd.DataFrame(
-            {"mean": w @ act / w.sum(), "lower": q[0], "upper": q[1]},
-            index=pd.Index(self.predictors, name="predictor"),
-        )
+        probs = [(1 - level) / 2, (1 + level) / 2]
+        if not by_class:
+            act = self.posterior["variable_activity"].values.reshape(-1, p)
+            q = weighted_quantiles(act, w, probs)
+            return pd.DataFrame({"mean": w @ act / w.sum(), "lower": q[0], "upper": q[1]},
+                                index=pd.Index(self.predictors, name="predictor"))
+        if self.config.get("leaf_model") != "multinomial":
+            raise ArgumentError("by_class=True needs a multinomial BART fit, which has one sum of trees per class")
+        labels = [str(c) for c in self.config["class_labels"]]
+        shares = self._class_split_shares(len(labels), int(self.config["trees"]))
+        frames = []
+        for k, label in enumerate(labels):
+            act = shares[:, k, :]
+            q = weighted_quantiles(act, w, probs)
+            frames.append(pd.DataFrame({"class": label, "predictor": self.predictors, "mean": w @ act / w.sum(),
+                                        "lower": q[0], "upper": q[1]}))
+        return pd.concat(frames).set_index(["class", "predictor"])
+
+    def _class_split_shares(self, n_classes: int, trees_per_class: int) -> np.ndarray:
+        """(samples, classes, predictors): each draw's share of split rules per class."""
+        t = self._store
+        counts = t["counts"]
+        samples, n_trees = counts.shape
+        p = len(self.predictors)
+        tree_of_node = np.repeat(np.arange(samples * n_trees), counts.reshape(-1))
+        split = t["node_var"] >= 0
+        tree_index = tree_of_node[split]
+        group = (tree_index // n_trees) * n_classes + (tree_index % n_trees) // trees_per_class
+        tally = np.bincount(group * p + t["node_var"][split], minlength=samples * n_classes * p).astype(float)
+        tally = tally.reshape(samples, n_classes, p)
+        total = tally.sum(axis=-1, keepdims=True)
+        return np.divide(tally, total, out=np.zeros_like(tally), where=total > 0)
 
     # -- prediction ----------------------------------------------------------------------------
     def _codes(self, newdata) -> tuple[np.ndarray, pd.Index]:
@@ -245,11 +280,13 @@ class Fit:
         codes, _ = self._codes(newdata)
         return self._f_samples(codes)
 
-    def _f_samples(self, codes: np.ndarray) -> np.ndarray:
+    def _f_samples(self, codes: np.ndarray, trees: slice = slice(None)) -> np.ndarray:
+        """Sum of the trees ``trees`` (all by default) per (sample, row)."""
         t = self._store
-        out = np.empty((t["roots"].shape[0], codes.shape[1]))
+        roots = np.ascontiguousarray(t["roots"][:, trees])
+        out = np.empty((roots.shape[0], codes.shape[1]))
         sum_of_trees(codes, self._binned.is_categorical, t["node_var"], t["node_cut"], t["right"], t["node_value"],
-                     t["roots"], out)
+                     roots, out)
         return out
 
     def _noise_sd(self, codes: np.ndarray) -> np.ndarray:
@@ -266,6 +303,12 @@ class Fit:
         if self.config.get("leaf_model") == "probit":
             p1 = special.ndtr(self._f_samples(codes))
             return np.stack([1.0 - p1, p1], axis=-1)
+        if self.config.get("leaf_model") == "multinomial":
+            # softmax of the classes' sums of trees F_k (log-linear BART)
+            m = int(self.config["trees"])
+            log_fit = np.stack([self._f_samples(codes, slice(k * m, (k + 1) * m))
+                                for k in range(len(self.config["class_labels"]))], axis=-1)
+            return special.softmax(log_fit, axis=-1)
         return self._store["node_prob"][self._leaves(codes)[:, 0, :]]
 
     def predict(self, newdata=None, kind: str = "mean", level: float = 0.95, samples: bool = False):

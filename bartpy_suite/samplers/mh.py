@@ -16,11 +16,12 @@ from functools import partial
 import numpy as np
 
 from .. import _validation as check
-from .._kernels.bart_chain import mh_bart_sweep, run_bart_chain
+from .._kernels.bart_chain import mh_bart_sweep, run_bart_chain, run_multinomial_chain
 from .._kernels.cart_chain import cart_step, run_cart_chain
 from .._kernels.cart_moves import MOVE_NAMES, accept_prune, change_or_swap, propose_grow, propose_prune, undo_grow
 from .forest import ForestChain
-from .problems import BartProblem, CartProblem
+from .multinomial import MultinomialChain
+from .problems import BartProblem, CartProblem, MultinomialBartProblem
 from .registry import Option, SamplerSpec, Statistic, register
 from .single_tree import TreeChain
 
@@ -175,6 +176,42 @@ class BartChain(ForestChain):
         return {"n_proposed": self.counts[:kept, :, 0].copy(), "n_accepted": self.counts[:kept, :, 1].copy()}
 
 
+class MultinomialMHChain(MultinomialChain):
+    """One log-linear (multinomial) BART chain with an MH move per tree.
+
+    Parameters
+    ----------
+    problem : MultinomialBartProblem
+    moves : dict
+        Move probabilities by name.
+    rng : numpy.random.Generator
+    """
+
+    def __init__(self, problem: MultinomialBartProblem, moves: dict, rng: np.random.Generator):
+        super().__init__(problem, rng)
+        self.move_probs = move_vector(moves)
+
+    def allocate(self, draws: int) -> None:
+        """Buffers for ``draws`` kept draws (the model's and the moves' statistics)."""
+        super().allocate(draws)
+        self.counts = np.zeros((draws, 4, 2), dtype=np.int64)
+
+    def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
+        """Advance ``n_iter`` sweeps, recording kept draws (the store grows on demand)."""
+        done = 0
+        while done < n_iter:
+            steps, pending = run_multinomial_chain(
+                self.rng, self.forest, self.state, self.codes, self.is_categorical, self.nbins, self.move_probs,
+                self.scratch, first_iter + done, n_iter - done, tune, thin, self.counts, self.out["n_leaves"],
+                self.out["depth"], self.store, self.scratch.nodes, self.order,
+            )
+            done += steps
+            if pending >= 0:
+                self.record_pending(pending)
+
+    sampler_stats = BartChain.sampler_stats
+
+
 def _check_moves(defaults: dict, name: str, value) -> dict:
     return check.check_moves(value, defaults, paired=[("grow", "prune")], required=["grow"], name=name)
 
@@ -188,6 +225,10 @@ def _build_bart(problem: BartProblem, options: dict, rng) -> BartChain:
     return BartChain(problem, options["moves"], rng)
 
 
+def _build_multinomial(problem: MultinomialBartProblem, options: dict, rng) -> MultinomialMHChain:
+    return MultinomialMHChain(problem, options["moves"], rng)
+
+
 _STATISTICS = {
     "cart": (
         Statistic("move", (), "move type tried at the kept iteration (index into the move coordinate; -1: none)"),
@@ -198,6 +239,7 @@ _STATISTICS = {
         Statistic("n_accepted", ("move",), "acceptances of each move type over the trees of the sweep"),
     ),
 }
+_STATISTICS["bart_multinomial"] = _STATISTICS["bart"]
 
 
 def _mh_spec(name: str, description: str, defaults: dict) -> SamplerSpec:
@@ -205,7 +247,7 @@ def _mh_spec(name: str, description: str, defaults: dict) -> SamplerSpec:
                    f"move probabilities by name (default {defaults}); the models' moves= keyword sets the same")
     return SamplerSpec(
         name=name, family="mh", description=description,
-        builders={"cart": _build_cart, "bart": _build_bart},
+        builders={"cart": _build_cart, "bart": _build_bart, "bart_multinomial": _build_multinomial},
         options=(moves,), statistics=_STATISTICS, coords={"move": MOVE_NAMES},
     )
 

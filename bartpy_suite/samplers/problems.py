@@ -66,3 +66,29 @@ class BartProblem:
     n_trees: int
     sigma_mode: int
     offset: float = 0.0
+
+
+@dataclass(frozen=True)
+class MultinomialBartProblem:
+    """A log-linear (multinomial logistic) BART fit: one forest per class.
+
+    Attributes
+    ----------
+    codes, is_categorical, nbins
+        Binned predictors.
+    ycls : ndarray of int64
+        Class codes 0..K-1.
+    hyper : ndarray
+        Kernel hyperparameters (``H_LG_SHAPE``/``H_LG_RATE`` the leaf factor's Gamma prior).
+    n_classes : int
+    trees_per_class : int
+    """
+
+    model: ClassVar[str] = "bart_multinomial"
+    codes: np.ndarray
+    is_categorical: np.ndarray
+    nbins: np.ndarray
+    ycls: np.ndarray
+    hyper: np.ndarray
+    n_classes: int
+    trees_per_class: int
