@@ -132,11 +132,15 @@ def test_probit_on_bool_response():
     assert accuracy > 0.75
 
 
-def test_three_classes_is_a_clear_argument_error():
+def test_three_classes_need_the_multinomial_model():
+    """Three classes fit log-linear multinomial BART by default (issue 14); asking for probit
+    is a clear error."""
     df = classification_data()
     df["label"] = np.where(df["x1"] > 1, "c", df["label"])
-    with pytest.raises(ArgumentError, match="binary"):
-        bps.bart("label ~ x1 + x2", data=df, trees=5, chains=1, draws=5, tune=5, progress=False)
+    kw = dict(trees=5, chains=1, draws=5, tune=5, progress=False)
+    assert bps.bart("label ~ x1 + x2", data=df, **kw).config["leaf_model"] == "multinomial"
+    with pytest.raises(ArgumentError, match="probit BART needs a binary response"):
+        bps.bart("label ~ x1 + x2", data=df, link="probit", **kw)
 
 
 def test_save_load_round_trip(small, tmp_path):
