@@ -58,7 +58,10 @@ H_LIKELIHOOD = 10
 H_SIGMA2 = 11
 H_TAU2 = 12
 H_INV_TEMP = 13  # likelihood power of a tempered rung (1 = the posterior)
-N_HYPER = 14
+# 1 - prior power of a geometrically tempered rung (0 = the posterior): stored as a heat so that
+# a zero-filled vector is untempered.
+H_PRIOR_HEAT = 14
+N_HYPER = 15
 
 # Indices into a chain's float64 ``fstate``: running sums of the cached leaf terms of its tree.
 F_LM_SUM = 0
