@@ -181,6 +181,7 @@ class TemperedCartChain(TreeChain):
     def set_rung_tree(self, rung: int, nested) -> None:
         """Load a nested-tuple tree into ``rung``."""
         k = int(self.slot_of[rung])
+        self.fstate = np.zeros(2)  # not a view of another rung's row: set_tree refreshes it
         TreeChain.set_tree(self, nested)
         self.trees[k] = self.tree
         self.fstates[k] = self.fstate
