@@ -266,6 +266,7 @@ def test_same_seed_same_draws(small_df):
     ({"shrinkage_pairs": [(1.5, 2.0)]}, "alpha must be a number in the open interval"),
     ({"ladder": "shrinkage", "temperatures": [1.0, 0.5]}, "give 'shrinkage_pairs'"),
     ({"rungs": 3, "temperatures": [1.0, 0.5]}, "must equal len\\(temperatures\\)"),
+    ({"adapt": "yes"}, "'adapt' must be True or False"),
 ])
 def test_bad_options(small_df, options, match):
     with pytest.raises(ArgumentError, match=match):
@@ -281,3 +282,31 @@ def test_rung_hypers_layout():
     assert lik[1, T.H_INV_TEMP] == 0.5 and lik[1, T.H_PRIOR_HEAT] == 0.0
     shr = rung_hypers(base, "shrinkage", None, [(0.5, 2.0)])
     assert tuple(shr[1, [T.H_ALPHA, T.H_BETA, T.H_INV_TEMP]]) == (0.5, 2.0, 1.0)
+
+
+# -- ladder adaptation ---------------------------------------------------------------------------
+
+def test_new_positions_equalise_the_barrier():
+    """The re-placed rungs split the piecewise-linear communication barrier into equal parts
+    (exact arithmetic up to rounding: 1e-12)."""
+    from bartpy_suite.samplers.ladder import new_positions
+
+    pos = np.linspace(0.0, 1.0, 5)
+    rejection = np.array([0.9, 0.5, 0.1, 0.02])
+    new = new_positions(pos, rejection)
+    barrier = np.concatenate([[0.0], np.cumsum(rejection)])
+    levels = np.interp(new, pos, barrier)
+    np.testing.assert_allclose(np.diff(levels), barrier[-1] / 4, rtol=1e-12)
+    assert new[0] == 0.0 and new[-1] == 1.0 and np.all(np.diff(new) > 0)
+    # Most rungs go where rejection is high (the first segment).
+    assert new[2] < 0.5
+
+
+def test_adapted_ladder_is_frozen_after_tune_and_monotone(small_df):
+    fit = bps.cart("y ~ .", data=small_df, sampler="tempered", chains=1, draws=50, tune=400, seed=5,
+                   sampler_options={"rungs": 5, "adapt": True})
+    ladder = fit.idata["sample_stats"]["ladder"].values[0]  # (draw, rung, param)
+    assert np.all(ladder == ladder[0])
+    t = ladder[0, :, 0]
+    assert t[0] == 1.0 and t[-1] == 0.0 and np.all(np.diff(t) < 0)
+    assert not np.allclose(t, [1.0, 0.1, 1e-2, 1e-3, 0.0])  # the default 5-rung ladder moved

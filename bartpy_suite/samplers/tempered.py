@@ -23,13 +23,18 @@ Options (``sampler_options``):
     path through them.
 ``swaps``
     "deo" (default; deterministic even/odd alternation, Syed et al. 2019) or "seo".
+``adapt``
+    Re-place the rungs along the initial ladder's path during ``tune`` so that the swap
+    rejection rates of the pairs are equal (``ladder.py``), then freeze the ladder.
 ``moves``
     The within-rung MH move mix (as ``cgm``).
 
 Statistics per kept draw: ``swap_proposed``, ``swap_accepted`` and ``swap_rate`` per adjacent
 pair (dim ``pair``: pair r is rungs (r, r + 1)), counted from the first kept iteration;
 ``round_trips`` (target -> hottest -> target journeys of the trees, summed over trees, same
-count), ``rung_n_leaves`` and ``rung_log_target`` (dim ``rung``).
+count), ``rung_n_leaves`` and ``rung_log_target`` (dim ``rung``), and ``ladder`` (dims ``rung``,
+``ladder_param``: inverse temperature t, prior power s, alpha, beta of each rung; constant after
+tuning).
 
 Import rule: imports ``_kernels``, ``_validation``, ``errors`` and the modules of this package.
 """
@@ -43,8 +48,9 @@ from numba.typed import List as TypedList
 
 from .. import _validation as check
 from .._kernels import tree as _tree
-from .._kernels.tempering import SWAPS_DEO, SWAPS_SEO, run_tempered_chain
+from .._kernels.tempering import SWAPS_DEO, SWAPS_SEO, retarget_prior_cache, run_tempered_chain
 from ..errors import ArgumentError
+from .ladder import new_positions, path_rows, round_boundaries
 from .mh import CGM_MOVES, move_vector
 from .problems import CartProblem
 from .registry import Option, SamplerSpec, Statistic, register
@@ -60,6 +66,10 @@ THESIS_SHRINKAGE_PAIRS = (
     (0.35, 0.75), (0.35, 1.45), (0.25, 2.1), (0.3, 3.1), (0.3, 4.0), (0.3, 5.0), (0.3, 5.9), (0.4, 7.4),
     (0.4, 9.08), (0.5, 9.92), (0.35, 10.5), (0.35, 11.7), (0.35, 13.0), (0.35, 14.3),
 )
+#: Columns of a rung's ``hyper`` that a ladder sets, and their names in the ``ladder`` statistic
+#: (the prior power is reported as s = 1 - heat).
+LADDER_COLUMNS = (_tree.H_INV_TEMP, _tree.H_PRIOR_HEAT, _tree.H_ALPHA, _tree.H_BETA)
+LADDER_PARAMS = ("inv_temp", "prior_power", "alpha", "beta")
 #: The thesis' geometric ladder (section 5).
 THESIS_TEMPERATURES = (1.0, 0.85, 0.7, 0.48, 0.31, 0.2, 0.08, 1e-7)
 
@@ -110,10 +120,14 @@ class TemperedCartChain(TreeChain):
     swaps : str
         "deo" or "seo".
     rng : numpy.random.Generator
+    adapt : bool
+        Re-place the rungs during tuning (``ladder.py``).
     """
 
-    def __init__(self, problem: CartProblem, hypers: np.ndarray, moves: dict, swaps: str, rng: np.random.Generator):
+    def __init__(self, problem: CartProblem, hypers: np.ndarray, moves: dict, swaps: str, rng: np.random.Generator,
+                 adapt: bool = False):
         super().__init__(problem, rng)
+        self.adapt = adapt
         self.hypers = np.ascontiguousarray(hypers, dtype=np.float64)
         self.n_rungs = self.hypers.shape[0]
         self.move_probs = move_vector(moves)
@@ -131,6 +145,10 @@ class TemperedCartChain(TreeChain):
         depth_room = self.capacity + 1
         self.n_int = np.zeros((2, depth_room), dtype=np.int64)
         self.n_spl = np.zeros((2, depth_room), dtype=np.int64)
+        cols = list(LADDER_COLUMNS)
+        self._initial_ladder = self.hypers[:, cols].copy()
+        self._positions = np.linspace(0.0, 1.0, self.n_rungs)
+        self._round_start = np.zeros((2, self.n_rungs), dtype=np.int64)
         self._sync_target()
 
     def _sync_target(self) -> None:
@@ -150,13 +168,20 @@ class TemperedCartChain(TreeChain):
         self.out_rung_lp = np.zeros((draws, self.n_rungs))
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
-        """Advance ``n_iter`` tempered iterations (one move per rung, one swap round each)."""
+        """Advance ``n_iter`` tempered iterations (one move per rung, one swap round each); with
+        ``adapt``, stop at the ends of the tuning rounds to re-place the rungs."""
+        boundaries = round_boundaries(tune) if self.adapt and self.n_rungs > 2 else []
         done = 0
         while done < n_iter:
+            it = first_iter + done
+            todo = n_iter - done
+            ahead = [b for b in boundaries if b > it]
+            if ahead:
+                todo = min(todo, ahead[0] - it)
             steps, pending = run_tempered_chain(
                 self.rng, self.trees, self.fstates, self.slot_of, self.hypers, self.codes, self.is_categorical,
-                self.nbins, self.y, self.ycls, self.move_probs, self.scratch, self.swaps, first_iter + done,
-                n_iter - done, tune, thin, self.counters, self.phase, self.draws, self.store, self.order,
+                self.nbins, self.y, self.ycls, self.move_probs, self.scratch, self.swaps, it,
+                todo, tune, thin, self.counters, self.phase, self.draws, self.store, self.order,
                 self.out_proposed, self.out_accepted, self.out_trips, self.out_rung_leaves, self.out_rung_lp,
                 self.n_int, self.n_spl,
             )
@@ -164,6 +189,23 @@ class TemperedCartChain(TreeChain):
             self._sync_target()
             if pending >= 0:
                 self.record_pending(pending)
+            if first_iter + done in boundaries:
+                self.adapt_ladder()
+
+    def adapt_ladder(self) -> None:
+        """Re-place the rungs from the swap rejection rates since the last adaptation."""
+        k = self.n_rungs
+        proposed = self.counters[0, : k - 1] - self._round_start[0, : k - 1]
+        accepted = self.counters[1, : k - 1] - self._round_start[1, : k - 1]
+        self._round_start[:] = self.counters[:2]
+        rejection = np.where(proposed > 0, 1.0 - accepted / np.maximum(proposed, 1), 1.0)
+        self._positions = new_positions(self._positions, rejection)
+        rows = path_rows(self._initial_ladder, self._positions)
+        cols = list(LADDER_COLUMNS)
+        for r in range(1, k):  # row 0 (the target) sits at position 0 and never moves
+            old = self.hypers[r].copy()
+            self.hypers[r, cols] = rows[r]
+            retarget_prior_cache(self.trees[int(self.slot_of[r])], old, self.hypers[r])
 
     def sampler_stats(self, kept: int) -> dict:
         """Cumulative swap counts and rates per pair, round trips, per-rung leaves and log target."""
@@ -171,10 +213,13 @@ class TemperedCartChain(TreeChain):
         accepted = self.out_accepted[:kept].copy()
         with np.errstate(invalid="ignore", divide="ignore"):
             rate = np.where(proposed > 0, accepted / np.maximum(proposed, 1), np.nan)
+        ladder = self.hypers[:, list(LADDER_COLUMNS)].copy()
+        ladder[:, 1] = 1.0 - ladder[:, 1]
         return {
             "swap_proposed": proposed, "swap_accepted": accepted, "swap_rate": rate,
             "round_trips": self.out_trips[:kept].copy(), "rung_n_leaves": self.out_rung_leaves[:kept].copy(),
             "rung_log_target": self.out_rung_lp[:kept].copy(),
+            "ladder": np.broadcast_to(ladder, (kept,) + ladder.shape).copy(),
         }
 
     # -- rung states (tests) -----------------------------------------------------------------
@@ -203,6 +248,12 @@ class TemperedCartChain(TreeChain):
 
 def _check_moves(name: str, value) -> dict:
     return check.check_moves(value, CGM_MOVES, paired=[("grow", "prune")], required=["grow"], name=name)
+
+
+def _check_bool(name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ArgumentError(f"sampler option {name!r} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def _check_rungs(name: str, value):
@@ -268,7 +319,8 @@ def _ladder(problem: CartProblem, options: dict) -> np.ndarray:
 
 
 def _build_cart(problem: CartProblem, options: dict, rng) -> TemperedCartChain:
-    return TemperedCartChain(problem, _ladder(problem, options), options["moves"], options["swaps"], rng)
+    return TemperedCartChain(problem, _ladder(problem, options), options["moves"], options["swaps"], rng,
+                             adapt=options["adapt"])
 
 
 def _options() -> Sequence[Option]:
@@ -283,6 +335,8 @@ def _options() -> Sequence[Option]:
         Option("swaps", "deo", lambda n, v: check.check_choice(n, v, tuple(SWAP_SCHEMES)),
                "'deo' (deterministic even/odd) or 'seo' (stochastic even/odd)"),
         Option("moves", dict(CGM_MOVES), _check_moves, f"within-rung MH move probabilities (default {CGM_MOVES})"),
+        Option("adapt", False, _check_bool,
+               "re-place the rungs during tune so that swap rejection rates are equal (Syed et al. 2019)"),
     )
 
 
@@ -295,6 +349,7 @@ _STATISTICS = {
                                      "iteration"),
         Statistic("rung_n_leaves", ("rung",), "number of leaves of each rung's tree"),
         Statistic("rung_log_target", ("rung",), "log of each rung's unnormalised target at its tree"),
+        Statistic("ladder", ("rung", "ladder_param"), "each rung's (t, s, alpha, beta); constant after tuning"),
     ),
 }
 
@@ -303,4 +358,5 @@ TEMPERED = register(SamplerSpec(
     description="parallel tempering of cgm MH moves: likelihood, geometric or shrinkage ladder, DEO/SEO swaps "
                 "(thesis ch. 4)",
     builders={"cart": _build_cart}, options=tuple(_options()), statistics=_STATISTICS,
+    coords={"ladder_param": LADDER_PARAMS},
 ))
