@@ -1,9 +1,11 @@
-"""The ``tempered`` sampler: parallel tempering of Bayesian CART (thesis chapter 4).
+"""The ``tempered`` sampler: parallel tempering of Bayesian CART (thesis chapter 4) and BART.
 
 Each chain of a fit runs K rungs (one tree each) inside one kernel call per chunk
 (``_kernels/tempering.py``): one ``cgm`` MH transition per rung against that rung's target, then
 one round of swaps between adjacent rungs (DEO or SEO). The target rung's kept draws are the
-fit's draws.
+fit's draws. For BART (``_kernels/tempering_bart.py``) a rung is a whole forest with its own
+sigma, the likelihood of the sum of trees is tempered (``ladder="likelihood"`` only), a rung's
+iteration is one backfitting sweep, and swaps exchange whole forests.
 
 Options (``sampler_options``):
 
@@ -48,11 +50,14 @@ from numba.typed import List as TypedList
 
 from .. import _validation as check
 from .._kernels import tree as _tree
+from .._kernels.backfit import SIGMA_PROBIT
 from .._kernels.tempering import SWAPS_DEO, SWAPS_SEO, retarget_prior_cache, run_tempered_chain
+from .._kernels.tempering_bart import run_tempered_bart_chain
 from ..errors import ArgumentError
+from .forest import ForestChain
 from .ladder import new_positions, path_rows, round_boundaries
 from .mh import CGM_MOVES, move_vector
-from .problems import CartProblem
+from .problems import BartProblem, CartProblem
 from .registry import Option, SamplerSpec, Statistic, register
 from .single_tree import TreeChain
 
@@ -244,6 +249,111 @@ class TemperedCartChain(TreeChain):
         self.set_rung_tree(0, nested)
 
 
+class TemperedBartChain(ForestChain):
+    """One parallel-tempering BART chain: K forests (with their own sigma), one per rung.
+
+    Parameters
+    ----------
+    problem : BartProblem
+    temperatures : ndarray, shape (K,)
+        Inverse temperatures of the likelihood, ``temperatures[0] == 1``.
+    moves : dict
+        MH move probabilities of each tree update.
+    swaps : str
+        "deo" or "seo".
+    rng : numpy.random.Generator
+    adapt : bool
+        Re-place the rungs during tuning (``ladder.py``).
+    """
+
+    def __init__(self, problem: BartProblem, temperatures: np.ndarray, moves: dict, swaps: str,
+                 rng: np.random.Generator, adapt: bool = False):
+        if int(problem.sigma_mode) == SIGMA_PROBIT:
+            raise ArgumentError("sampler 'tempered' tempers the Gaussian likelihood of BART; binary responses "
+                                "(probit BART) are not supported: use sampler='cgm'")
+        super().__init__(problem, rng)
+        self.temps = np.ascontiguousarray(temperatures, dtype=np.float64)
+        self.n_rungs = self.temps.shape[0]
+        self.move_probs = move_vector(moves)
+        self.swaps_seo = swaps == "seo"
+        self.adapt = adapt
+        self.likelihood_on = bool(self.state.hyper[_tree.H_LIKELIHOOD] != 0.0)
+        self.forests = TypedList()
+        self.states = TypedList()
+        self.forests.append(self.forest)
+        self.states.append(self.state)
+        for _ in range(1, self.n_rungs):
+            other = ForestChain(problem, rng)
+            self.forests.append(other.forest)
+            self.states.append(other.state)
+        self.sigma2 = np.full(self.n_rungs, float(self.state.hyper[_tree.H_SIGMA2]))
+        self.slot_of = np.arange(self.n_rungs, dtype=np.int64)
+        self.phase = np.zeros(self.n_rungs, dtype=np.int64)
+        self.phase[0] = 1
+        self.counters = np.zeros((3, self.n_rungs), dtype=np.int64)
+        self._initial = self.temps[:, None].copy()
+        self._positions = np.linspace(0.0, 1.0, self.n_rungs)
+        self._round_start = np.zeros((2, self.n_rungs), dtype=np.int64)
+
+    def allocate(self, draws: int) -> None:
+        """Buffers for ``draws`` kept draws (the model's and the swaps' statistics)."""
+        super().allocate(draws)
+        pairs = max(self.n_rungs - 1, 1)
+        self.out_proposed = np.zeros((draws, pairs), dtype=np.int64)
+        self.out_accepted = np.zeros((draws, pairs), dtype=np.int64)
+        self.out_trips = np.zeros(draws, dtype=np.int64)
+        self.out_rung_sigma = np.zeros((draws, self.n_rungs))
+
+    def _sync_target(self) -> None:
+        k = int(self.slot_of[0])
+        self.forest = self.forests[k]
+        self.state = self.states[k]
+
+    def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
+        """Advance ``n_iter`` tempered sweeps (one per rung, then a swap round each)."""
+        boundaries = round_boundaries(tune) if self.adapt and self.n_rungs > 2 else []
+        done = 0
+        while done < n_iter:
+            it = first_iter + done
+            todo = n_iter - done
+            ahead = [b for b in boundaries if b > it]
+            if ahead:
+                todo = min(todo, ahead[0] - it)
+            steps, pending = run_tempered_bart_chain(
+                self.rng, self.forests, self.states, self.sigma2, self.slot_of, self.temps, self.likelihood_on,
+                self.codes, self.is_categorical, self.nbins, self.move_probs, self.scratch, self.swaps_seo, it, todo,
+                tune, thin, self.counters, self.phase, self.out["sigma"], self.out_proposed, self.out_accepted,
+                self.out_trips, self.out_rung_sigma, self.out["n_leaves"], self.out["depth"], self.store, self.order,
+            )
+            done += steps
+            self._sync_target()
+            if pending >= 0:
+                self.record_pending(pending)
+            if first_iter + done in boundaries:
+                k = self.n_rungs
+                proposed = self.counters[0, : k - 1] - self._round_start[0, : k - 1]
+                accepted = self.counters[1, : k - 1] - self._round_start[1, : k - 1]
+                self._round_start[:] = self.counters[:2]
+                rejection = np.where(proposed > 0, 1.0 - accepted / np.maximum(proposed, 1), 1.0)
+                self._positions = new_positions(self._positions, rejection)
+                self.temps[1:] = path_rows(self._initial, self._positions)[1:, 0]
+
+    def sampler_stats(self, kept: int) -> dict:
+        """Cumulative swap counts and rates per pair, round trips, each rung's sigma, the ladder."""
+        proposed = self.out_proposed[:kept].copy()
+        accepted = self.out_accepted[:kept].copy()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rate = np.where(proposed > 0, accepted / np.maximum(proposed, 1), np.nan)
+        h = self.state.hyper
+        ladder = np.column_stack([self.temps, np.ones(self.n_rungs), np.full(self.n_rungs, h[_tree.H_ALPHA]),
+                                  np.full(self.n_rungs, h[_tree.H_BETA])])
+        return {
+            "swap_proposed": proposed, "swap_accepted": accepted, "swap_rate": rate,
+            "round_trips": self.out_trips[:kept].copy(), "rung_sigma": self.out_rung_sigma[:kept].copy(),
+            "ladder": np.broadcast_to(ladder, (kept,) + ladder.shape).copy(),
+        }
+
+
 # -- options -------------------------------------------------------------------------------------
 
 def _check_moves(name: str, value) -> dict:
@@ -318,6 +428,21 @@ def _ladder(problem: CartProblem, options: dict) -> np.ndarray:
     return rung_hypers(problem.hyper, ladder, np.asarray(temps, dtype=float), None)
 
 
+def _build_bart(problem: BartProblem, options: dict, rng) -> TemperedBartChain:
+    if options["ladder"] != "likelihood":
+        raise ArgumentError(f"sampler 'tempered' for BART tempers the likelihood of the sum of trees: "
+                            f"ladder must be 'likelihood', got {options['ladder']!r}")
+    n_rungs = options["rungs"]
+    temps = options["temperatures"]
+    if temps is None:
+        temps = default_temperatures(n_rungs or DEFAULT_RUNGS)
+    elif n_rungs is not None and n_rungs != len(temps):
+        raise ArgumentError(f"sampler option 'rungs' ({n_rungs}) must equal len(temperatures) ({len(temps)}); "
+                            "give one of them")
+    return TemperedBartChain(problem, np.asarray(temps, dtype=float), options["moves"], options["swaps"], rng,
+                             adapt=options["adapt"])
+
+
 def _build_cart(problem: CartProblem, options: dict, rng) -> TemperedCartChain:
     return TemperedCartChain(problem, _ladder(problem, options), options["moves"], options["swaps"], rng,
                              adapt=options["adapt"])
@@ -351,12 +476,22 @@ _STATISTICS = {
         Statistic("rung_log_target", ("rung",), "log of each rung's unnormalised target at its tree"),
         Statistic("ladder", ("rung", "ladder_param"), "each rung's (t, s, alpha, beta); constant after tuning"),
     ),
+    "bart": (
+        Statistic("swap_proposed", ("pair",), "forest swaps proposed between rungs (r, r+1) since the first kept "
+                                              "iteration"),
+        Statistic("swap_accepted", ("pair",), "forest swaps accepted between rungs (r, r+1)"),
+        Statistic("swap_rate", ("pair",), "swap_accepted / swap_proposed (NaN before the first proposal)"),
+        Statistic("round_trips", (), "target -> hottest -> target journeys of the forests since the first kept "
+                                     "iteration"),
+        Statistic("rung_sigma", ("rung",), "sigma of each rung's state (working scale)"),
+        Statistic("ladder", ("rung", "ladder_param"), "each rung's (t, s, alpha, beta); constant after tuning"),
+    ),
 }
 
 TEMPERED = register(SamplerSpec(
     name="tempered", family="tempered",
     description="parallel tempering of cgm MH moves: likelihood, geometric or shrinkage ladder, DEO/SEO swaps "
                 "(thesis ch. 4)",
-    builders={"cart": _build_cart}, options=tuple(_options()), statistics=_STATISTICS,
+    builders={"cart": _build_cart, "bart": _build_bart}, options=tuple(_options()), statistics=_STATISTICS,
     coords={"ladder_param": LADDER_PARAMS},
 ))
