@@ -45,6 +45,12 @@ SCHEMES = [
     ("shrinkage DEO (thesis pairs)", {"ladder": "shrinkage", "swaps": "deo"}, 15, 30282),
     ("likelihood DEO (default ladder)", {"ladder": "likelihood", "swaps": "deo"}, 8, None),
     ("likelihood DEO (16 rungs)", {"ladder": "likelihood", "swaps": "deo", "rungs": 16}, 16, None),
+    ("geometric DEO adapted (from thesis ladder)",
+     {"ladder": "geometric", "temperatures": THESIS_TEMPERATURES, "swaps": "deo", "adapt": True}, 8, None),
+    ("shrinkage DEO adapted (from thesis pairs)", {"ladder": "shrinkage", "swaps": "deo", "adapt": True}, 15, None),
+    ("likelihood DEO adapted (8 rungs)", {"ladder": "likelihood", "swaps": "deo", "adapt": True}, 8, None),
+    ("likelihood DEO adapted (16 rungs)", {"ladder": "likelihood", "swaps": "deo", "rungs": 16, "adapt": True},
+     16, None),
 ]
 
 
@@ -92,6 +98,8 @@ def run_scheme(df, label, options, rungs, steps, seed):
         last = ss.isel(draw=-1)
         out["swap_rate"] = [float(x) for x in np.nanmean(last["swap_rate"].values, axis=0)]
         out["round_trips"] = [int(x) for x in last["round_trips"].values]
+        ladder = last["ladder"].values[0]  # (rung, param) of run 0 (adapted ladders differ per run)
+        out["ladder_run0"] = [[round(float(v), 5) for v in row] for row in ladder]
     return out
 
 
@@ -138,6 +146,11 @@ def main() -> None:
     lines += ["", "Most common root split per run (share of the run's kept draws):", ""]
     for r in rows:
         lines.append(f"- {r['label']}: " + "; ".join(r["root_split"]))
+    lines += ["", "Final ladder of run 0 (t, s, alpha, beta per rung) of the adapted schemes:", ""]
+    for r in rows:
+        if "adapted" in r["label"]:
+            lines.append(f"- {r['label']}: " + "; ".join("(" + ", ".join(f"{v:.3g}" for v in row) + ")"
+                                                      for row in r["ladder_run0"]))
     lines += ["", "Mean n_leaves per run:", ""]
     for r in rows:
         lines.append(f"- {r['label']}: " + " ".join(f"{x:.1f}" for x in r["mean_n_leaves"]))

@@ -273,6 +273,17 @@ def test_bad_options(small_df, options, match):
         bps.cart("y ~ .", data=small_df, sampler="tempered", chains=1, draws=5, tune=5, sampler_options=options)
 
 
+def test_every_rung_starts_with_its_stumps_leaf_terms(small_df):
+    """The hot rungs' stumps carry the same cached log marginal as the target's (a stale zero
+    made every grow of a hot rung look like a likelihood loss of the whole data)."""
+    chain = tempered_chain("grid", "mean_shift", [Rung(), Rung(0.5, 0.5), Rung(0.1)], H.CGM_MOVES, 1)
+    assert chain.trees[0].lm[0] != 0.0
+    for k in range(1, 3):
+        assert chain.trees[k].lm[0] == chain.trees[0].lm[0]
+        np.testing.assert_array_equal(chain.fstates[k], chain.fstates[0])
+    assert chain.fstate is not chain.fstates[1]
+
+
 def test_rung_hypers_layout():
     base = np.zeros(T.N_HYPER)
     base[T.H_ALPHA], base[T.H_BETA], base[T.H_INV_TEMP] = 0.95, 1.0, 1.0

@@ -143,6 +143,9 @@ class TemperedCartChain(TreeChain):
         for _ in range(1, self.n_rungs):
             self.trees.append(_tree.new_tree(n, self.capacity, self.n_classes))
         self.fstates = np.tile(self.fstate, (self.n_rungs, 1))
+        for k in range(1, self.n_rungs):  # the stumps' cached leaf terms (refresh writes the row views)
+            self.tree, self.fstate = self.trees[k], self.fstates[k]
+            self.refresh()
         self.slot_of = np.arange(self.n_rungs, dtype=np.int64)
         self.phase = np.zeros(self.n_rungs, dtype=np.int64)
         self.phase[0] = 1
