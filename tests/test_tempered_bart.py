@@ -98,7 +98,7 @@ def test_prior_only_leaf_counts_and_sigma():
 def test_bart_options_and_statistics():
     df = prior_data(60)
     fit = bps.bart("y ~ .", data=df, trees=5, chains=1, draws=30, tune=30, seed=2, progress=False,
-                   sampler="tempered", sampler_options={"temperatures": [1.0, 0.5, 0.1]})
+                   sampler="tempered", sampler_options={"temperatures": [1.0, 0.5, 0.1], "adapt": False})
     ss = fit.idata["sample_stats"]
     assert ss["rung_sigma"].sizes["rung"] == 3 and ss["swap_rate"].sizes["pair"] == 2
     np.testing.assert_allclose(ss["ladder"].values[0, 0, :, 0], [1.0, 0.5, 0.1])
@@ -108,3 +108,53 @@ def test_bart_options_and_statistics():
     binary = df.assign(y=np.where(df["y"] > df["y"].median(), "high", "low"))
     with pytest.raises(ArgumentError, match="probit BART"):
         bps.bart("y ~ .", data=binary, trees=5, chains=1, draws=5, tune=5, sampler="tempered")
+
+
+@pytest.mark.slow
+def test_geweke_target_rung_with_a_prior_rung():
+    """Geweke (2004) test of tempered BART, as ``test_geweke_bart.py`` does for ``cgm``, with rungs
+    t = (1, 0): the hot rung is the prior, which does not depend on y, so refreshing y from
+    p(y | target rung's theta) (and every rung's residual with it) is a valid Gibbs step of the
+    joint p(theta_0, y) p(theta_1). The target rung's (theta, y) must then match the
+    marginal-conditional simulator: |z_k| < 4 for the 8 functions (Bonferroni level ~5e-4).
+    """
+    from test_geweke_bart import ALPHA as G_ALPHA
+    from test_geweke_bart import BETA as G_BETA
+    from test_geweke_bart import LAM, N_TREES, NAMES, NU, functions, geweke_z, marginal_conditional, problem
+    from test_geweke_bart import MIN_LEAF as G_MIN_LEAF
+    from test_geweke_bart import TAU2 as G_TAU2
+
+    from bartpy_suite._kernels.backfit import SIGMA_SAMPLED
+    from bartpy_suite._kernels.tree import H_LAM, H_NU, M_N_LEAVES
+
+    binned = problem()
+    n = binned.codes.shape[1]
+    mc = marginal_conditional(binned, 40_000, np.random.default_rng(1))
+    hyper = hyper_vector(TreePrior(G_ALPHA, G_BETA, G_MIN_LEAF), None, likelihood=True, sigma2=LAM, tau2=G_TAU2,
+                         model_code=MODEL_NORMAL_KNOWN_VARIANCE)
+    hyper[[H_NU, H_LAM]] = NU, LAM
+    rng = np.random.default_rng(2)
+    problem_ = BartProblem(binned.codes, binned.is_categorical, binned.nbins, np.zeros(n), hyper, N_TREES,
+                           SIGMA_SAMPLED)
+    chain = TemperedBartChain(problem_, np.array([1.0, 0.0]), CGM_MOVES, "deo", rng)
+    chain.allocate(1)
+    y = np.sqrt(LAM) * rng.standard_normal(n)
+    for state in chain.states:
+        state.resid[:] = y  # stumps with zero leaves: f = 0
+    iterations, burn = 100_000, 2_000
+    sc = np.empty((iterations, len(NAMES)))
+    for it in range(burn + iterations):
+        chain.run(it, 1, 10**9, 1)
+        k0 = int(chain.slot_of[0])
+        f = y - chain.states[k0].resid
+        sigma2 = chain.sigma2[k0]
+        if it >= burn:
+            sc[it - burn] = functions(f, y, sigma2, chain.forests[k0].meta[:, M_N_LEAVES].mean())
+        y_new = f + np.sqrt(sigma2) * rng.standard_normal(n)
+        for state in chain.states:
+            state.resid[:] = y_new - (y - state.resid)
+        y = y_new
+    z = geweke_z(mc, sc)
+    for name, a, b, zk in zip(NAMES, mc.mean(axis=0), sc.mean(axis=0), z):
+        print(f"tempered {name:22s} MC {a:9.5f} SC {b:9.5f} z {zk:6.2f}")
+    assert np.all(np.abs(z) < 4.0), dict(zip(NAMES, np.round(z, 2)))

@@ -206,16 +206,36 @@ def tempered_iteration(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, 
 
 
 @njit(cache=True, nogil=True)
+def kept_draw(it, tune, thin, n_out):
+    """Draw index of iteration ``it`` if it is kept and there is room, else -1."""
+    if it < tune or (it - tune) % thin != 0:
+        return -1
+    d = (it - tune) // thin
+    return d if d < n_out else -1
+
+
+@njit(cache=True, nogil=True)
+def record_swaps(counters, d, out_proposed, out_accepted, out_trips):
+    """Copy the cumulative swap counts per pair and the round trips (``counters[0, K - 1]``) into
+    draw d."""
+    n_rungs = counters.shape[1]
+    for r in range(n_rungs - 1):
+        out_proposed[d, r] = counters[0, r]
+        out_accepted[d, r] = counters[1, r]
+    out_trips[d] = counters[0, n_rungs - 1]
+
+
+@njit(cache=True, nogil=True)
 def run_tempered_chain(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, y, ycls, move_probs, scratch, swaps,
                        first_iter, n_iter, tune, thin, counters, phase, draws, store, order, out_proposed,
-                       out_accepted, out_trips, out_rung_leaves, out_rung_lp, n_int, n_spl):
+                       out_accepted, out_trips, out_rung_moves, out_rung_leaves, out_rung_lp, n_int, n_spl):
     """Advance one tempered chain by up to ``n_iter`` iterations from global iteration ``first_iter``.
 
     ``counters`` (int64, (3, K)): swaps proposed and accepted per pair (row 0, 1; index r is the
     pair (r, r + 1)), accepted moves per rung (row 2), counted from the first kept iteration
     (``it >= tune``); ``counters[0, K - 1]`` holds the round trips. Kept draws record the target
     rung's tree and leaf parameters (``record_cart_draw``), the cumulative counters, and every
-    rung's number of leaves and log target. Returns ``(iterations done, pending draw)`` as
+    rung's accepted moves, number of leaves and log target. Returns ``(iterations done, pending draw)`` as
     ``run_cart_chain`` does.
     """
     n_rungs = slot_of.shape[0]
@@ -223,24 +243,17 @@ def run_tempered_chain(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, 
     for step in range(n_iter):
         it = first_iter + step
         if it == tune:
-            for j in range(counters.shape[1]):
-                counters[0, j] = 0
-                counters[1, j] = 0
-                counters[2, j] = 0
+            counters[:, :] = 0
         trips = tempered_iteration(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, y, ycls, move_probs,
                                    scratch, swaps, it, n_int, n_spl, counters[0], counters[1], phase, counters[2])
         counters[0, n_rungs - 1] += trips
-        if it < tune or (it - tune) % thin != 0:
+        d = kept_draw(it, tune, thin, out_proposed.shape[0])
+        if d < 0:
             continue
-        d = (it - tune) // thin
-        if d >= out_proposed.shape[0]:
-            continue
-        for r in range(n_rungs - 1):
-            out_proposed[d, r] = counters[0, r]
-            out_accepted[d, r] = counters[1, r]
-        out_trips[d] = counters[0, n_rungs - 1]
+        record_swaps(counters, d, out_proposed, out_accepted, out_trips)
         for r in range(n_rungs):
             k = slot_of[r]
+            out_rung_moves[d, r] = counters[2, r]
             out_rung_leaves[d, r] = trees[k].meta[M_N_LEAVES]
             rules, top = prior_parts(trees[k], xt, is_cat, nbins, hypers[r], scratch, n_int[0], n_spl[0])
             out_rung_lp[d, r] = rung_log_target(hypers[r], tree_log_lik(fstates[k], n_total, hypers[r]), rules,

@@ -22,7 +22,7 @@ from numba import njit
 from .backfit import SIGMA_SAMPLED, begin_sweep, finish_tree, prepare_tree, record_forest
 from .cart_chain import cart_step
 from .likelihood import draw_inverse_gamma
-from .tempering import track_round_trips
+from .tempering import kept_draw, record_swaps, track_round_trips
 from .tree import H_LAM, H_LIKELIHOOD, H_NU, H_SIGMA2
 
 LOG_2PI = math.log(2.0 * math.pi)
@@ -117,15 +117,10 @@ def run_tempered_bart_chain(rng, forests, states, sigma2, slot_of, temps, likeli
         trips = tempered_bart_iteration(rng, forests, states, sigma2, slot_of, temps, likelihood_on, xt, is_cat,
                                         nbins, move_probs, scratch, swaps_seo, it, counters[0], counters[1], phase)
         counters[0, n_rungs - 1] += trips
-        if it < tune or (it - tune) % thin != 0:
+        d = kept_draw(it, tune, thin, out_sigma.shape[0])
+        if d < 0:
             continue
-        d = (it - tune) // thin
-        if d >= out_sigma.shape[0]:
-            continue
-        for r in range(n_rungs - 1):
-            out_proposed[d, r] = counters[0, r]
-            out_accepted[d, r] = counters[1, r]
-        out_trips[d] = counters[0, n_rungs - 1]
+        record_swaps(counters, d, out_proposed, out_accepted, out_trips)
         for r in range(n_rungs):
             out_rung_sigma[d, r] = math.sqrt(sigma2[slot_of[r]])
         k0 = slot_of[0]

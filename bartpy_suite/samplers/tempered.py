@@ -13,8 +13,11 @@ Options (``sampler_options``):
     "likelihood" (default): rung r targets ``L(T)^t_r p(T)``; "geometric": ``[L(T) p(T)]^t_r``
     (eq. 4.2); "shrinkage": ``L(T) p(T | alpha_r, beta_r)`` (section 4.2).
 ``rungs``
-    Number of rungs K (default 8; 15 for "shrinkage", the thesis' ladder), used when no explicit
-    ladder is given.
+    Number of rungs K, used when no explicit ladder is given. Default 16 for CART (the best of
+    the cgm1998 experiment in ``benchmarks/results/tempered_cgm.md``: adapted 16-rung likelihood
+    ladder, R-hat of n_leaves across 8 runs 1.20 against 1.38 with 8 rungs and 2.68 for ``cgm`` at
+    the same MH-step budget), 15 for "shrinkage" (the thesis' ladder), 8 for BART (not tuned: a
+    BART rung costs a whole backfitting sweep).
 ``temperatures``
     Explicit inverse temperatures t_0 = 1 > t_1 > ... >= 0 (likelihood / geometric ladders).
     Default: ``1, 10^-3/(K-2), ..., 10^-3, 0`` (geometric in between, the prior itself, or the
@@ -27,14 +30,16 @@ Options (``sampler_options``):
     "deo" (default; deterministic even/odd alternation, Syed et al. 2019) or "seo".
 ``adapt``
     Re-place the rungs along the initial ladder's path during ``tune`` so that the swap
-    rejection rates of the pairs are equal (``ladder.py``), then freeze the ladder.
+    rejection rates of the pairs are equal (``ladder.py``), then freeze the ladder (default True:
+    in the experiment it evened the swap rates and doubled the round trips).
 ``moves``
     The within-rung MH move mix (as ``cgm``).
 
 Statistics per kept draw: ``swap_proposed``, ``swap_accepted`` and ``swap_rate`` per adjacent
 pair (dim ``pair``: pair r is rungs (r, r + 1)), counted from the first kept iteration;
 ``round_trips`` (target -> hottest -> target journeys of the trees, summed over trees, same
-count), ``rung_n_leaves`` and ``rung_log_target`` (dim ``rung``), and ``ladder`` (dims ``rung``,
+count), ``rung_moves_accepted``, ``rung_n_leaves`` and ``rung_log_target`` (dim ``rung``; BART:
+``rung_sigma``), and ``ladder`` (dims ``rung``,
 ``ladder_param``: inverse temperature t, prior power s, alpha, beta of each rung; constant after
 tuning).
 
@@ -63,7 +68,8 @@ from .single_tree import TreeChain
 
 LADDERS = ("likelihood", "geometric", "shrinkage")
 SWAP_SCHEMES = {"deo": SWAPS_DEO, "seo": SWAPS_SEO}
-DEFAULT_RUNGS = 8
+DEFAULT_RUNGS = 16
+BART_DEFAULT_RUNGS = 8
 #: Hottest positive inverse temperature of the default likelihood / geometric ladder.
 DEFAULT_T_MIN = 1e-3
 #: The thesis' shrinkage ladder (section 5, table 5.1), rungs 1..14 (rung 0 is (0.95, 1)).
@@ -112,7 +118,77 @@ def rung_hypers(hyper: np.ndarray, ladder: str, temperatures, pairs) -> np.ndarr
     return out
 
 
-class TemperedCartChain(TreeChain):
+class _Rungs:
+    """The rung bookkeeping the CART and BART tempered chains share: swap counters, the index
+    process, ladder adaptation rounds and the swap statistics.
+
+    A subclass calls ``_init_rungs`` and implements ``_advance`` (one kernel call) and
+    ``_set_ladder`` (apply re-placed ladder rows, shape (K, 4): t, heat, alpha, beta).
+    """
+
+    def _init_rungs(self, initial_ladder: np.ndarray, adapt: bool) -> None:
+        self.n_rungs = initial_ladder.shape[0]
+        self.adapt = adapt
+        self.slot_of = np.arange(self.n_rungs, dtype=np.int64)
+        self.phase = np.zeros(self.n_rungs, dtype=np.int64)
+        self.phase[0] = 1
+        # rows: swaps proposed, accepted (per pair; [0, K-1]: round trips), accepted moves per rung
+        self.counters = np.zeros((3, self.n_rungs), dtype=np.int64)
+        self._initial_ladder = np.array(initial_ladder, dtype=np.float64)
+        self._positions = np.linspace(0.0, 1.0, self.n_rungs)
+        self._round_start = np.zeros((2, self.n_rungs), dtype=np.int64)
+
+    def _allocate_swaps(self, draws: int) -> None:
+        pairs = max(self.n_rungs - 1, 1)
+        self.out_proposed = np.zeros((draws, pairs), dtype=np.int64)
+        self.out_accepted = np.zeros((draws, pairs), dtype=np.int64)
+        self.out_trips = np.zeros(draws, dtype=np.int64)
+
+    def _advance(self, it: int, n_iter: int, tune: int, thin: int) -> int:
+        raise NotImplementedError
+
+    def _set_ladder(self, rows: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
+        """Advance ``n_iter`` tempered iterations; with ``adapt``, stop at the ends of the tuning
+        rounds (``ladder.round_boundaries``) to re-place the rungs."""
+        boundaries = round_boundaries(tune) if self.adapt and self.n_rungs > 2 else []
+        done = 0
+        while done < n_iter:
+            it = first_iter + done
+            todo = n_iter - done
+            ahead = [b for b in boundaries if b > it]
+            if ahead:
+                todo = min(todo, ahead[0] - it)
+            done += self._advance(it, todo, tune, thin)
+            if first_iter + done in boundaries:
+                self.adapt_ladder()
+
+    def adapt_ladder(self) -> None:
+        """Re-place the rungs from the swap rejection rates since the last adaptation."""
+        k = self.n_rungs
+        proposed = self.counters[0, : k - 1] - self._round_start[0, : k - 1]
+        accepted = self.counters[1, : k - 1] - self._round_start[1, : k - 1]
+        self._round_start[:] = self.counters[:2]
+        rejection = np.where(proposed > 0, 1.0 - accepted / np.maximum(proposed, 1), 1.0)
+        self._positions = new_positions(self._positions, rejection)
+        self._set_ladder(path_rows(self._initial_ladder, self._positions))
+
+    def _swap_stats(self, kept: int, ladder: np.ndarray) -> dict:
+        """Swap counts and rates per pair, round trips, and the ladder (t, s, alpha, beta) per draw."""
+        proposed = self.out_proposed[:kept].copy()
+        accepted = self.out_accepted[:kept].copy()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rate = np.where(proposed > 0, accepted / np.maximum(proposed, 1), np.nan)
+        ladder = ladder.copy()
+        ladder[:, 1] = 1.0 - ladder[:, 1]
+        return {"swap_proposed": proposed, "swap_accepted": accepted, "swap_rate": rate,
+                "round_trips": self.out_trips[:kept].copy(),
+                "ladder": np.broadcast_to(ladder, (kept,) + ladder.shape).copy()}
+
+
+class TemperedCartChain(_Rungs, TreeChain):
     """One parallel-tempering Bayesian CART chain: K trees, one per rung.
 
     Parameters
@@ -132,9 +208,8 @@ class TemperedCartChain(TreeChain):
     def __init__(self, problem: CartProblem, hypers: np.ndarray, moves: dict, swaps: str, rng: np.random.Generator,
                  adapt: bool = False):
         super().__init__(problem, rng)
-        self.adapt = adapt
         self.hypers = np.ascontiguousarray(hypers, dtype=np.float64)
-        self.n_rungs = self.hypers.shape[0]
+        self._init_rungs(self.hypers[:, list(LADDER_COLUMNS)], adapt)
         self.move_probs = move_vector(moves)
         self.swaps = SWAP_SCHEMES[swaps]
         n = self.y.shape[0]
@@ -146,17 +221,9 @@ class TemperedCartChain(TreeChain):
         for k in range(1, self.n_rungs):  # the stumps' cached leaf terms (refresh writes the row views)
             self.tree, self.fstate = self.trees[k], self.fstates[k]
             self.refresh()
-        self.slot_of = np.arange(self.n_rungs, dtype=np.int64)
-        self.phase = np.zeros(self.n_rungs, dtype=np.int64)
-        self.phase[0] = 1
-        self.counters = np.zeros((3, self.n_rungs), dtype=np.int64)
         depth_room = self.capacity + 1
         self.n_int = np.zeros((2, depth_room), dtype=np.int64)
         self.n_spl = np.zeros((2, depth_room), dtype=np.int64)
-        cols = list(LADDER_COLUMNS)
-        self._initial_ladder = self.hypers[:, cols].copy()
-        self._positions = np.linspace(0.0, 1.0, self.n_rungs)
-        self._round_start = np.zeros((2, self.n_rungs), dtype=np.int64)
         self._sync_target()
 
     def _sync_target(self) -> None:
@@ -168,67 +235,38 @@ class TemperedCartChain(TreeChain):
     def allocate(self, draws: int) -> None:
         """Buffers for ``draws`` kept draws (the model's and the swaps' statistics)."""
         super().allocate(draws)
-        pairs = max(self.n_rungs - 1, 1)
-        self.out_proposed = np.zeros((draws, pairs), dtype=np.int64)
-        self.out_accepted = np.zeros((draws, pairs), dtype=np.int64)
-        self.out_trips = np.zeros(draws, dtype=np.int64)
+        self._allocate_swaps(draws)
+        self.out_rung_moves = np.zeros((draws, self.n_rungs), dtype=np.int64)
         self.out_rung_leaves = np.zeros((draws, self.n_rungs), dtype=np.int32)
         self.out_rung_lp = np.zeros((draws, self.n_rungs))
 
-    def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
-        """Advance ``n_iter`` tempered iterations (one move per rung, one swap round each); with
-        ``adapt``, stop at the ends of the tuning rounds to re-place the rungs."""
-        boundaries = round_boundaries(tune) if self.adapt and self.n_rungs > 2 else []
-        done = 0
-        while done < n_iter:
-            it = first_iter + done
-            todo = n_iter - done
-            ahead = [b for b in boundaries if b > it]
-            if ahead:
-                todo = min(todo, ahead[0] - it)
-            steps, pending = run_tempered_chain(
-                self.rng, self.trees, self.fstates, self.slot_of, self.hypers, self.codes, self.is_categorical,
-                self.nbins, self.y, self.ycls, self.move_probs, self.scratch, self.swaps, it,
-                todo, tune, thin, self.counters, self.phase, self.draws, self.store, self.order,
-                self.out_proposed, self.out_accepted, self.out_trips, self.out_rung_leaves, self.out_rung_lp,
-                self.n_int, self.n_spl,
-            )
-            done += steps
-            self._sync_target()
-            if pending >= 0:
-                self.record_pending(pending)
-            if first_iter + done in boundaries:
-                self.adapt_ladder()
+    def _advance(self, it: int, n_iter: int, tune: int, thin: int) -> int:
+        """One kernel call of up to ``n_iter`` iterations (one move per rung, one swap round each)."""
+        steps, pending = run_tempered_chain(
+            self.rng, self.trees, self.fstates, self.slot_of, self.hypers, self.codes, self.is_categorical,
+            self.nbins, self.y, self.ycls, self.move_probs, self.scratch, self.swaps, it, n_iter, tune, thin,
+            self.counters, self.phase, self.draws, self.store, self.order, self.out_proposed, self.out_accepted,
+            self.out_trips, self.out_rung_moves, self.out_rung_leaves, self.out_rung_lp, self.n_int, self.n_spl,
+        )
+        self._sync_target()
+        if pending >= 0:
+            self.record_pending(pending)
+        return steps
 
-    def adapt_ladder(self) -> None:
-        """Re-place the rungs from the swap rejection rates since the last adaptation."""
-        k = self.n_rungs
-        proposed = self.counters[0, : k - 1] - self._round_start[0, : k - 1]
-        accepted = self.counters[1, : k - 1] - self._round_start[1, : k - 1]
-        self._round_start[:] = self.counters[:2]
-        rejection = np.where(proposed > 0, 1.0 - accepted / np.maximum(proposed, 1), 1.0)
-        self._positions = new_positions(self._positions, rejection)
-        rows = path_rows(self._initial_ladder, self._positions)
+    def _set_ladder(self, rows: np.ndarray) -> None:
         cols = list(LADDER_COLUMNS)
-        for r in range(1, k):  # row 0 (the target) sits at position 0 and never moves
+        for r in range(1, self.n_rungs):  # row 0 (the target) sits at position 0 and never moves
             old = self.hypers[r].copy()
             self.hypers[r, cols] = rows[r]
             retarget_prior_cache(self.trees[int(self.slot_of[r])], old, self.hypers[r])
 
     def sampler_stats(self, kept: int) -> dict:
-        """Cumulative swap counts and rates per pair, round trips, per-rung leaves and log target."""
-        proposed = self.out_proposed[:kept].copy()
-        accepted = self.out_accepted[:kept].copy()
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rate = np.where(proposed > 0, accepted / np.maximum(proposed, 1), np.nan)
-        ladder = self.hypers[:, list(LADDER_COLUMNS)].copy()
-        ladder[:, 1] = 1.0 - ladder[:, 1]
-        return {
-            "swap_proposed": proposed, "swap_accepted": accepted, "swap_rate": rate,
-            "round_trips": self.out_trips[:kept].copy(), "rung_n_leaves": self.out_rung_leaves[:kept].copy(),
-            "rung_log_target": self.out_rung_lp[:kept].copy(),
-            "ladder": np.broadcast_to(ladder, (kept,) + ladder.shape).copy(),
-        }
+        """Swap counts and rates per pair, round trips, the ladder, and per rung the accepted moves,
+        leaves and log target."""
+        out = self._swap_stats(kept, self.hypers[:, list(LADDER_COLUMNS)])
+        out.update(rung_moves_accepted=self.out_rung_moves[:kept].copy(),
+                   rung_n_leaves=self.out_rung_leaves[:kept].copy(), rung_log_target=self.out_rung_lp[:kept].copy())
+        return out
 
     # -- rung states (tests) -----------------------------------------------------------------
     def set_rung_tree(self, rung: int, nested) -> None:
@@ -252,7 +290,7 @@ class TemperedCartChain(TreeChain):
         self.set_rung_tree(0, nested)
 
 
-class TemperedBartChain(ForestChain):
+class TemperedBartChain(_Rungs, ForestChain):
     """One parallel-tempering BART chain: K forests (with their own sigma), one per rung.
 
     Parameters
@@ -276,10 +314,12 @@ class TemperedBartChain(ForestChain):
                                 "(probit BART) are not supported: use sampler='cgm'")
         super().__init__(problem, rng)
         self.temps = np.ascontiguousarray(temperatures, dtype=np.float64)
-        self.n_rungs = self.temps.shape[0]
+        h = self.state.hyper
+        k = self.temps.shape[0]
+        self._init_rungs(np.column_stack([self.temps, np.zeros(k), np.full(k, h[_tree.H_ALPHA]),
+                                          np.full(k, h[_tree.H_BETA])]), adapt)
         self.move_probs = move_vector(moves)
         self.swaps_seo = swaps == "seo"
-        self.adapt = adapt
         self.likelihood_on = bool(self.state.hyper[_tree.H_LIKELIHOOD] != 0.0)
         self.forests = TypedList()
         self.states = TypedList()
@@ -290,21 +330,11 @@ class TemperedBartChain(ForestChain):
             self.forests.append(other.forest)
             self.states.append(other.state)
         self.sigma2 = np.full(self.n_rungs, float(self.state.hyper[_tree.H_SIGMA2]))
-        self.slot_of = np.arange(self.n_rungs, dtype=np.int64)
-        self.phase = np.zeros(self.n_rungs, dtype=np.int64)
-        self.phase[0] = 1
-        self.counters = np.zeros((3, self.n_rungs), dtype=np.int64)
-        self._initial = self.temps[:, None].copy()
-        self._positions = np.linspace(0.0, 1.0, self.n_rungs)
-        self._round_start = np.zeros((2, self.n_rungs), dtype=np.int64)
 
     def allocate(self, draws: int) -> None:
         """Buffers for ``draws`` kept draws (the model's and the swaps' statistics)."""
         super().allocate(draws)
-        pairs = max(self.n_rungs - 1, 1)
-        self.out_proposed = np.zeros((draws, pairs), dtype=np.int64)
-        self.out_accepted = np.zeros((draws, pairs), dtype=np.int64)
-        self.out_trips = np.zeros(draws, dtype=np.int64)
+        self._allocate_swaps(draws)
         self.out_rung_sigma = np.zeros((draws, self.n_rungs))
 
     def _sync_target(self) -> None:
@@ -312,49 +342,30 @@ class TemperedBartChain(ForestChain):
         self.forest = self.forests[k]
         self.state = self.states[k]
 
-    def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
-        """Advance ``n_iter`` tempered sweeps (one per rung, then a swap round each)."""
-        boundaries = round_boundaries(tune) if self.adapt and self.n_rungs > 2 else []
-        done = 0
-        while done < n_iter:
-            it = first_iter + done
-            todo = n_iter - done
-            ahead = [b for b in boundaries if b > it]
-            if ahead:
-                todo = min(todo, ahead[0] - it)
-            steps, pending = run_tempered_bart_chain(
-                self.rng, self.forests, self.states, self.sigma2, self.slot_of, self.temps, self.likelihood_on,
-                self.codes, self.is_categorical, self.nbins, self.move_probs, self.scratch, self.swaps_seo, it, todo,
-                tune, thin, self.counters, self.phase, self.out["sigma"], self.out_proposed, self.out_accepted,
-                self.out_trips, self.out_rung_sigma, self.out["n_leaves"], self.out["depth"], self.store, self.order,
-            )
-            done += steps
-            self._sync_target()
-            if pending >= 0:
-                self.record_pending(pending)
-            if first_iter + done in boundaries:
-                k = self.n_rungs
-                proposed = self.counters[0, : k - 1] - self._round_start[0, : k - 1]
-                accepted = self.counters[1, : k - 1] - self._round_start[1, : k - 1]
-                self._round_start[:] = self.counters[:2]
-                rejection = np.where(proposed > 0, 1.0 - accepted / np.maximum(proposed, 1), 1.0)
-                self._positions = new_positions(self._positions, rejection)
-                self.temps[1:] = path_rows(self._initial, self._positions)[1:, 0]
+    def _advance(self, it: int, n_iter: int, tune: int, thin: int) -> int:
+        """One kernel call of up to ``n_iter`` iterations (one sweep per rung, one swap round each)."""
+        steps, pending = run_tempered_bart_chain(
+            self.rng, self.forests, self.states, self.sigma2, self.slot_of, self.temps, self.likelihood_on,
+            self.codes, self.is_categorical, self.nbins, self.move_probs, self.scratch, self.swaps_seo, it, n_iter,
+            tune, thin, self.counters, self.phase, self.out["sigma"], self.out_proposed, self.out_accepted,
+            self.out_trips, self.out_rung_sigma, self.out["n_leaves"], self.out["depth"], self.store, self.order,
+        )
+        self._sync_target()
+        if pending >= 0:
+            self.record_pending(pending)
+        return steps
+
+    def _set_ladder(self, rows: np.ndarray) -> None:
+        self.temps[1:] = rows[1:, 0]
 
     def sampler_stats(self, kept: int) -> dict:
-        """Cumulative swap counts and rates per pair, round trips, each rung's sigma, the ladder."""
-        proposed = self.out_proposed[:kept].copy()
-        accepted = self.out_accepted[:kept].copy()
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rate = np.where(proposed > 0, accepted / np.maximum(proposed, 1), np.nan)
+        """Swap counts and rates per pair, round trips, the ladder, and each rung's sigma."""
         h = self.state.hyper
-        ladder = np.column_stack([self.temps, np.ones(self.n_rungs), np.full(self.n_rungs, h[_tree.H_ALPHA]),
-                                  np.full(self.n_rungs, h[_tree.H_BETA])])
-        return {
-            "swap_proposed": proposed, "swap_accepted": accepted, "swap_rate": rate,
-            "round_trips": self.out_trips[:kept].copy(), "rung_sigma": self.out_rung_sigma[:kept].copy(),
-            "ladder": np.broadcast_to(ladder, (kept,) + ladder.shape).copy(),
-        }
+        k = self.n_rungs
+        ladder = np.column_stack([self.temps, np.zeros(k), np.full(k, h[_tree.H_ALPHA]), np.full(k, h[_tree.H_BETA])])
+        out = self._swap_stats(kept, ladder)
+        out["rung_sigma"] = self.out_rung_sigma[:kept].copy()
+        return out
 
 
 # -- options -------------------------------------------------------------------------------------
@@ -438,7 +449,7 @@ def _build_bart(problem: BartProblem, options: dict, rng) -> TemperedBartChain:
     n_rungs = options["rungs"]
     temps = options["temperatures"]
     if temps is None:
-        temps = default_temperatures(n_rungs or DEFAULT_RUNGS)
+        temps = default_temperatures(n_rungs or BART_DEFAULT_RUNGS)
     elif n_rungs is not None and n_rungs != len(temps):
         raise ArgumentError(f"sampler option 'rungs' ({n_rungs}) must equal len(temperatures) ({len(temps)}); "
                             "give one of them")
@@ -455,7 +466,7 @@ def _options() -> Sequence[Option]:
     return (
         Option("ladder", "likelihood", lambda n, v: check.check_choice(n, v, LADDERS),
                "'likelihood' (L^t p), 'geometric' ((L p)^t, eq. 4.2) or 'shrinkage' (own (alpha, beta) per rung)"),
-        Option("rungs", None, _check_rungs, "number of rungs (default 8; 15 for 'shrinkage')"),
+        Option("rungs", None, _check_rungs, "number of rungs (default 16; 15 for 'shrinkage'; 8 for BART)"),
         Option("temperatures", None, _check_temperatures,
                "inverse temperatures 1 > t_1 > ... >= 0 (default 1, 1e-3 geometric steps, 0)"),
         Option("shrinkage_pairs", None, _check_pairs,
@@ -463,7 +474,7 @@ def _options() -> Sequence[Option]:
         Option("swaps", "deo", lambda n, v: check.check_choice(n, v, tuple(SWAP_SCHEMES)),
                "'deo' (deterministic even/odd) or 'seo' (stochastic even/odd)"),
         Option("moves", dict(CGM_MOVES), _check_moves, f"within-rung MH move probabilities (default {CGM_MOVES})"),
-        Option("adapt", False, _check_bool,
+        Option("adapt", True, _check_bool,
                "re-place the rungs during tune so that swap rejection rates are equal (Syed et al. 2019)"),
     )
 
@@ -475,6 +486,7 @@ _STATISTICS = {
         Statistic("swap_rate", ("pair",), "swap_accepted / swap_proposed (NaN before the first proposal)"),
         Statistic("round_trips", (), "target -> hottest -> target journeys of the trees since the first kept "
                                      "iteration"),
+        Statistic("rung_moves_accepted", ("rung",), "MH moves accepted on each rung since the first kept iteration"),
         Statistic("rung_n_leaves", ("rung",), "number of leaves of each rung's tree"),
         Statistic("rung_log_target", ("rung",), "log of each rung's unnormalised target at its tree"),
         Statistic("ladder", ("rung", "ladder_param"), "each rung's (t, s, alpha, beta); constant after tuning"),
