@@ -4,6 +4,8 @@ Rung r targets ``pi_r(T) ∝ L(T)^t_r p(T | alpha_r, beta_r)^s_r``: ``hyper[r]``
 (``H_INV_TEMP``), 1 - s_r (``H_PRIOR_HEAT``) and (alpha_r, beta_r). The geometric ladder
 (eq. 4.2) is t_r = s_r, the likelihood ladder s_r = 1, the shrinkage ladder (section 4.2)
 t_r = s_r = 1 with the rung's own (alpha_r, beta_r). Rung 0 is the target (the posterior).
+``L(T) = p(Y | X, T)`` is the integrated likelihood (leaf parameters and, in the common-sigma
+model, sigma integrated out: thesis eq. 3.4, 3.13, 3.17), so a rung's state is the tree alone.
 
 The trees live in fixed slots; ``slot_of[r]`` is the slot at rung r, so a swap exchanges two
 indices. One tempered iteration (Algorithm 6) is one ``cart_step`` per rung, then one round of
@@ -12,6 +14,11 @@ swaps between adjacent rungs (r, r + 1): even pairs (r even) or odd pairs, chose
 There is no ring: the hottest and the coldest rungs are never paired. A swap is accepted with
 eq. 4.1, ``log a = lp_r(T') + lp_r'(T) - lp_r(T) - lp_r'(T')``, which reduces to eq. 4.3 for the
 geometric ladder and to eq. 4.5 for the shrinkage ladder.
+
+Categorical rules: the prior a rung tempers is that of the stored representation of a tree
+(``tree.py``: a canonical tree has K(T) equally likely representations), so a geometric rung's
+marginal over canonical trees is ``L^t p^s K(T)^(1-s)``; the target rung (s = 1) is exact and a
+hot rung is only an auxiliary target, so this changes no draw the fit returns.
 
 The log prior of a tree under any rung's (alpha, beta) comes from one pass over its nodes
 (``prior_parts``): the sum of its rule terms (the same under every rung) and its internal nodes

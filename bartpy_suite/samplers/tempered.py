@@ -13,15 +13,17 @@ Options (``sampler_options``):
     "likelihood" (default): rung r targets ``L(T)^t_r p(T)``; "geometric": ``[L(T) p(T)]^t_r``
     (eq. 4.2); "shrinkage": ``L(T) p(T | alpha_r, beta_r)`` (section 4.2).
 ``rungs``
-    Number of rungs K, used when no explicit ladder is given. Default 16 for CART (the best of
-    the cgm1998 experiment in ``benchmarks/results/tempered_cgm.md``: adapted 16-rung likelihood
-    ladder, R-hat of n_leaves across 8 runs 1.20 against 1.38 with 8 rungs and 2.68 for ``cgm`` at
-    the same MH-step budget), 15 for "shrinkage" (the thesis' ladder), 8 for BART (not tuned: a
-    BART rung costs a whole backfitting sweep).
+    Number of rungs K, used when no explicit ladder is given. Default 16 for CART: the best of
+    the cgm1998 experiment (``benchmarks/results/tempered_cgm.md``, 8 runs of 120,000 MH steps):
+    the adapted 16-rung likelihood ladder gave R-hat of n_leaves across the runs 1.20, against
+    1.38 with 8 rungs, 1.43-1.66 for the thesis' ladders and 2.68 for ``cgm``; at the thesis'
+    1.2 M steps it gave 1.010 against 1.667 (``tempered_cgm_long.md``). 15 for "shrinkage" (the
+    thesis' ladder), 8 for BART (not tuned: a BART rung costs a whole backfitting sweep).
 ``temperatures``
     Explicit inverse temperatures t_0 = 1 > t_1 > ... >= 0 (likelihood / geometric ladders).
-    Default: ``1, 10^-3/(K-2), ..., 10^-3, 0`` (geometric in between, the prior itself, or the
-    uniform distribution over trees for "geometric", at the hot end).
+    Default: K - 1 values spaced geometrically from 1 down to 10^-3, then 0 (the hottest rung is
+    the prior itself for "likelihood", the uniform distribution over trees for "geometric");
+    with ``adapt`` this is only the starting ladder.
 ``shrinkage_pairs``
     Explicit (alpha, beta) of rungs 1 .. K-1 (rung 0 keeps the model's tree prior). Default: the
     thesis' 14 pairs (table 5.1 settings), or K - 1 points placed evenly along the piecewise-linear
