@@ -14,6 +14,14 @@ Every move returns its log acceptance ratio ``log r`` computed for the conventio
   available rules and split probabilities, so the prior ratio is taken over the whole subtree
   (the thesis' ratio of 1 ignores this). A descendant left with fewer than ``min_leaf_size``
   rows makes the proposed tree impossible (prior 0): rejected.
+
+Tempered targets (parallel tempering, thesis ch. 4): ``hyper[H_INV_TEMP]`` = t multiplies the
+log-likelihood difference and ``hyper[H_PRIOR_HEAT]`` = 1 - s makes the target
+``L(T)^t p(T)^s`` (geometric tempering, eq. 4.2, is t = s). With s < 1 the rule prior no longer
+cancels against the proposal that draws from it: grow carries ``-(1-s) log p_RULE(rho)``, prune
+``+(1-s) log p_RULE`` and change ``-(1-s) [log p_RULE(new) - log p_RULE(old)]`` (the thesis'
+"computed in full", Algorithm 6); the structure terms are multiplied by s. The proposal terms
+(move probabilities, node counts) are never tempered.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from .tree import (
     H_LIKELIHOOD,
     H_MIN_LEAF,
     H_MODEL,
+    H_PRIOR_HEAT,
     H_SIGMA2,
     H_TAU2,
     LEAF,
@@ -46,9 +55,11 @@ from .tree import (
     has_available_rule,
     leaf_terms,
     merge_sorted_halves,
+    node_rule_counts,
     p_split,
     refresh_leaf_terms,
     repartition_subtree,
+    rule_log_prob,
     sample_rule,
     sort_segment,
     split_leaf,
@@ -147,6 +158,19 @@ def _leaf_split_log_one_minus(tree, node, xt, is_cat, nbins, hyper, scratch):
     if has_available_rule(xt, tree.perm, start, end, is_cat, nbins, m, scratch.hist, scratch.sums):
         return math.log1p(-p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node]))
     return 0.0
+
+
+@njit(cache=True, nogil=True)
+def _rule_log_probs(tree, node, v_a, v_b, is_cat, nbins, hyper, scratch):
+    """log p_RULE at ``node`` (its current rows) of a stored rule on variable ``v_a`` and on
+    ``v_b`` (the mass of a rule depends on its variable only, see ``tree.rule_log_prob``)."""
+    n_vars = node_rule_counts(
+        scratch.codes_by_row, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, int(hyper[H_MIN_LEAF]),
+        scratch.hist2d, scratch.sums, scratch.counts, scratch.lows, scratch.extras,
+    )
+    a = rule_log_prob(n_vars, scratch.counts[v_a], scratch.extras[v_a], is_cat[v_a])
+    b = rule_log_prob(n_vars, scratch.counts[v_b], scratch.extras[v_b], is_cat[v_b])
+    return a, b
 
 
 @njit(cache=True, nogil=True)
@@ -294,6 +318,10 @@ def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstat
         sib = tree.right[par] if tree.left[par] == node else tree.left[par]
         parent_was_nog = tree.var[sib] == LEAF
     n_nog_before = count_nog(tree)
+    heat = hyper[H_PRIOR_HEAT]
+    log_rule = 0.0
+    if heat != 0.0:
+        log_rule, _ = _rule_log_probs(tree, node, v, v, is_cat, nbins, hyper, scratch)
     # Keep the leaf's row order so that undo_grow leaves the segment exactly as it was.
     for i in range(tree.start[node], tree.end[node]):
         scratch.saved_perm[i] = tree.perm[i]
@@ -325,7 +353,7 @@ def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstat
     b_new = fstate[F_B_SUM] - tree.b[node] + b_l + b_r
     d_global = global_term(b_new, n_total, hyper) - global_term(fstate[F_B_SUM], n_total, hyper)
     d_loglik = (lm_l + lm_r - tree.lm[node]) + d_global
-    return log_prior + log_q + hyper[H_INV_TEMP] * d_loglik, node
+    return (1.0 - heat) * log_prior - heat * log_rule + log_q + hyper[H_INV_TEMP] * d_loglik, node
 
 
 @njit(cache=True, nogil=True)
@@ -373,6 +401,11 @@ def propose_prune(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fsta
         - math.log(move_probs[1] / move_normaliser(move_probs, n_internal))
         + math.log(n_nog)
     )
+    heat = hyper[H_PRIOR_HEAT]
+    if heat != 0.0:
+        v = tree.var[node]
+        log_rule, _ = _rule_log_probs(tree, node, v, v, is_cat, nbins, hyper, scratch)
+        log_prior = (1.0 - heat) * log_prior + heat * log_rule
     # Leaf terms of the merged node: the node's segment is the union of its children's.
     if _sums_add_up(hyper):
         b_p = tree.b[lc] + tree.b[rc]
@@ -451,7 +484,8 @@ def _prior_upper_bound(tree, nodes, count, hyper):
 def _log_r_upper_bound(tree, nodes, count, hyper, old_prior, d_loglik):
     """log r of a change/swap with the new subtree prior at ``_prior_upper_bound``: a proposal
     whose MH uniform exceeds it is rejected without the prior's rule counts."""
-    return _prior_upper_bound(tree, nodes, count, hyper) - old_prior + hyper[H_INV_TEMP] * d_loglik
+    return ((1.0 - hyper[H_PRIOR_HEAT]) * (_prior_upper_bound(tree, nodes, count, hyper) - old_prior)
+            + hyper[H_INV_TEMP] * d_loglik)
 
 
 @njit(cache=True, nogil=True)
@@ -484,7 +518,7 @@ def _rewire_and_score(tree, root, xt, is_cat, nbins, y, ycls, hyper, fstate, n_t
     )
     if new_prior == -np.inf:
         return -np.inf, 0.0, 0.0, True
-    return (new_prior - old_prior) + hyper[H_INV_TEMP] * d_loglik, new_lm, new_b, False
+    return (1.0 - hyper[H_PRIOR_HEAT]) * (new_prior - old_prior) + hyper[H_INV_TEMP] * d_loglik, new_lm, new_b, False
 
 
 @njit(cache=True, nogil=True)
@@ -539,6 +573,10 @@ def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total
         c_var = 0
         c_cut = np.int64(0)
         both = False
+        if hyper[H_PRIOR_HEAT] != 0.0 and v >= 0 and v != old_var:
+            # The root's p_RULE no longer cancels against the proposal (module docstring).
+            lr_new, lr_old = _rule_log_probs(tree, root, v, old_var, is_cat, nbins, hyper, scratch)
+            log_k = -hyper[H_PRIOR_HEAT] * (lr_new - lr_old)
         _put_rules(tree, move, root, v, cut, child, other, c_var, c_cut, both)
     else:
         c_var = tree.var[child]

@@ -60,9 +60,12 @@ H_LIKELIHOOD = 10
 H_SIGMA2 = 11
 H_TAU2 = 12
 H_INV_TEMP = 13  # likelihood power of a tempered rung (1 = the posterior)
-H_LG_SHAPE = 14  # log-gamma leaf prior of log-linear BART: gamma ~ Gamma(shape, rate)
-H_LG_RATE = 15
-N_HYPER = 16
+# 1 - prior power of a geometrically tempered rung (0 = the posterior): stored as a heat so that
+# a zero-filled vector is untempered.
+H_PRIOR_HEAT = 14
+H_LG_SHAPE = 15  # log-gamma leaf prior of log-linear BART: gamma ~ Gamma(shape, rate)
+H_LG_RATE = 16
+N_HYPER = 17
 
 # Indices into a chain's float64 ``fstate``: running sums of the cached leaf terms of its tree.
 F_LM_SUM = 0

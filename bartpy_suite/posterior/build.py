@@ -98,7 +98,8 @@ def build_fit(draws, *, statistics, coords: dict, binned, y: np.ndarray, config:
     used_coords = {"predictor": names}
     for dim_list in schema.values():
         for dim in dim_list:
-            used_coords[dim] = list(coords[dim])
+            if dim in coords:  # dims sized by the sampler's options (e.g. rungs) get integer labels
+                used_coords[dim] = list(coords[dim])
 
     max_cuts = max([len(c) for c in binned.cuts] + [1])
     cuts = np.full((p, max_cuts), np.nan)

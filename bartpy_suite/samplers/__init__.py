@@ -12,6 +12,7 @@ Import rule: samplers import ``_kernels``, ``_validation`` and ``errors`` only (
 from . import mh  # noqa: F401  (registers cgm and grow_prune)
 from .problems import BartProblem, CartProblem
 from .registry import SAMPLERS, Chain, Option, SamplerSpec, Statistic, get_sampler, register, samplers_for
+from .tempered import TEMPERED as _TEMPERED  # noqa: F401  (registers tempered)
 
 __all__ = [
     "SAMPLERS", "BartProblem", "CartProblem", "Chain", "Option", "SamplerSpec", "Statistic", "get_sampler",

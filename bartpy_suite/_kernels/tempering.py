@@ -1,0 +1,272 @@
+"""Parallel tempering of one Bayesian CART tree (thesis chapter 4): K rungs, one tree each.
+
+Rung r targets ``pi_r(T) ∝ L(T)^t_r p(T | alpha_r, beta_r)^s_r``: ``hyper[r]`` carries t_r
+(``H_INV_TEMP``), 1 - s_r (``H_PRIOR_HEAT``) and (alpha_r, beta_r). The geometric ladder
+(eq. 4.2) is t_r = s_r, the likelihood ladder s_r = 1, the shrinkage ladder (section 4.2)
+t_r = s_r = 1 with the rung's own (alpha_r, beta_r). Rung 0 is the target (the posterior).
+``L(T) = p(Y | X, T)`` is the integrated likelihood (leaf parameters and, in the common-sigma
+model, sigma integrated out: thesis eq. 3.4, 3.13, 3.17), so a rung's state is the tree alone.
+
+The trees live in fixed slots; ``slot_of[r]`` is the slot at rung r, so a swap exchanges two
+indices. One tempered iteration (Algorithm 6) is one ``cart_step`` per rung, then one round of
+swaps between adjacent rungs (r, r + 1): even pairs (r even) or odd pairs, chosen at random
+(SEO, section 4.3.1) or alternating with the iteration (DEO, section 4.3.2; Syed et al. 2019).
+There is no ring: the hottest and the coldest rungs are never paired. A swap is accepted with
+eq. 4.1, ``log a = lp_r(T') + lp_r'(T) - lp_r(T) - lp_r'(T')``, which reduces to eq. 4.3 for the
+geometric ladder and to eq. 4.5 for the shrinkage ladder.
+
+Categorical rules: the prior a rung tempers is that of the stored representation of a tree
+(``tree.py``: a canonical tree has K(T) equally likely representations), so a geometric rung's
+marginal over canonical trees is ``L^t p^s K(T)^(1-s)``; the target rung (s = 1) is exact and a
+hot rung is only an auxiliary target, so this changes no draw the fit returns.
+
+The log prior of a tree under any rung's (alpha, beta) comes from one pass over its nodes
+(``prior_parts``): the sum of its rule terms (the same under every rung) and its internal nodes
+and splittable leaves counted by depth, so that ``p_SPLIT`` can be evaluated for each rung.
+
+Leaf parameters are drawn for the target rung only, at kept iterations, from the target's full
+conditional (``record_cart_draw``): the moves integrate them out, so the hot rungs never need them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .cart_chain import cart_step
+from .cart_draws import record_cart_draw
+from .tree import (
+    F_B_SUM,
+    F_LM_SUM,
+    H_ALPHA,
+    H_BETA,
+    H_INV_TEMP,
+    H_MIN_LEAF,
+    H_PRIOR_HEAT,
+    LEAF,
+    M_N_LEAVES,
+    cached_subtree_log_prior,
+    global_term,
+    has_available_rule,
+    p_split,
+    subtree_nodes,
+)
+
+SWAPS_DEO = 0
+SWAPS_SEO = 1
+
+
+@njit(cache=True, nogil=True)
+def prior_parts(tree, xt, is_cat, nbins, hyper, scratch, n_int, n_spl):
+    """Split the log prior of ``tree`` (whose ``lp`` cache follows ``hyper``) into the rule terms
+    (returned) and counts by depth of internal nodes (``n_int``) and splittable leaves (``n_spl``).
+
+    Returns ``(rule terms, largest depth + 1)``; the counts are written for depths below that.
+    """
+    count = subtree_nodes(tree, 0, scratch.nodes, scratch.stack)
+    cached_subtree_log_prior(tree, scratch.nodes, count, xt, is_cat, nbins, hyper, scratch)
+    m = int(hyper[H_MIN_LEAF])
+    top = 0
+    for i in range(count):
+        d = tree.depth[scratch.nodes[i]]
+        if d + 1 > top:
+            top = d + 1
+    for d in range(top):
+        n_int[d] = 0
+        n_spl[d] = 0
+    rules = 0.0
+    for i in range(count):
+        node = scratch.nodes[i]
+        d = tree.depth[node]
+        if tree.var[node] == LEAF:
+            if has_available_rule(xt, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m, scratch.hist,
+                                  scratch.sums):
+                n_spl[d] += 1
+        else:
+            n_int[d] += 1
+            rules += tree.lp[node] - math.log(p_split(hyper[H_ALPHA], hyper[H_BETA], d))
+    return rules, top
+
+
+@njit(cache=True, nogil=True)
+def structure_log_prior(hyper, n_int, n_spl, top):
+    """The split / no-split part of the log prior (eq. 4.5's 'structural probability') under the
+    (alpha, beta) of ``hyper``."""
+    total = 0.0
+    for d in range(top):
+        ps = p_split(hyper[H_ALPHA], hyper[H_BETA], d)
+        if n_int[d] > 0:
+            total += n_int[d] * math.log(ps)
+        if n_spl[d] > 0:
+            total += n_spl[d] * math.log1p(-ps)
+    return total
+
+
+@njit(cache=True, nogil=True)
+def rung_log_target(hyper, log_lik, rules, n_int, n_spl, top):
+    """log pi_r of a tree (up to the rung's constant): ``t log L + s log p``."""
+    prior = rules + structure_log_prior(hyper, n_int, n_spl, top)
+    return hyper[H_INV_TEMP] * log_lik + (1.0 - hyper[H_PRIOR_HEAT]) * prior
+
+
+@njit(cache=True, nogil=True)
+def tree_log_lik(fstate, n_total, hyper):
+    """log p(Y | X, T) from a tree's running sums (0 with the likelihood off)."""
+    return fstate[F_LM_SUM] + global_term(fstate[F_B_SUM], n_total, hyper)
+
+
+@njit(cache=True, nogil=True)
+def retarget_prior_cache(tree, hyper_from, hyper_to):
+    """Move a tree's ``lp`` cache from one rung's (alpha, beta) to another's: internal nodes
+    exchange their log p_SPLIT; leaves are marked unknown (recomputed when needed)."""
+    if hyper_from[H_ALPHA] == hyper_to[H_ALPHA] and hyper_from[H_BETA] == hyper_to[H_BETA]:
+        return
+    for node in range(tree.var.shape[0]):
+        v = tree.var[node]
+        if v == LEAF:
+            tree.lp[node] = np.nan
+        elif v >= 0 and not np.isnan(tree.lp[node]):
+            d = tree.depth[node]
+            tree.lp[node] += (math.log(p_split(hyper_to[H_ALPHA], hyper_to[H_BETA], d))
+                              - math.log(p_split(hyper_from[H_ALPHA], hyper_from[H_BETA], d)))
+
+
+@njit(cache=True, nogil=True)
+def swap_log_ratio(trees, fstates, slot_of, hypers, r, xt, is_cat, nbins, n_total, scratch, n_int, n_spl):
+    """log acceptance ratio (eq. 4.1) of exchanging the trees of rungs r and r + 1."""
+    ka = slot_of[r]
+    kb = slot_of[r + 1]
+    ha = hypers[r]
+    hb = hypers[r + 1]
+    rules_a, top_a = prior_parts(trees[ka], xt, is_cat, nbins, ha, scratch, n_int[0], n_spl[0])
+    rules_b, top_b = prior_parts(trees[kb], xt, is_cat, nbins, hb, scratch, n_int[1], n_spl[1])
+    ll_a = tree_log_lik(fstates[ka], n_total, ha)
+    ll_b = tree_log_lik(fstates[kb], n_total, hb)
+    now = (rung_log_target(ha, ll_a, rules_a, n_int[0], n_spl[0], top_a)
+           + rung_log_target(hb, ll_b, rules_b, n_int[1], n_spl[1], top_b))
+    swapped = (rung_log_target(ha, ll_b, rules_b, n_int[1], n_spl[1], top_b)
+               + rung_log_target(hb, ll_a, rules_a, n_int[0], n_spl[0], top_a))
+    return swapped - now
+
+
+@njit(cache=True, nogil=True)
+def swap_round(rng, trees, fstates, slot_of, hypers, parity, xt, is_cat, nbins, n_total, scratch, n_int, n_spl,
+               proposed, accepted):
+    """Attempt the swaps of every pair (r, r + 1) with r of the given parity (0 even, 1 odd);
+    count them into ``proposed[r]`` / ``accepted[r]``."""
+    n_rungs = slot_of.shape[0]
+    for r in range(parity, n_rungs - 1, 2):
+        log_a = swap_log_ratio(trees, fstates, slot_of, hypers, r, xt, is_cat, nbins, n_total, scratch, n_int,
+                               n_spl)
+        proposed[r] += 1
+        if math.log(rng.random()) < log_a:
+            accepted[r] += 1
+            ka = slot_of[r]
+            kb = slot_of[r + 1]
+            retarget_prior_cache(trees[ka], hypers[r], hypers[r + 1])
+            retarget_prior_cache(trees[kb], hypers[r + 1], hypers[r])
+            slot_of[r] = kb
+            slot_of[r + 1] = ka
+
+
+@njit(cache=True, nogil=True)
+def track_round_trips(slot_of, phase):
+    """Update each slot's index process after a swap round; return the round trips completed.
+
+    ``phase[k]``: 0 not yet at an end, 1 last end reached was the target rung, 2 the hottest rung
+    since. A round trip is target -> hottest -> target.
+    """
+    n_rungs = slot_of.shape[0]
+    trips = 0
+    cold = slot_of[0]
+    hot = slot_of[n_rungs - 1]
+    if phase[hot] == 1:
+        phase[hot] = 2
+    if phase[cold] == 2:
+        trips += 1
+    phase[cold] = 1
+    return trips
+
+
+@njit(cache=True, nogil=True)
+def tempered_iteration(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, y, ycls, move_probs, scratch,
+                       swaps, it, n_int, n_spl, proposed, accepted, phase, step_counts):
+    """One tempered iteration: one MH transition per rung, then one round of swaps (Algorithm 6).
+
+    Returns the round trips completed. ``step_counts[r]`` counts accepted moves per rung.
+    """
+    n_total = float(y.shape[0])
+    for r in range(slot_of.shape[0]):
+        k = slot_of[r]
+        _, ok = cart_step(rng, trees[k], xt, is_cat, nbins, y, ycls, hypers[r], move_probs, fstates[k], scratch)
+        if ok:
+            step_counts[r] += 1
+    if swaps == SWAPS_DEO:
+        parity = it % 2
+    else:
+        parity = 0 if rng.random() < 0.5 else 1
+    swap_round(rng, trees, fstates, slot_of, hypers, parity, xt, is_cat, nbins, n_total, scratch, n_int, n_spl,
+               proposed, accepted)
+    return track_round_trips(slot_of, phase)
+
+
+@njit(cache=True, nogil=True)
+def kept_draw(it, tune, thin, n_out):
+    """Draw index of iteration ``it`` if it is kept and there is room, else -1."""
+    if it < tune or (it - tune) % thin != 0:
+        return -1
+    d = (it - tune) // thin
+    return d if d < n_out else -1
+
+
+@njit(cache=True, nogil=True)
+def record_swaps(counters, d, out_proposed, out_accepted, out_trips):
+    """Copy the cumulative swap counts per pair and the round trips (``counters[0, K - 1]``) into
+    draw d."""
+    n_rungs = counters.shape[1]
+    for r in range(n_rungs - 1):
+        out_proposed[d, r] = counters[0, r]
+        out_accepted[d, r] = counters[1, r]
+    out_trips[d] = counters[0, n_rungs - 1]
+
+
+@njit(cache=True, nogil=True)
+def run_tempered_chain(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, y, ycls, move_probs, scratch, swaps,
+                       first_iter, n_iter, tune, thin, counters, phase, draws, store, order, out_proposed,
+                       out_accepted, out_trips, out_rung_moves, out_rung_leaves, out_rung_lp, n_int, n_spl):
+    """Advance one tempered chain by up to ``n_iter`` iterations from global iteration ``first_iter``.
+
+    ``counters`` (int64, (3, K)): swaps proposed and accepted per pair (row 0, 1; index r is the
+    pair (r, r + 1)), accepted moves per rung (row 2), counted from the first kept iteration
+    (``it >= tune``); ``counters[0, K - 1]`` holds the round trips. Kept draws record the target
+    rung's tree and leaf parameters (``record_cart_draw``), the cumulative counters, and every
+    rung's accepted moves, number of leaves and log target. Returns ``(iterations done, pending draw)`` as
+    ``run_cart_chain`` does.
+    """
+    n_rungs = slot_of.shape[0]
+    n_total = float(y.shape[0])
+    for step in range(n_iter):
+        it = first_iter + step
+        if it == tune:
+            counters[:, :] = 0
+        trips = tempered_iteration(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, y, ycls, move_probs,
+                                   scratch, swaps, it, n_int, n_spl, counters[0], counters[1], phase, counters[2])
+        counters[0, n_rungs - 1] += trips
+        d = kept_draw(it, tune, thin, out_proposed.shape[0])
+        if d < 0:
+            continue
+        record_swaps(counters, d, out_proposed, out_accepted, out_trips)
+        for r in range(n_rungs):
+            k = slot_of[r]
+            out_rung_moves[d, r] = counters[2, r]
+            out_rung_leaves[d, r] = trees[k].meta[M_N_LEAVES]
+            rules, top = prior_parts(trees[k], xt, is_cat, nbins, hypers[r], scratch, n_int[0], n_spl[0])
+            out_rung_lp[d, r] = rung_log_target(hypers[r], tree_log_lik(fstates[k], n_total, hypers[r]), rules,
+                                                n_int[0], n_spl[0], top)
+        k0 = slot_of[0]
+        if not record_cart_draw(rng, trees[k0], xt, is_cat, nbins, y, ycls, hypers[0], fstates[k0], scratch, draws,
+                                store, d, order):
+            return step + 1, d
+    return n_iter, -1

@@ -1,0 +1,130 @@
+"""Parallel tempering of BART: K rungs, each a whole forest with its own sigma^2, swapped whole.
+
+Rung r targets ``pi_r(F, mu, sigma^2) ∝ N(y; f(x), sigma^2)^t_r p(F) p(mu) p(sigma^2)`` (the
+likelihood of the sum of trees tempered, t_0 = 1). Since
+``N(y; f, sigma^2)^t = N(y; f, sigma^2 / t) x (a function of sigma^2, t and n only)``, given
+sigma^2 a rung's backfitting sweep is ordinary BART with the effective variance sigma^2 / t in
+the tree moves' leaf marginals and the leaf draws (``hyper[H_SIGMA2]`` of the rung's state), and
+sigma^2 is drawn from its tempered full conditional
+``IG((nu + t n) / 2, (nu lam + t SSR) / 2)``. A rung with t = 0 is the prior (likelihood off).
+A swap of the forests of rungs (r, r + 1) is accepted with eq. 4.3 restricted to the likelihood:
+``log a = (t_r - t_{r+1}) (l_{r+1} - l_r)``, ``l = log N(y; f, sigma^2)`` of each state.
+
+Probit BART is not tempered here (its likelihood lives in the latent z).
+"""
+
+from __future__ import annotations
+
+import math
+
+from numba import njit
+
+from .backfit import SIGMA_SAMPLED, begin_sweep, finish_tree, prepare_tree, record_forest
+from .cart_chain import cart_step
+from .likelihood import draw_inverse_gamma
+from .tempering import kept_draw, record_swaps, track_round_trips
+from .tree import H_LAM, H_LIKELIHOOD, H_NU, H_SIGMA2
+
+LOG_2PI = math.log(2.0 * math.pi)
+
+
+@njit(cache=True, nogil=True)
+def sum_of_squares(resid):
+    total = 0.0
+    for i in range(resid.shape[0]):
+        total += resid[i] * resid[i]
+    return total
+
+
+@njit(cache=True, nogil=True)
+def set_rung(state, sigma2, t, likelihood_on):
+    """Condition a state's kernels on rung temperature t: effective variance sigma^2 / t, or the
+    likelihood switched off at t = 0."""
+    if likelihood_on and t > 0.0:
+        state.hyper[H_LIKELIHOOD] = 1.0
+        state.hyper[H_SIGMA2] = sigma2 / t
+    else:
+        state.hyper[H_LIKELIHOOD] = 0.0
+        state.hyper[H_SIGMA2] = sigma2
+
+
+@njit(cache=True, nogil=True)
+def draw_tempered_sigma2(rng, state, sigma2, k, t, likelihood_on):
+    """sigma^2 of slot k from its tempered full conditional (a fixed sigma stays)."""
+    if state.sigma_mode[0] != SIGMA_SAMPLED:
+        return
+    nu = state.hyper[H_NU]
+    lam = state.hyper[H_LAM]
+    if likelihood_on and t > 0.0:
+        ss = sum_of_squares(state.resid)
+        sigma2[k] = draw_inverse_gamma(rng, 0.5 * (nu + t * state.resid.shape[0]), 0.5 * (nu * lam + t * ss))
+    else:
+        sigma2[k] = draw_inverse_gamma(rng, 0.5 * nu, 0.5 * nu * lam)
+
+
+@njit(cache=True, nogil=True)
+def log_lik(state, sigma2):
+    """log N(y; f, sigma^2) of a state between sweeps (``resid`` = y - f)."""
+    n = state.resid.shape[0]
+    return -0.5 * n * (LOG_2PI + math.log(sigma2)) - 0.5 * sum_of_squares(state.resid) / sigma2
+
+
+@njit(cache=True, nogil=True)
+def tempered_bart_iteration(rng, forests, states, sigma2, slot_of, temps, likelihood_on, xt, is_cat, nbins,
+                            move_probs, scratch, swaps_seo, it, proposed, accepted, phase):
+    """One backfitting sweep per rung (one MH move per tree), then one round of forest swaps
+    between adjacent rungs (DEO, or SEO when ``swaps_seo``). Returns the round trips completed."""
+    n_rungs = slot_of.shape[0]
+    for r in range(n_rungs):
+        k = slot_of[r]
+        forest = forests[k]
+        state = states[k]
+        set_rung(state, sigma2[k], temps[r], likelihood_on)
+        begin_sweep(state, forest)
+        for j in range(forest.var.shape[0]):
+            tree = prepare_tree(state, forest, j)
+            _, ok = cart_step(rng, tree, xt, is_cat, nbins, state.resid, state.ycls, state.hyper, move_probs,
+                              state.fstate, scratch)
+            finish_tree(rng, state, forest, j, ok)
+        draw_tempered_sigma2(rng, state, sigma2, k, temps[r], likelihood_on)
+    parity = (0 if rng.random() < 0.5 else 1) if swaps_seo else it % 2
+    for r in range(parity, n_rungs - 1, 2):
+        ka = slot_of[r]
+        kb = slot_of[r + 1]
+        log_a = 0.0
+        if likelihood_on:
+            log_a = (temps[r] - temps[r + 1]) * (log_lik(states[kb], sigma2[kb]) - log_lik(states[ka], sigma2[ka]))
+        proposed[r] += 1
+        if math.log(rng.random()) < log_a:
+            accepted[r] += 1
+            slot_of[r] = kb
+            slot_of[r + 1] = ka
+    return track_round_trips(slot_of, phase)
+
+
+@njit(cache=True, nogil=True)
+def run_tempered_bart_chain(rng, forests, states, sigma2, slot_of, temps, likelihood_on, xt, is_cat, nbins,
+                            move_probs, scratch, swaps_seo, first_iter, n_iter, tune, thin, counters, phase,
+                            out_sigma, out_proposed, out_accepted, out_trips, out_rung_sigma, out_leaves, out_depth,
+                            store, order):
+    """Advance a tempered BART chain by up to ``n_iter`` iterations (see ``run_tempered_chain`` for
+    the counters and the pending-draw protocol); kept draws record the target rung's forest."""
+    n_rungs = slot_of.shape[0]
+    for step in range(n_iter):
+        it = first_iter + step
+        if it == tune:
+            counters[:, :] = 0
+        trips = tempered_bart_iteration(rng, forests, states, sigma2, slot_of, temps, likelihood_on, xt, is_cat,
+                                        nbins, move_probs, scratch, swaps_seo, it, counters[0], counters[1], phase)
+        counters[0, n_rungs - 1] += trips
+        d = kept_draw(it, tune, thin, out_sigma.shape[0])
+        if d < 0:
+            continue
+        record_swaps(counters, d, out_proposed, out_accepted, out_trips)
+        for r in range(n_rungs):
+            out_rung_sigma[d, r] = math.sqrt(sigma2[slot_of[r]])
+        k0 = slot_of[0]
+        out_sigma[d] = math.sqrt(sigma2[k0])
+        if not record_forest(forests[k0], store, d, out_leaves, out_depth, scratch.nodes, order, scratch.stack):
+            return step + 1, d
+    return n_iter, -1
