@@ -25,7 +25,7 @@ import numpy as np
 
 from .._kernels import tree as _tree
 from .._kernels.particle import RESAMPLING_NAMES, Particles, Work, smc_run
-from .._kernels.particle_chain import record_particles, run_pg_bart_chain, run_pg_cart_chain
+from .._kernels.particle_chain import pg_bart_sweep, record_particles, run_pg_bart_chain, run_pg_cart_chain
 from .._kernels.record import grow_store, record_tree
 from ..errors import ArgumentError
 from .forest import ForestChain
@@ -141,6 +141,14 @@ class PgBartChain(ForestChain, _ParticleSets):
             done += steps
             if pending >= 0:
                 self.record_pending(pending)
+
+    def sweep(self) -> np.ndarray:
+        """One backfitting sweep (nothing recorded); returns the sweep's (ess, kept_reference,
+        stages) means over the trees."""
+        stats = np.zeros(3)
+        pg_bart_sweep(self.rng, self.forest, self.state, self.pa, self.pb, self.work, self.codes,
+                      self.is_categorical, self.nbins, self.scratch, self.scheme, stats)
+        return stats
 
     def sampler_stats(self, kept: int) -> dict:
         """Means over the trees of each kept sweep of ``ess``, ``kept_reference``, ``stages``."""
