@@ -300,3 +300,28 @@ def test_smc_bad_options():
         bps.cart("y ~ .", data=small_data(), sampler="smc", sampler_options={"ess_threshold": 2})
     with pytest.raises(ArgumentError, match="'smc'"):
         bps.bart("y ~ .", data=small_data(), sampler="smc")
+
+
+@pytest.mark.slow
+def test_pg_bart_geweke(monkeypatch):
+    """Geweke joint-distribution test of a pg BART sweep (5 particles), with the functions,
+    simulators and tolerance of ``test_geweke_bart.py`` (|z_k| < 4 for each of 8 functions,
+    Bonferroni level about 5e-4): its successive-conditional simulator is run with the chain
+    builder replaced by ``PgBartChain`` (20,000 MC draws, 50,000 SC sweeps after 2,000 burn-in)."""
+    try:
+        import test_geweke_bart as G
+    except ImportError:  # tests/ imported as a package
+        from tests import test_geweke_bart as G
+
+    def pg_chain(codes, is_cat, nbins, y, hyper, moves, rng, n_trees, sigma_mode, offset=0.0):
+        return PgBartChain(BartProblem(codes, is_cat, nbins, np.asarray(y, dtype=float), hyper, n_trees, sigma_mode,
+                                       offset), 5, "systematic", rng)
+
+    monkeypatch.setattr(G, "bart_chain", pg_chain)
+    binned = G.problem()
+    mc = G.marginal_conditional(binned, 20_000, np.random.default_rng(1))
+    sc = G.successive_conditional(binned, "cgm", 50_000, 2_000, np.random.default_rng(2))
+    z = G.geweke_z(mc, sc)
+    for name, a, b, zk in zip(G.NAMES, mc.mean(axis=0), sc.mean(axis=0), z):
+        print(f"pg {name:22s} MC {a:9.5f} SC {b:9.5f} z {zk:6.2f}")
+    assert np.all(np.abs(z) < 4.0), dict(zip(G.NAMES, np.round(z, 2)))
