@@ -34,6 +34,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from .particle_proposal import optimal_choice
 from .tree import (
     FREE,
     H_ALPHA,
@@ -55,6 +56,9 @@ from .tree import (
 RESAMPLE_SYSTEMATIC = 0
 RESAMPLE_MULTINOMIAL = 1
 RESAMPLING_NAMES = ("systematic", "multinomial")
+PROPOSAL_PRIOR = 0
+PROPOSAL_OPTIMAL = 1
+PROPOSAL_NAMES = ("prior", "optimal")
 
 
 class Particles(NamedTuple):
@@ -227,6 +231,20 @@ def grow_step(rng, p, i, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total):
 
 
 @njit(cache=True, nogil=True)
+def optimal_step(rng, p, i, xt, is_cat, nbins, y, ycls, hyper, scratch, bins, levels, n_total):
+    """One stage of particle i under the one-step optimal proposal (``particle_proposal``);
+    returns the log weight increment (the proposal's normaliser)."""
+    t = particle_view(p, i)
+    node = p.queue[i, p.head[i]]
+    p.head[i] += 1
+    delta, v, cut = optimal_choice(rng, t, node, xt, is_cat, nbins, y, ycls, hyper, scratch, bins, levels,
+                                   p.lm_sum[i], p.b_sum[i], n_total)
+    if v >= 0:
+        _apply_split(p, i, t, node, v, cut, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total)
+    return delta
+
+
+@njit(cache=True, nogil=True)
 def replay_step(p, ref, ref_map, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total):
     """One stage of particle 0, clamped to the reference tree ``ref`` (Algorithm 2 line 7): the
     popped node takes T*'s decision at the corresponding node."""
@@ -394,8 +412,10 @@ def csmc_update(rng, ref, pa, pb, work, xt, is_cat, nbins, y, ycls, hyper, scrat
 
 
 @njit(cache=True, nogil=True)
-def smc_run(rng, pa, pb, work, xt, is_cat, nbins, y, ycls, hyper, scratch, scheme, ess_threshold):
-    """The top-down particle filter (spec 2.2, prior proposal, node-wise breadth-first growth):
+def smc_run(rng, pa, pb, work, xt, is_cat, nbins, y, ycls, hyper, scratch, scheme, ess_threshold, proposal, bins,
+            levels):
+    """The top-down particle filter (spec 2.2, node-wise breadth-first growth; ``proposal``
+    ``PROPOSAL_PRIOR`` or ``PROPOSAL_OPTIMAL`` with its work arrays ``bins``, ``levels``):
     N = ``work.logw.shape[0]`` particles from the root; resample (``scheme``) before a stage when
     the Kish ESS of the weights is at most ``ess_threshold * N``. Returns the set holding the
     final particles; ``work.w`` holds their normalised weights and ``work.out`` (ESS of the final
@@ -421,7 +441,12 @@ def smc_run(rng, pa, pb, work, xt, is_cat, nbins, y, ycls, hyper, scratch, schem
                 work.logw[i] = 0.0
             cur, nxt = nxt, cur
         for i in range(n_part):
-            if cur.head[i] < cur.tail[i]:
+            if cur.head[i] >= cur.tail[i]:
+                continue
+            if proposal == PROPOSAL_OPTIMAL:
+                work.logw[i] += optimal_step(rng, cur, i, xt, is_cat, nbins, y, ycls, hyper, scratch, bins, levels,
+                                             n_total)
+            else:
                 work.logw[i] += grow_step(rng, cur, i, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total)
         stages += 1
         _, ess = normalise(work.logw, work.w)

@@ -10,11 +10,12 @@ of the sweep.
 
 ``smc``: each chain is an island, an independent filter whose ``draws`` particles become the
 chain's draws with their normalised importance weights (``weight``); ``tune`` and ``thin`` do
-not apply (the particles are not a Markov chain). Options: ``resampling`` and
-``ess_threshold`` (resample before a stage when the weights' Kish ESS is at most this fraction
-of the particles; default 0.5). Statistics: ``weight``, ``island_ess`` (Kish ESS of the island's
-final weights), ``stages``, ``log_evidence`` (the island's estimate of log p(Y | X) on the
-working scale). The fit's ``ess_bulk`` is the sum over islands of ``island_ess``.
+not apply (the particles are not a Markov chain). Options: ``resampling``, ``ess_threshold``
+(resample before a stage when the weights' Kish ESS is at most this fraction of the particles;
+default 0.5) and ``proposal`` ("prior" or "optimal", spec 2.1). Statistics: ``weight``,
+``island_ess`` (Kish ESS of the island's final weights), ``stages``, ``log_evidence`` (the
+island's estimate of log p(Y | X) on the working scale). The fit's ``ess_bulk`` is the sum
+over islands of ``island_ess``.
 
 Import rule: imports ``_kernels``, ``_validation``, ``errors`` and the modules of this package.
 """
@@ -24,8 +25,9 @@ from __future__ import annotations
 import numpy as np
 
 from .._kernels import tree as _tree
-from .._kernels.particle import RESAMPLING_NAMES, Particles, Work, smc_run
+from .._kernels.particle import PROPOSAL_NAMES, RESAMPLING_NAMES, Particles, Work, smc_run
 from .._kernels.particle_chain import pg_bart_sweep, record_particles, run_pg_bart_chain, run_pg_cart_chain
+from .._kernels.particle_proposal import new_bin_stats
 from .._kernels.record import grow_store, record_tree
 from ..errors import ArgumentError
 from .forest import ForestChain
@@ -173,12 +175,20 @@ class SmcCartChain(TreeChain, _ParticleSets):
     ess_threshold : float
         Resample before a stage when the Kish ESS is at most this fraction of the particles.
     rng : numpy.random.Generator
+    proposal : {"prior", "optimal"}
+        Node proposal: the tree prior, or the one-step optimal proposal (every rule at the node
+        scored by prior times likelihood ratio; a factor costs 2^levels scores).
     """
 
-    def __init__(self, problem: CartProblem, resampling: str, ess_threshold: float, rng: np.random.Generator):
+    def __init__(self, problem: CartProblem, resampling: str, ess_threshold: float, rng: np.random.Generator,
+                 proposal: str = "prior"):
         super().__init__(problem, rng)
         self.scheme = RESAMPLING_NAMES.index(resampling)
         self.ess_threshold = float(ess_threshold)
+        self.proposal = PROPOSAL_NAMES.index(proposal)
+        max_bins = max(int(self.nbins.max()) if self.nbins.size else 1, 1)
+        self.bins = new_bin_stats(max_bins, self.n_classes)
+        self.levels = np.zeros(max_bins, dtype=np.int64)
         self.finished = False
 
     def allocate(self, draws: int) -> None:
@@ -193,7 +203,8 @@ class SmcCartChain(TreeChain, _ParticleSets):
         if self.finished:
             return
         final = smc_run(self.rng, self.pa, self.pb, self.work, self.codes, self.is_categorical, self.nbins, self.y,
-                        self.ycls, self.hyper, self.scratch, self.scheme, self.ess_threshold)
+                        self.ycls, self.hyper, self.scratch, self.scheme, self.ess_threshold, self.proposal, self.bins,
+                        self.levels)
         count = self.work.w.shape[0]
         order = self.rng.permutation(count)
         first = 0
@@ -236,6 +247,13 @@ def _check_resampling(name: str, value) -> str:
     return str(value)
 
 
+def _check_proposal(name: str, value) -> str:
+    if value not in PROPOSAL_NAMES:
+        raise ArgumentError(f"sampler option {name!r} must be one of {', '.join(map(repr, PROPOSAL_NAMES))}; "
+                            f"got {value!r}")
+    return str(value)
+
+
 def _check_threshold(name: str, value) -> float:
     try:
         x = float(value)
@@ -254,6 +272,10 @@ RESAMPLING = Option("resampling", "systematic", _check_resampling,
 ESS_THRESHOLD = Option("ess_threshold", DEFAULT_ESS_THRESHOLD, _check_threshold,
                        "resample before a stage when the weights' Kish ESS is at most this fraction of the "
                        f"particles (default {DEFAULT_ESS_THRESHOLD}; 1 resamples at every stage, 0 never)")
+
+PROPOSAL = Option("proposal", "prior", _check_proposal,
+                  "node proposal: 'prior' (default; the weights are likelihood ratios) or 'optimal' (one-step "
+                  "optimal: every rule scored by prior x likelihood ratio, 2^levels scores for a factor)")
 
 _PG_STATS = (
     Statistic("ess", (), "Kish ESS of the particle weights at the last stage (particles; BART: mean over trees)"),
@@ -276,8 +298,8 @@ SMC = register(SamplerSpec(
     name="smc", family="particle",
     description="top-down particle filter (Lakshminarayanan et al. 2013): weighted particles, chains are islands",
     builders={"cart": lambda problem, options, rng: SmcCartChain(problem, options["resampling"],
-                                                                 options["ess_threshold"], rng)},
-    options=(RESAMPLING, ESS_THRESHOLD),
+                                                                 options["ess_threshold"], rng, options["proposal"])},
+    options=(RESAMPLING, ESS_THRESHOLD, PROPOSAL),
     statistics={"cart": (
         Statistic("weight", (), "importance weight of the particle, normalised within its island"),
         Statistic("island_ess", (), "Kish ESS of the island's final weights"),
