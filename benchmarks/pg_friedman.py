@@ -29,6 +29,40 @@ import _peers  # noqa: E402
 SCHEDULE = {1000: (200, 500), 10000: (50, 100)}
 
 
+def run_ours(data: dict, prior: dict, tune: int, draws: int, sampler: str) -> dict:
+    """Fit with ``sampler`` as ``_peers.run_bartpy_suite`` does (its priors and options); the
+    chain runner (``TreeModel._run``) is timed by a wrapper (``_peers``' own hook predates the
+    runner's current signature)."""
+    import time
+
+    import bartpy_suite as bps
+    from bartpy_suite.models import _base
+
+    spent = [0.0]
+    original = _base.TreeModel._run
+
+    def timed(self, chains):
+        t0 = time.perf_counter()
+        try:
+            return original(self, chains)
+        finally:
+            spent[0] += time.perf_counter() - t0
+
+    _base.TreeModel._run = timed
+    try:
+        df = _peers._frame(data["x"], data["y"])
+        kw = dict(trees=_peers.TREES, sampler=sampler, chains=1, alpha=_peers.ALPHA, beta=_peers.BETA, k=_peers.K,
+                  max_cuts=_peers.MAX_CUTS, min_leaf_size=_peers.MIN_LEAF, progress=False, threads=1,
+                  nu=_peers.NU, q=_peers.Q, sigma_hat=prior["sigma_hat"])
+        bps.bart("y ~ .", data=df, draws=2, tune=1, seed=_peers.MCMC_SEED + 1, **kw)  # compile / load the cache
+        spent[0] = 0.0
+        fit = bps.bart("y ~ .", data=df, draws=draws, tune=tune, seed=_peers.MCMC_SEED, **kw)
+    finally:
+        _base.TreeModel._run = original
+    return {"sample_s": spent[0], "f": fit.function_samples(_peers._frame(data["x_test"])),
+            "sigma": fit.posterior["sigma"].values.reshape(-1)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
@@ -40,7 +74,7 @@ def main() -> None:
         data = _peers.friedman_data(n)
         prior = _peers.cgm_prior(data["x"], data["y"], probit=False)
         for sampler in ("cgm", "pg"):
-            out = _peers.run_bartpy_suite("friedman", data, prior, tune, draws, sampler)
+            out = run_ours(data, prior, tune, draws, sampler)
             rec = {"who": f"bartpy_suite {sampler}", "n": n, "schedule": f"{tune}+{draws}",
                    "s_per_sweep": out["sample_s"] / (tune + draws),
                    **_peers.regression_metrics(out["f"], data["f_test"], out["sigma"])}

@@ -381,3 +381,17 @@ def test_pg_bart_geweke(monkeypatch):
     for name, a, b, zk in zip(G.NAMES, mc.mean(axis=0), sc.mean(axis=0), z):
         print(f"pg {name:22s} MC {a:9.5f} SC {b:9.5f} z {zk:6.2f}")
     assert np.all(np.abs(z) < 4.0), dict(zip(G.NAMES, np.round(z, 2)))
+
+
+def test_cli_fits_with_particle_samplers(tmp_path, capsys):
+    """``--sampler pg`` / ``--sampler smc`` with ``--sampler-option`` reach the registry."""
+    from bartpy_suite.cli import main
+
+    path = tmp_path / "d.csv"
+    small_data().to_csv(path, index=False)
+    assert main(["fit", "y ~ .", str(path), "--sampler", "smc", "--draws", "100", "--chains", "2",
+                 "--sampler-option", 'proposal="optimal"']) == 0
+    assert "n_leaves" in capsys.readouterr().out
+    assert main(["fit", "y ~ .", str(path), "--model", "bart", "--trees", "3", "--sampler", "pg", "--draws", "10",
+                 "--tune", "5", "--chains", "1", "--sampler-option", "particles=3"]) == 0
+    assert "sigma" in capsys.readouterr().out
