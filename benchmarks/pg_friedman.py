@@ -91,7 +91,7 @@ def main() -> None:
                          "sigma_mean": r["sigma_mean"]})
     lines = ["# BART with particle Gibbs on Friedman #1 (`benchmarks/pg_friedman.py`)", "",
              "200 trees, CGM 2010 priors, 10 particles; one thread; RMSE and 95% coverage of f on 5,000 test rows.",
-             "", "| sampler | n | burn-in+draws | s/sweep | pg / cgm | RMSE | cover95 | width95 | sigma |",
+             "", "| sampler | n | burn-in+draws | s/sweep | ratio to cgm | RMSE | cover95 | width95 | sigma |",
              "|---|---|---|---|---|---|---|---|---|"]
     cgm = {r["n"]: r["s_per_sweep"] for r in rows if r["who"] == "bartpy_suite cgm"}
     for r in rows:
