@@ -43,6 +43,7 @@ __all__ = [
     "load",
     "regenerate",
     "simulate_cgm1998",
+    "simulate_hypercube",
     "simulate_wu2007",
 ]
 
@@ -211,6 +212,49 @@ def simulate_cgm1998(n: int = 800, seed: _SeedLike = SHIPPED_SEEDS["cgm1998"]) -
     x2 = pd.Categorical.from_codes(codes, categories=list(CGM1998_LEVELS), ordered=False)
     y = f_cgm1998(x1, np.asarray(CGM1998_LEVELS, dtype=object)[codes]) + 2.0 * eps
     return pd.DataFrame({"x1": x1, "x2": x2, "y": y})
+
+
+def simulate_hypercube(d: int, n: int = 10, seed: _SeedLike = None) -> pd.DataFrame:
+    """Simulate the hypercube-D data of the PG-BART paper (Lakshminarayanan et al. 2015, 4.1).
+
+    For each of the ``2**d`` vertices v of [-1, 1]^d, ``n`` points ``x = v + eps`` with
+    ``eps ~ N(0, 0.1^2 I_d)``; each vertex has its own value ``f_v ~ N(0, 3^2)`` and
+    ``y = f_v + e`` with ``e ~ N(0, 0.01^2)``.
+
+    Parameters
+    ----------
+    d : int
+        Dimension (at least 1; 2**d vertices).
+    n : int, default 10
+        Points per vertex (the paper's 10).
+    seed : int, SeedSequence, Generator or None
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``x1 .. x<d>`` and ``y`` (float64), ``n * 2**d`` rows, vertex by vertex
+        (vertices in binary order, coordinate 1 the slowest). The random numbers are drawn in
+        this order: the vertex values (``rng.normal(0, 3, 2**d)``), the offsets
+        (``rng.normal(0, 0.1, (rows, d))``), the noise (``rng.normal(0, 0.01, rows)``).
+
+    Raises
+    ------
+    bartpy_suite.errors.ArgumentError
+        If ``d`` or ``n`` is not an integer >= 1.
+    """
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
+        raise ArgumentError(f"d must be an integer >= 1, got d={d!r}")
+    d = int(d)
+    n = _check_n(n, 1)
+    rng = np.random.default_rng(seed)
+    vertices = np.array([[1.0 if (k >> (d - 1 - j)) & 1 else -1.0 for j in range(d)] for k in range(2**d)])
+    values = rng.normal(0.0, 3.0, 2**d)
+    vertex = np.repeat(np.arange(2**d), n)
+    x = vertices[vertex] + rng.normal(0.0, 0.1, (vertex.size, d))
+    y = values[vertex] + rng.normal(0.0, 0.01, vertex.size)
+    out = pd.DataFrame({f"x{j + 1}": x[:, j] for j in range(d)})
+    out["y"] = y
+    return out
 
 
 def f_wu2007(x1: np.ndarray | float, x2: np.ndarray | float) -> np.ndarray:

@@ -173,3 +173,25 @@ def test_bad_arguments(call, message):
 def test_regenerate_needs_an_existing_directory(tmp_path):
     with pytest.raises(ArgumentError, match="is not an existing directory"):
         datasets.regenerate(tmp_path / "nope")
+
+
+def test_simulate_hypercube_layout_and_moments():
+    """Hypercube-D (PG-BART 4.1): 10 points per vertex of [-1, 1]^3, offsets with sd 0.1 and
+    noise sd 0.01 within a vertex. With 80 offsets per coordinate the sample sd of the offsets
+    is within 0.1 +- 0.025 (about 3 standard errors); the within-vertex sd of y is the noise
+    sd 0.01 within a factor 2 (9 df per vertex, 8 vertices pooled: 72 df)."""
+    from bartpy_suite.datasets import simulate_hypercube
+
+    df = simulate_hypercube(3, 10, seed=5)
+    assert list(df.columns) == ["x1", "x2", "x3", "y"] and len(df) == 80
+    x = df[["x1", "x2", "x3"]].to_numpy()
+    vertex = np.repeat(np.arange(8), 10)
+    signs = np.sign(x.reshape(8, 10, 3).mean(axis=1))
+    assert len({tuple(s) for s in signs}) == 8
+    offsets = x - signs[vertex]
+    assert abs(offsets.std() - 0.1) < 0.025
+    within = df.groupby(vertex)["y"].std(ddof=1).pow(2).mean() ** 0.5
+    assert 0.005 < within < 0.02
+    assert simulate_hypercube(3, 10, seed=5).equals(df)
+    with pytest.raises(ArgumentError, match="d must be an integer >= 1"):
+        simulate_hypercube(0)

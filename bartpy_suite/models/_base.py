@@ -188,6 +188,7 @@ class TreeModel:
         if derived is not None:
             derived(draws.posterior)
         return build_fit(draws, statistics=self.spec.statistics[problem.model], coords=self.spec.coords,
+                         ess_method=self.spec.ess_method,
                          binned=binned, y=np.asarray(y), config=config, design=design)
 
     @classmethod

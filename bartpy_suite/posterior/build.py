@@ -42,7 +42,8 @@ def variable_activity(var: np.ndarray, tree_nodes: np.ndarray, p: int) -> np.nda
     return share.reshape(chains, draws, p)
 
 
-def build_fit(draws, *, statistics, coords: dict, binned, y: np.ndarray, config: dict, design=None) -> Fit:
+def build_fit(draws, *, statistics, coords: dict, binned, y: np.ndarray, config: dict, design=None,
+              ess_method: str = "autocorrelation") -> Fit:
     """Build the DataTree of a tree-model fit.
 
     Parameters
@@ -63,6 +64,9 @@ def build_fit(draws, *, statistics, coords: dict, binned, y: np.ndarray, config:
         Model configuration (JSON-serialisable); ``center``/``scale`` undo the standardisation.
     design : object, optional
         Formula design with ``to_json``.
+    ess_method : {"autocorrelation", "kish"}
+        The sampler's ``SamplerSpec.ess_method``, kept in ``sample_stats.attrs["ess_method"]``
+        for ``Fit.summary``.
 
     Raises
     ------
@@ -121,6 +125,7 @@ def build_fit(draws, *, statistics, coords: dict, binned, y: np.ndarray, config:
     idata[TREES_GROUP] = xr.DataTree(_tree_store(draws.nodes, tree_nodes, config, classification, n_trees))
     for dim, values in coords.items():
         idata["sample_stats"].attrs[f"{dim}_names"] = json.dumps(list(values))
+    idata["sample_stats"].attrs["ess_method"] = ess_method
     attrs = {CONFIG_ATTR: json.dumps(config)}
     if design is not None:
         attrs[DESIGN_ATTR] = design.to_json()

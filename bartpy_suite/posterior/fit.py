@@ -18,7 +18,7 @@ from .._kernels.predict import leaf_indices, sum_of_trees
 from .._kernels.record import right_children, to_padded, tree_roots
 from ..errors import ArgumentError, DataError
 from .tree_text import format_tree
-from .weighted import weighted_ess, weighted_mean_sd, weighted_quantiles, weighted_rhat
+from .weighted import kish_ess, weighted_ess, weighted_mean_sd, weighted_quantiles, weighted_rhat
 
 CONFIG_ATTR = "bartpy_suite_config"
 DESIGN_ATTR = "bartpy_suite_design"
@@ -131,11 +131,17 @@ class Fit:
             are arviz-stats' bulk ESS, tail ESS and rank-normalised split R-hat; with unequal
             weights ``ess_bulk`` is the delta-method ESS of the self-normalised weighted mean
             (Geyer-truncated autocorrelations of the weighted deviations), ``r_hat`` the weighted
-            split R-hat with Kish chain lengths, and ``ess_tail`` NaN.
+            split R-hat with Kish chain lengths, and ``ess_tail`` NaN. Samplers whose chains are
+            independent weighted particles (``smc``: ``sample_stats.attrs["ess_method"] ==
+            "kish"``) report as ``ess_bulk`` the sum over chains of Kish's ESS of each chain's
+            weights.
         """
         level = check.check_open_unit("level", level)
         lo, hi = interval_labels(level)
         w = self.weights.values
+        kish = None
+        if self.sample_stats.attrs.get("ess_method") == "kish":
+            kish = float(sum(kish_ess(w[c]) for c in range(w.shape[0])))
         rows = {}
         for name, da in self.posterior.data_vars.items():
             if da.dims != ("chain", "draw"):
@@ -150,7 +156,7 @@ class Fit:
                 "sd": sd,
                 lo: q[0],
                 hi: q[1],
-                "ess_bulk": weighted_ess(arr, w),
+                "ess_bulk": weighted_ess(arr, w) if kish is None else kish,
                 "ess_tail": _tail_ess(arr, w),
                 "r_hat": weighted_rhat(arr, w),
             }

@@ -82,6 +82,10 @@ class SamplerSpec:
         Coordinate values of the statistics' dims (e.g. ``{"move": ("grow", ...)}``).
     weighted : bool
         Whether draws carry non-uniform weights (``weight`` statistic).
+    ess_method : {"autocorrelation", "kish"}
+        How ``Fit.summary`` computes ``ess_bulk``: from the draws' autocorrelation (MCMC; weighted
+        by the delta method when weights vary), or as the sum over chains of Kish's ESS of each
+        chain's weights (independent weighted particles, e.g. SMC islands).
     """
 
     name: str
@@ -92,6 +96,7 @@ class SamplerSpec:
     statistics: Mapping[str, tuple[Statistic, ...]] = field(default_factory=dict)
     coords: Mapping[str, tuple] = field(default_factory=dict)
     weighted: bool = False
+    ess_method: str = "autocorrelation"
 
     @property
     def models(self) -> tuple[str, ...]:

@@ -344,3 +344,22 @@ def rao_scott_g_test(labels: np.ndarray, probs: np.ndarray, n_batches: int = 40,
     mean_deff = float(np.sum((1 - p_cells) * deff) / (kk - 1))
     g_adj = g / mean_deff
     return g_adj, kk - 1, float(stats.chi2.sf(g_adj, kk - 1)), mean_deff
+
+
+# -- any sampler's chain (additive helpers) ---------------------------------------------------------
+
+def cart_problem(prob: Problem, likelihood: bool = True):
+    """The ``CartProblem`` of ``prob`` with the same priors as ``make_chain``."""
+    from bartpy_suite.samplers.problems import CartProblem
+
+    chain = make_chain(prob, GROW_PRUNE_MOVES, 0, likelihood=likelihood)
+    return CartProblem(chain.codes, chain.is_categorical, chain.nbins, chain.y, chain.ycls, chain.hyper)
+
+
+def make_sampler_chain(prob: Problem, sampler: str, options: dict, seed: int, likelihood: bool = True):
+    """A chain of the registered ``sampler`` (its ``TreeChain``) on the data of ``prob``, built
+    through the registry with ``options`` (validated, defaults filled in)."""
+    from bartpy_suite.samplers import get_sampler
+
+    spec = get_sampler(sampler, "cart")
+    return spec.make_chain(cart_problem(prob, likelihood), spec.check_options(options), np.random.default_rng(seed))

@@ -1,0 +1,249 @@
+"""The one-step optimal ("posterior") node proposal of the top-down particle filter
+(Lakshminarayanan, Roy & Teh 2013; spec ``tree_moves.md`` 2.1).
+
+At a popped node every option is scored by prior times likelihood ratio,
+
+    s_stop = log(1 - p_SPLIT),   s(v, S) = log p_SPLIT + log p_RULE(v, S) + [L(after) - L(before)],
+
+where L is the log marginal likelihood of the partial tree (eligible nodes as leaves; for the
+common-sigma model including its global term). One option is drawn with probability
+proportional to exp(s) and the particle's log weight grows by log sum exp(s) (the proposal is
+the normalised target increment, so the weight is its normaliser). Rules follow the prior's
+conventions (``tree.py``): numeric cuts in the node's available range; for a factor, ordered
+subsets S of the levels present at the node with both sides holding at least m rows, each of
+p_RULE mass 1 / (n_vars * count_v), the bits of absent levels drawn uniformly afterwards (they do
+not change the rows). A factor is enumerated over its 2^(present levels) subsets.
+
+The scores come from per-bin sufficient statistics of the node's rows (count, sum, sum of
+squares, class counts), one variable at a time; two passes (normaliser, then the draw) avoid
+storing the candidates.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from .likelihood import (
+    MODEL_CLASSIFICATION,
+    MODEL_MEAN_SHIFT,
+    MODEL_NORMAL_KNOWN_VARIANCE,
+    leaf_log_marginal_dirichlet,
+    leaf_log_marginal_mean_variance,
+    leaf_log_marginal_normal_known_variance,
+    mean_shift_leaf_terms,
+)
+from .tree import (
+    H_A,
+    H_ALPHA,
+    H_BETA,
+    H_CLASS_ALPHA,
+    H_LAM,
+    H_LIKELIHOOD,
+    H_MIN_LEAF,
+    H_MODEL,
+    H_MU_BAR,
+    H_N_CLASSES,
+    H_NU,
+    H_SIGMA2,
+    H_TAU2,
+    global_term,
+    node_rule_counts,
+    p_split,
+)
+
+
+class BinStats(NamedTuple):
+    """Sufficient statistics of a node's rows per bin of one variable, and two sides' totals."""
+
+    n: np.ndarray  # float64[max bins]
+    s: np.ndarray  # float64[max bins]
+    ss: np.ndarray  # float64[max bins]
+    cls: np.ndarray  # float64[max bins, K]
+    side: np.ndarray  # float64[2, 3 + K]: (n, sum, sumsq, class counts) of left and right
+
+
+def new_bin_stats(max_bins: int, n_classes: int) -> BinStats:
+    """Work arrays for ``max_bins`` bins and ``n_classes`` classes."""
+    k = max(n_classes, 1)
+    return BinStats(np.zeros(max_bins), np.zeros(max_bins), np.zeros(max_bins), np.zeros((max_bins, k)),
+                    np.zeros((2, 3 + k)))
+
+
+@njit(cache=True, nogil=True)
+def _terms(side, j, hyper):
+    """(lm, b) of a leaf with the statistics ``side[j]`` (as ``tree.leaf_terms``)."""
+    if hyper[H_LIKELIHOOD] == 0.0:
+        return 0.0, 0.0
+    n = side[j, 0]
+    model = int(hyper[H_MODEL])
+    if model == MODEL_CLASSIFICATION:
+        k = int(hyper[H_N_CLASSES])
+        return leaf_log_marginal_dirichlet(side[j, 3:3 + k], hyper[H_CLASS_ALPHA]), 0.0
+    total = side[j, 1]
+    if model == MODEL_NORMAL_KNOWN_VARIANCE:
+        return leaf_log_marginal_normal_known_variance(int(n), total, hyper[H_SIGMA2], hyper[H_TAU2]), total
+    ybar = total / n
+    ssd = max(side[j, 2] - n * ybar * ybar, 0.0)
+    if model == MODEL_MEAN_SHIFT:
+        return mean_shift_leaf_terms(int(n), ybar, ssd, hyper[H_A], hyper[H_MU_BAR])
+    return leaf_log_marginal_mean_variance(int(n), ybar, ssd, hyper[H_A], hyper[H_MU_BAR], hyper[H_NU],
+                                           hyper[H_LAM]), 0.0
+
+
+@njit(cache=True, nogil=True)
+def _fill_bins(xt, perm, start, end, v, nb, y, ycls, hyper, st):
+    k = st.cls.shape[1]
+    for b in range(nb):
+        st.n[b] = 0.0
+        st.s[b] = 0.0
+        st.ss[b] = 0.0
+        for c in range(k):
+            st.cls[b, c] = 0.0
+    classification = int(hyper[H_MODEL]) == MODEL_CLASSIFICATION
+    row = xt[v]
+    for i in range(start, end):
+        r = perm[i]
+        b = row[r]
+        st.n[b] += 1.0
+        if classification:
+            st.cls[b, ycls[r]] += 1.0
+        else:
+            st.s[b] += y[r]
+            st.ss[b] += y[r] * y[r]
+
+
+@njit(cache=True, nogil=True)
+def _split_score(st, left_mask_or_cut, is_cat_v, nb, hyper, lm_sum, b_sum, lm_node, b_node, n_total, base):
+    """Score of one rule: ``base`` + the change of L when the node splits by it."""
+    k = st.cls.shape[1]
+    for j in range(2):
+        for c in range(3 + k):
+            st.side[j, c] = 0.0
+    for b in range(nb):
+        if st.n[b] == 0.0:
+            continue
+        if is_cat_v:
+            j = 0 if (left_mask_or_cut >> b) & 1 else 1
+        else:
+            j = 0 if b <= left_mask_or_cut else 1
+        st.side[j, 0] += st.n[b]
+        st.side[j, 1] += st.s[b]
+        st.side[j, 2] += st.ss[b]
+        for c in range(k):
+            st.side[j, 3 + c] += st.cls[b, c]
+    lm_l, b_l = _terms(st.side, 0, hyper)
+    lm_r, b_r = _terms(st.side, 1, hyper)
+    before = lm_sum + global_term(b_sum, n_total, hyper)
+    after = lm_sum + lm_l + lm_r - lm_node + global_term(b_sum + b_l + b_r - b_node, n_total, hyper)
+    return base + after - before
+
+
+@njit(cache=True, nogil=True)
+def _present_levels(st, nb, levels):
+    count = 0
+    for b in range(nb):
+        if st.n[b] > 0.0:
+            levels[count] = b
+            count += 1
+    return count
+
+
+@njit(cache=True, nogil=True)
+def _subset_mask(sub, levels, present):
+    mask = np.int64(0)
+    for j in range(present):
+        if (sub >> j) & 1:
+            mask |= np.int64(1) << levels[j]
+    return mask
+
+
+@njit(cache=True, nogil=True)
+def _subset_rows(st, sub, levels, present):
+    s = 0.0
+    for j in range(present):
+        if (sub >> j) & 1:
+            s += st.n[levels[j]]
+    return s
+
+
+@njit(cache=True, nogil=True)
+def optimal_choice(rng, tree, node, xt, is_cat, nbins, y, ycls, hyper, scratch, st, levels, lm_sum, b_sum,
+                   n_total):
+    """Draw the decision at ``node`` from the one-step optimal proposal.
+
+    Returns ``(log weight increment, v, cut)``; ``v = -1`` means the node stays a leaf. The
+    increment is log sum exp over all options (the proposal's normaliser).
+    """
+    m = int(hyper[H_MIN_LEAF])
+    perm = tree.perm
+    s0 = tree.start[node]
+    e0 = tree.end[node]
+    ps = p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node])
+    n_vars = node_rule_counts(scratch.codes_by_row, perm, s0, e0, is_cat, nbins, m, scratch.hist2d, scratch.sums,
+                              scratch.counts, scratch.lows, scratch.extras)
+    lm_node = tree.lm[node]
+    b_node = tree.b[node]
+    s_stop = math.log1p(-ps)
+    n_node = float(e0 - s0)
+    # Pass 0: the normaliser (running log-sum-exp); pass 1: the draw.
+    log_total = s_stop
+    target = 0.0
+    acc = 0.0
+    for pass_ in range(2):
+        if pass_ == 1:
+            target = math.log(rng.random()) + log_total
+            acc = s_stop
+            if target <= acc:
+                return log_total, -1, np.int64(0)
+        for v in range(xt.shape[0]):
+            count = scratch.counts[v]
+            if count <= 0:
+                continue
+            nb = nbins[v]
+            base = math.log(ps) - math.log(n_vars) - math.log(count)
+            _fill_bins(xt, perm, s0, e0, v, nb, y, ycls, hyper, st)
+            if not is_cat[v]:
+                lo = scratch.lows[v]
+                for c in range(lo, lo + int(count)):
+                    sc = _split_score(st, np.int64(c), False, nb, hyper, lm_sum, b_sum, lm_node, b_node, n_total,
+                                      base)
+                    if pass_ == 0:
+                        log_total = _lse(log_total, sc)
+                    else:
+                        acc = _lse(acc, sc)
+                        if target <= acc:
+                            return log_total, v, np.int64(c)
+                continue
+            present = _present_levels(st, nb, levels)
+            for sub in range(1, (1 << present) - 1):
+                rows_left = _subset_rows(st, sub, levels, present)
+                if rows_left < m or n_node - rows_left < m:
+                    continue
+                mask = _subset_mask(sub, levels, present)
+                sc = _split_score(st, mask, True, nb, hyper, lm_sum, b_sum, lm_node, b_node, n_total, base)
+                if pass_ == 0:
+                    log_total = _lse(log_total, sc)
+                else:
+                    acc = _lse(acc, sc)
+                    if target <= acc:
+                        for b in range(nb):
+                            if st.n[b] == 0.0 and rng.random() < 0.5:
+                                mask |= np.int64(1) << b
+                        return log_total, v, mask
+    # Rounding left the target beyond the last option: stop (an option of positive mass).
+    return log_total, -1, np.int64(0)
+
+
+@njit(cache=True, nogil=True)
+def _lse(a, b):
+    if a == -np.inf:
+        return b
+    if b == -np.inf:
+        return a
+    if a > b:
+        return a + math.log1p(math.exp(b - a))
+    return b + math.log1p(math.exp(a - b))

@@ -1,0 +1,311 @@
+"""The particle samplers: ``pg`` (particle Gibbs: conditional SMC per tree, PG-BART paper
+Algorithm 2) for Bayesian CART and BART, and ``smc`` (the top-down particle filter of
+Lakshminarayanan, Roy & Teh 2013) for Bayesian CART.
+
+``pg`` options: ``particles`` (N, default 10) and ``resampling`` ("systematic", the
+conditional systematic scheme, or "multinomial"). Statistics per kept draw: ``ess`` (Kish ESS
+of the particle weights at the last stage, in particles), ``kept_reference`` (1 if the clamped
+particle, the previous tree, was returned) and ``stages``; for BART their means over the trees
+of the sweep.
+
+``smc``: each chain is an island, an independent filter whose ``draws`` particles become the
+chain's draws with their normalised importance weights (``weight``); ``tune`` and ``thin`` do
+not apply (the particles are not a Markov chain). Options: ``resampling``, ``ess_threshold``
+(resample before a stage when the weights' Kish ESS is at most this fraction of the particles;
+default 0.5) and ``proposal`` ("prior" or "optimal", spec 2.1). Statistics: ``weight``,
+``island_ess`` (Kish ESS of the island's final weights), ``stages``, ``log_evidence`` (the
+island's estimate of log p(Y | X) on the working scale). The fit's ``ess_bulk`` is the sum
+over islands of ``island_ess``.
+
+Import rule: imports ``_kernels``, ``_validation``, ``errors`` and the modules of this package.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._kernels import tree as _tree
+from .._kernels.particle import PROPOSAL_NAMES, RESAMPLING_NAMES, Particles, Work, smc_run
+from .._kernels.particle_chain import pg_bart_sweep, record_particles, run_pg_bart_chain, run_pg_cart_chain
+from .._kernels.particle_proposal import new_bin_stats
+from .._kernels.record import grow_store, record_tree
+from ..errors import ArgumentError
+from .forest import ForestChain
+from .problems import BartProblem, CartProblem
+from .registry import Option, SamplerSpec, Statistic, register
+from .single_tree import TreeChain
+
+DEFAULT_PARTICLES = 10
+DEFAULT_ESS_THRESHOLD = 0.5
+
+
+def new_particles(count: int, n_rows: int, capacity: int, n_classes: int = 1) -> Particles:
+    """``count`` root particles over ``n_rows`` rows with room for ``capacity`` nodes each."""
+    trees = [_tree.new_tree(n_rows, capacity, n_classes) for _ in range(count)]
+    stacked = _tree.TreeArrays(*[np.ascontiguousarray(np.stack([getattr(t, k) for t in trees]))
+                                 for k in _tree.TreeArrays._fields])
+    return Particles(
+        trees=stacked,
+        queue=np.zeros((count, capacity), dtype=np.int32),
+        head=np.zeros(count, dtype=np.int64),
+        tail=np.zeros(count, dtype=np.int64),
+        lm_sum=np.zeros(count),
+        b_sum=np.zeros(count),
+    )
+
+
+def new_work(count: int, capacity: int) -> Work:
+    """Work arrays of an update with ``count`` particles."""
+    return Work(np.zeros(count), np.zeros(count), np.zeros(count, dtype=np.int64),
+                np.zeros(capacity, dtype=np.int32), np.zeros(3))
+
+
+class _ParticleSets:
+    """The two particle sets (resampling copies from one into the other) and the work arrays."""
+
+    def _init_particles(self, count: int, n_rows: int, capacity: int, n_classes: int = 1) -> None:
+        self.pa = new_particles(count, n_rows, capacity, n_classes)
+        self.pb = new_particles(count, n_rows, capacity, n_classes)
+        self.work = new_work(count, capacity)
+
+
+class PgCartChain(TreeChain, _ParticleSets):
+    """One particle Gibbs chain on a single tree (Bayesian CART).
+
+    Parameters
+    ----------
+    problem : CartProblem
+    particles : int
+        Particles per conditional SMC update (the clamped one included).
+    resampling : {"systematic", "multinomial"}
+    rng : numpy.random.Generator
+    """
+
+    def __init__(self, problem: CartProblem, particles: int, resampling: str, rng: np.random.Generator):
+        super().__init__(problem, rng)
+        self.scheme = RESAMPLING_NAMES.index(resampling)
+        self._init_particles(particles, self.y.shape[0], self.capacity, self.n_classes)
+
+    def allocate(self, draws: int) -> None:
+        """Buffers for ``draws`` kept draws (the model's and the particle statistics)."""
+        super().allocate(draws)
+        self.stats = np.zeros((draws, 3))
+
+    def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
+        """Advance ``n_iter`` particle Gibbs iterations, recording kept draws."""
+        done = 0
+        while done < n_iter:
+            steps, pending = run_pg_cart_chain(
+                self.rng, self.tree, self.pa, self.pb, self.work, self.codes, self.is_categorical, self.nbins,
+                self.y, self.ycls, self.hyper, self.fstate, self.scratch, self.scheme, first_iter + done,
+                n_iter - done, tune, thin, self.draws, self.stats, self.store, self.order,
+            )
+            done += steps
+            if pending >= 0:
+                self.record_pending(pending)
+
+    def sampler_stats(self, kept: int) -> dict:
+        """``ess``, ``kept_reference`` and ``stages`` per draw."""
+        return _pg_stats(self.stats[:kept])
+
+
+class PgBartChain(ForestChain, _ParticleSets):
+    """One BART chain with a conditional SMC update of each tree.
+
+    Parameters
+    ----------
+    problem : BartProblem
+    particles : int
+    resampling : {"systematic", "multinomial"}
+    rng : numpy.random.Generator
+    """
+
+    def __init__(self, problem: BartProblem, particles: int, resampling: str, rng: np.random.Generator):
+        super().__init__(problem, rng)
+        self.scheme = RESAMPLING_NAMES.index(resampling)
+        self._init_particles(particles, self.resid.shape[0], self.capacity)
+
+    def allocate(self, draws: int) -> None:
+        """Buffers for ``draws`` kept draws (the model's and the particle statistics)."""
+        super().allocate(draws)
+        self.stats = np.zeros((draws, 3))
+
+    def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
+        """Advance ``n_iter`` sweeps, recording kept draws."""
+        done = 0
+        while done < n_iter:
+            steps, pending = run_pg_bart_chain(
+                self.rng, self.forest, self.state, self.pa, self.pb, self.work, self.codes, self.is_categorical,
+                self.nbins, self.scratch, self.scheme, first_iter + done, n_iter - done, tune, thin,
+                self.out["sigma"], self.stats, self.out["n_leaves"], self.out["depth"], self.store,
+                self.scratch.nodes, self.order,
+            )
+            done += steps
+            if pending >= 0:
+                self.record_pending(pending)
+
+    def sweep(self) -> np.ndarray:
+        """One backfitting sweep (nothing recorded); returns the sweep's (ess, kept_reference,
+        stages) means over the trees."""
+        stats = np.zeros(3)
+        pg_bart_sweep(self.rng, self.forest, self.state, self.pa, self.pb, self.work, self.codes,
+                      self.is_categorical, self.nbins, self.scratch, self.scheme, stats)
+        return stats
+
+    def sampler_stats(self, kept: int) -> dict:
+        """Means over the trees of each kept sweep of ``ess``, ``kept_reference``, ``stages``."""
+        return _pg_stats(self.stats[:kept])
+
+
+def _pg_stats(stats: np.ndarray) -> dict:
+    return {"ess": stats[:, 0].copy(), "kept_reference": stats[:, 1].copy(), "stages": stats[:, 2].copy()}
+
+
+class SmcCartChain(TreeChain, _ParticleSets):
+    """One island of the top-down particle filter: its particles are the chain's draws.
+
+    The whole filter runs in the first ``run`` call (it has no iterations to split); ``tune``
+    and ``thin`` are ignored. The particles are recorded in a random order (drawn from the
+    chain's generator) so that the halves of an island used by the split R-hat are exchangeable.
+
+    Parameters
+    ----------
+    problem : CartProblem
+    resampling : {"systematic", "multinomial"}
+    ess_threshold : float
+        Resample before a stage when the Kish ESS is at most this fraction of the particles.
+    rng : numpy.random.Generator
+    proposal : {"prior", "optimal"}
+        Node proposal: the tree prior, or the one-step optimal proposal (every rule at the node
+        scored by prior times likelihood ratio; a factor costs 2^levels scores).
+    """
+
+    def __init__(self, problem: CartProblem, resampling: str, ess_threshold: float, rng: np.random.Generator,
+                 proposal: str = "prior"):
+        super().__init__(problem, rng)
+        self.scheme = RESAMPLING_NAMES.index(resampling)
+        self.ess_threshold = float(ess_threshold)
+        self.proposal = PROPOSAL_NAMES.index(proposal)
+        max_bins = max(int(self.nbins.max()) if self.nbins.size else 1, 1)
+        self.bins = new_bin_stats(max_bins, self.n_classes)
+        self.levels = np.zeros(max_bins, dtype=np.int64)
+        self.finished = False
+
+    def allocate(self, draws: int) -> None:
+        """Particles and buffers for ``draws`` weighted draws."""
+        super().allocate(draws)
+        self._init_particles(draws, self.y.shape[0], self.capacity, self.n_classes)
+        self.weight = np.zeros(draws)
+        self.island = np.zeros((draws, 3))
+
+    def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
+        """Run the filter and record every particle (the first call only)."""
+        if self.finished:
+            return
+        final = smc_run(self.rng, self.pa, self.pb, self.work, self.codes, self.is_categorical, self.nbins, self.y,
+                        self.ycls, self.hyper, self.scratch, self.scheme, self.ess_threshold, self.proposal, self.bins,
+                        self.levels)
+        count = self.work.w.shape[0]
+        order = self.rng.permutation(count)
+        first = 0
+        while first < count:
+            first = record_particles(self.rng, final, self.work, self.codes, self.is_categorical, self.nbins,
+                                     self.y, self.ycls, self.hyper, self.fstate, self.scratch, self.draws,
+                                     self.store, self.order, order, first)
+            if first < count:
+                tree = type(self.tree)(*[getattr(final.trees, k)[order[first]] for k in _tree.TreeArrays._fields])
+                self.store = _grow_and_record(self.store, tree, first, self.order, self.scratch.stack)
+                first += 1
+        self.weight[:] = self.work.w[order]
+        self.island[:] = self.work.out
+        self.finished = True
+
+    def sampler_stats(self, kept: int) -> dict:
+        """``weight`` (normalised within the island), ``island_ess``, ``stages``, ``log_evidence``."""
+        return {"weight": self.weight[:kept].copy(), "island_ess": self.island[:kept, 0].copy(),
+                "stages": self.island[:kept, 1].copy(), "log_evidence": self.island[:kept, 2].copy()}
+
+
+def _grow_and_record(store, tree, d, order, stack):
+    store = grow_store(store, 2 * int(tree.meta[_tree.M_N_LEAVES]) - 1, d)
+    record_tree(tree, store, d, 0, order, stack)
+    return store
+
+
+# -- options and registry ------------------------------------------------------------------------
+def _check_particles(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 2:
+        raise ArgumentError(f"sampler option {name!r} must be an integer >= 2 (particles per tree update, the "
+                            f"clamped one included); got {value!r}")
+    return int(value)
+
+
+def _check_resampling(name: str, value) -> str:
+    if value not in RESAMPLING_NAMES:
+        raise ArgumentError(f"sampler option {name!r} must be one of {', '.join(map(repr, RESAMPLING_NAMES))}; "
+                            f"got {value!r}")
+    return str(value)
+
+
+def _check_proposal(name: str, value) -> str:
+    if value not in PROPOSAL_NAMES:
+        raise ArgumentError(f"sampler option {name!r} must be one of {', '.join(map(repr, PROPOSAL_NAMES))}; "
+                            f"got {value!r}")
+    return str(value)
+
+
+def _check_threshold(name: str, value) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        x = float("nan")
+    if isinstance(value, bool) or not 0.0 <= x <= 1.0:
+        raise ArgumentError(f"sampler option {name!r} must be a number in [0, 1] (fraction of the particles); "
+                            f"got {value!r}")
+    return x
+
+
+PARTICLES = Option("particles", DEFAULT_PARTICLES, _check_particles,
+                   f"particles per conditional SMC update, the clamped one included (default {DEFAULT_PARTICLES})")
+RESAMPLING = Option("resampling", "systematic", _check_resampling,
+                    "resampling scheme: 'systematic' (default; conditional systematic for pg) or 'multinomial'")
+ESS_THRESHOLD = Option("ess_threshold", DEFAULT_ESS_THRESHOLD, _check_threshold,
+                       "resample before a stage when the weights' Kish ESS is at most this fraction of the "
+                       f"particles (default {DEFAULT_ESS_THRESHOLD}; 1 resamples at every stage, 0 never)")
+
+PROPOSAL = Option("proposal", "prior", _check_proposal,
+                  "node proposal: 'prior' (default; the weights are likelihood ratios) or 'optimal' (one-step "
+                  "optimal: every rule scored by prior x likelihood ratio, 2^levels scores for a factor)")
+
+_PG_STATS = (
+    Statistic("ess", (), "Kish ESS of the particle weights at the last stage (particles; BART: mean over trees)"),
+    Statistic("kept_reference", (), "1 if the clamped particle (the previous tree) was returned (BART: share)"),
+    Statistic("stages", (), "stages of the conditional SMC (BART: mean over trees)"),
+)
+
+PG = register(SamplerSpec(
+    name="pg", family="particle",
+    description="particle Gibbs: conditional SMC over whole trees (PG-BART, Algorithm 2)",
+    builders={
+        "cart": lambda problem, options, rng: PgCartChain(problem, options["particles"], options["resampling"], rng),
+        "bart": lambda problem, options, rng: PgBartChain(problem, options["particles"], options["resampling"], rng),
+    },
+    options=(PARTICLES, RESAMPLING),
+    statistics={"cart": _PG_STATS, "bart": _PG_STATS},
+))
+
+SMC = register(SamplerSpec(
+    name="smc", family="particle",
+    description="top-down particle filter (Lakshminarayanan et al. 2013): weighted particles, chains are islands",
+    builders={"cart": lambda problem, options, rng: SmcCartChain(problem, options["resampling"],
+                                                                 options["ess_threshold"], rng, options["proposal"])},
+    options=(RESAMPLING, ESS_THRESHOLD, PROPOSAL),
+    statistics={"cart": (
+        Statistic("weight", (), "importance weight of the particle, normalised within its island"),
+        Statistic("island_ess", (), "Kish ESS of the island's final weights"),
+        Statistic("stages", (), "stages of the island's filter"),
+        Statistic("log_evidence", (), "the island's estimate of log p(Y | X) (working scale)"),
+    )},
+    weighted=True,
+    ess_method="kish",
+))
