@@ -162,10 +162,10 @@ def run_bartpy_suite(task, data, prior, tune, draws, sampler):
 
         original_run = _base.TreeModel._run
 
-        def timed_run(self, chains, run_chunk):
+        def timed_run(self, *args, **kwargs):
             t0 = time.perf_counter()
             try:
-                return original_run(self, chains, run_chunk)
+                return original_run(self, *args, **kwargs)
             finally:
                 sample_time[0] += time.perf_counter() - t0
 
