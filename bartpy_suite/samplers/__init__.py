@@ -10,6 +10,7 @@ Import rule: samplers import ``_kernels``, ``_validation`` and ``errors`` only (
 """
 
 from . import mh  # noqa: F401  (registers cgm and grow_prune)
+from . import ctmc  # noqa: F401  (registers ctmc)
 from .problems import BartProblem, CartProblem
 from .registry import SAMPLERS, Chain, Option, SamplerSpec, Statistic, get_sampler, register, samplers_for
 
