@@ -344,3 +344,14 @@ def rao_scott_g_test(labels: np.ndarray, probs: np.ndarray, n_batches: int = 40,
     mean_deff = float(np.sum((1 - p_cells) * deff) / (kk - 1))
     g_adj = g / mean_deff
     return g_adj, kk - 1, float(stats.chi2.sf(g_adj, kk - 1)), mean_deff
+
+
+def make_ctmc_chain(prob: Problem, seed: int, likelihood: bool = True):
+    """A ``CtmcCartChain`` (continuous-time sampler) on the data of ``prob`` with the same priors
+    as ``make_chain``."""
+    from bartpy_suite.samplers.ctmc import CtmcCartChain
+    from bartpy_suite.samplers.problems import CartProblem
+
+    mh = make_chain(prob, GROW_PRUNE_MOVES, seed, likelihood=likelihood)
+    problem = CartProblem(mh.codes, mh.is_categorical, mh.nbins, mh.y, mh.ycls, mh.hyper)
+    return CtmcCartChain(problem, np.random.default_rng(seed))
