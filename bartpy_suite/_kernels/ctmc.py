@@ -70,7 +70,6 @@ from .tree import (
     LEAF,
     M_N_FREE,
     collapse_node,
-    global_term,
     has_available_rule,
     leaf_terms,
     merge_sorted_halves,
@@ -102,7 +101,12 @@ class CtmcState(NamedTuple):
     cls_left: np.ndarray  # float64[K]
     cls_right: np.ndarray  # float64[K]
     levels: np.ndarray  # int64[MAX_FACTOR_LEVELS]: present levels of a factor at a leaf
-    info: np.ndarray  # float64[4]: Lambda, last event kind, last event node, jumps
+    cut_a: np.ndarray  # float64[p, n]: per birth candidate, log pi(T+)/pi(T) without the global term
+    cut_db: np.ndarray  # float64[p, n]: and its change of the leaf scatter sum (common-sigma model)
+    cut_m: np.ndarray  # float64[p, n]: number of rules (cuts) giving that candidate's partition
+    cut_count: np.ndarray  # int64[N, p]: candidates cached for (leaf, predictor); -1: not cached
+    death_a: np.ndarray  # float64[N]: the same for the death of a nog node
+    death_db: np.ndarray  # float64[N]
 
 
 def new_ctmc_state(n_rows: int, capacity: int, nbins: np.ndarray, is_cat: np.ndarray, n_classes: int) -> CtmcState:
@@ -127,7 +131,12 @@ def new_ctmc_state(n_rows: int, capacity: int, nbins: np.ndarray, is_cat: np.nda
         cls_left=np.zeros(k),
         cls_right=np.zeros(k),
         levels=np.zeros(MAX_FACTOR_LEVELS, dtype=np.int64),
-        info=np.zeros(4),
+        cut_a=np.zeros((p, n_rows)),
+        cut_db=np.zeros((p, n_rows)),
+        cut_m=np.zeros((p, n_rows)),
+        cut_count=np.zeros((capacity, p), dtype=np.int64),
+        death_a=np.zeros(capacity),
+        death_db=np.zeros(capacity),
     )
 
 
@@ -152,13 +161,20 @@ def stats_leaf_terms(n, s1, s2, cls, hyper):
 
 
 @njit(cache=True, nogil=True)
-def _global_delta(fstate, b_old, b_new, n_total, hyper):
-    """Change of the non-additive part of the log marginal (common-sigma model) when leaf
-    scatter ``b_old`` is replaced by ``b_new``."""
-    if hyper[H_LIKELIHOOD] == 0.0 or int(hyper[H_MODEL]) != MODEL_MEAN_SHIFT:
+def _global_delta(fstate, db, n_total, hyper):
+    """Change of the non-additive part of the log marginal (common-sigma model) when the leaf
+    scatter sum B changes by ``db``: the constant of ``mean_shift_global_term`` cancels,
+    leaving -(n + nu)/2 log((B + db + nu lam) / (B + nu lam))."""
+    if not _has_global_term(hyper):
         return 0.0
-    b = fstate[F_B_SUM]
-    return global_term(b - b_old + b_new, n_total, hyper) - global_term(b, n_total, hyper)
+    base = fstate[F_B_SUM] + hyper[H_NU] * hyper[H_LAM]
+    return -0.5 * (n_total + hyper[H_NU]) * math.log1p(db / base)
+
+
+@njit(cache=True, nogil=True)
+def _has_global_term(hyper):
+    """Whether the tree's log marginal has a part that is not a sum over leaves (common sigma)."""
+    return hyper[H_LIKELIHOOD] != 0.0 and int(hyper[H_MODEL]) == MODEL_MEAN_SHIFT
 
 
 @njit(cache=True, nogil=True)
@@ -274,6 +290,8 @@ def _numeric_rates(tree, node, xt, is_cat, nbins, v, lo, count, log_base, lm_lea
     s1 = 0.0
     s2 = 0.0
     total = 0.0
+    entry = tree.start[node] - 1
+    rate = 0.0
     for k in range(hi + 1):
         s1 += cs.bin_s1[k]
         s2 += cs.bin_s2[k]
@@ -283,6 +301,12 @@ def _numeric_rates(tree, node, xt, is_cat, nbins, v, lo, count, log_base, lm_lea
                 cs.cls_right[j] -= cs.bin_cls[k, j]
         if k < lo:
             continue
+        if k > lo and cs.bin_n[k + 1] == cs.bin_n[k]:
+            # bin k is empty here: cut k splits the rows as cut k - 1 does (same rate)
+            cs.cut_m[v, entry] += 1.0
+            cs.rates[k] = rate
+            total += rate
+            continue
         n_left = cs.bin_n[k + 1]
         lm_l, b_l = stats_leaf_terms(n_left, s1, s2, cs.cls_left, hyper)
         lm_r, b_r = stats_leaf_terms(n - n_left, tot_s1 - s1, tot_s2 - s2, cs.cls_right, hyper)
@@ -291,10 +315,16 @@ def _numeric_rates(tree, node, xt, is_cat, nbins, v, lo, count, log_base, lm_lea
             log_r += ps_child
         if k <= last_right:
             log_r += ps_child
-        log_r += _global_delta(fstate, b_leaf, b_l + b_r, n_total, hyper)
-        rate = _rate(log_r)
+        db = b_l + b_r - b_leaf
+        # one cache entry per distinct partition: at most (distinct codes - 1) < rows entries
+        entry += 1
+        cs.cut_a[v, entry] = log_r
+        cs.cut_db[v, entry] = db
+        cs.cut_m[v, entry] = 1.0
+        rate = _rate(log_r + _global_delta(fstate, db, n_total, hyper))
         cs.rates[k] = rate
         total += rate
+    cs.cut_count[node, v] = entry + 1 - tree.start[node]
     return total
 
 
@@ -328,6 +358,7 @@ def _factor_rates(tree, node, xt, is_cat, nbins, v, log_base, lm_leaf, b_leaf, n
     n_cls = cs.bin_cls.shape[1]
     n_sub = 1 << (n_present - 1) if n_present >= 1 else 1
     total = 0.0
+    cached = 0
     cs.rates[0] = 0.0
     for sub in range(1, n_sub):
         cs.rates[sub] = 0.0
@@ -380,10 +411,18 @@ def _factor_rates(tree, node, xt, is_cat, nbins, v, log_base, lm_leaf, b_leaf, n
             log_r += ps_child
         if has_available_rule(xt, cs.sub_rows, fill_l, n, is_cat, nbins, m, scratch.hist, scratch.sums):
             log_r += ps_child
-        log_r += _global_delta(fstate, b_leaf, b_l + b_r, n_total, hyper)
-        rate = _rate(log_r)
+        db = b_l + b_r - b_leaf
+        if cached >= 0 and cached < n:
+            cs.cut_a[v, tree.start[node] + cached] = log_r
+            cs.cut_db[v, tree.start[node] + cached] = db
+            cs.cut_m[v, tree.start[node] + cached] = 1.0
+            cached += 1
+        else:
+            cached = -1  # more partitions than the leaf has slots: recomputed when needed
+        rate = _rate(log_r + _global_delta(fstate, db, n_total, hyper))
         cs.rates[sub] = rate
         total += rate
+    cs.cut_count[node, v] = cached
     return total
 
 
@@ -404,6 +443,7 @@ def _var_birth_rates(tree, node, v, n_vars, log_split, xt, is_cat, nbins, y, ycl
     ``_leaf_rule_setup`` must have run for the leaf."""
     count = scratch.counts[v]
     if count <= 0.0:
+        cs.cut_count[node, v] = 0
         return 0.0
     n_total = float(y.shape[0])
     _bin_rows(tree, node, xt, v, nbins[v], y, ycls, hyper, cs)
@@ -424,6 +464,7 @@ def leaf_birth_rates(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scra
     p = xt.shape[0]
     for v in range(p):
         cs.rate_var[node, v] = 0.0
+        cs.cut_count[node, v] = 0
     if tree.meta[M_N_FREE] < 2:
         return
     n_vars, log_split = _leaf_rule_setup(tree, node, xt, is_cat, nbins, hyper, scratch)
@@ -438,7 +479,7 @@ def leaf_birth_rates(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scra
 # -- death rates ------------------------------------------------------------------------------------
 
 @njit(cache=True, nogil=True)
-def nog_death_rate(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch):
+def nog_death_rate(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs):
     """Death rate of a nog node: ``min(1, pi(T-) / pi(T))`` (CT-MCMC eq. 10)."""
     m = int(hyper[H_MIN_LEAF])
     s = tree.start[node]
@@ -458,8 +499,10 @@ def nog_death_rate(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratc
     log_r -= _log_one_minus(xt, tree.perm, tree.start[lc], tree.end[lc], is_cat, nbins, d, hyper, scratch)
     log_r -= _log_one_minus(xt, tree.perm, tree.start[rc], tree.end[rc], is_cat, nbins, d, hyper, scratch)
     log_r += lm_n - tree.lm[lc] - tree.lm[rc]
-    log_r += _global_delta(fstate, tree.b[lc] + tree.b[rc], b_n, float(y.shape[0]), hyper)
-    return _rate(log_r)
+    db = b_n - tree.b[lc] - tree.b[rc]
+    cs.death_a[node] = log_r
+    cs.death_db[node] = db
+    return _rate(log_r + _global_delta(fstate, db, float(y.shape[0]), hyper))
 
 
 @njit(cache=True, nogil=True)
@@ -477,7 +520,36 @@ def compute_all_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, 
         if tree.var[node] == LEAF:
             leaf_birth_rates(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
         elif _is_nog(tree, node):
-            cs.rate_death[node] = nog_death_rate(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch)
+            cs.rate_death[node] = nog_death_rate(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+
+
+@njit(cache=True, nogil=True)
+def refresh_global_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs):
+    """Common-sigma model: after a jump changed the scatter sum B, recompute every rate from the
+    cached local parts (``cut_a``, ``cut_db``, ``death_a``, ``death_db``): one log1p and one exp
+    per candidate, no pass over the rows. (Leaf-variable pairs without a cache, factors with more
+    partitions than rows, are recomputed from the rows.)"""
+    n_total = float(y.shape[0])
+    p = xt.shape[0]
+    for node in range(tree.var.shape[0]):
+        if tree.var[node] == LEAF:
+            uncached = False
+            for v in range(p):
+                if cs.cut_count[node, v] < 0:
+                    uncached = True
+            if uncached:
+                leaf_birth_rates(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+                continue
+            for v in range(p):
+                count = cs.cut_count[node, v]
+                total = 0.0
+                start = tree.start[node]
+                for j in range(start, start + count):
+                    total += cs.cut_m[v, j] * _rate(cs.cut_a[v, j] + _global_delta(fstate, cs.cut_db[v, j], n_total,
+                                                                                     hyper))
+                cs.rate_var[node, v] = total
+        elif tree.var[node] >= 0 and _is_nog(tree, node):
+            cs.rate_death[node] = _rate(cs.death_a[node] + _global_delta(fstate, cs.death_db[node], n_total, hyper))
 
 
 @njit(cache=True, nogil=True)
@@ -560,11 +632,9 @@ def apply_death(tree, node, y, ycls, hyper, fstate, scratch):
 
 
 @njit(cache=True, nogil=True)
-def _needs_full_refresh(tree, hyper):
-    """Rates of untouched nodes change after a jump when the log marginal has a global term
-    (common-sigma model) or when the free node slots run low (births need two)."""
-    model = int(hyper[H_MODEL])
-    return (hyper[H_LIKELIHOOD] != 0.0 and model == MODEL_MEAN_SHIFT) or tree.meta[M_N_FREE] <= 3
+def _needs_full_refresh(tree):
+    """Births need two free node slots: near the capacity a jump changes every leaf's births."""
+    return tree.meta[M_N_FREE] <= 3
 
 
 @njit(cache=True, nogil=True)
@@ -629,7 +699,7 @@ def jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam)
         else:
             cut = np.int64(_pick(cs.rates, nbins[v], u))
         lc, rc = apply_birth(tree, node, v, cut, xt, is_cat, y, ycls, hyper, fstate, scratch)
-        full = _needs_full_refresh(tree, hyper)
+        full = _needs_full_refresh(tree)
         if not full:
             for k in range(p):
                 cs.rate_var[node, k] = 0.0
@@ -637,7 +707,7 @@ def jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam)
             cs.rate_death[rc] = 0.0
             leaf_birth_rates(tree, lc, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
             leaf_birth_rates(tree, rc, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
-            cs.rate_death[node] = nog_death_rate(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch)
+            cs.rate_death[node] = nog_death_rate(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
             par = tree.parent[node] if node != 0 else -1
             if par >= 0:
                 cs.rate_death[par] = 0.0
@@ -645,7 +715,7 @@ def jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam)
         lc = tree.left[node]
         rc = tree.right[node]
         apply_death(tree, node, y, ycls, hyper, fstate, scratch)
-        full = _needs_full_refresh(tree, hyper)
+        full = _needs_full_refresh(tree)
         if not full:
             for k in range(p):
                 cs.rate_var[lc, k] = 0.0
@@ -654,9 +724,11 @@ def jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam)
             leaf_birth_rates(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
             par = tree.parent[node] if node != 0 else -1
             if par >= 0 and _is_nog(tree, par):
-                cs.rate_death[par] = nog_death_rate(tree, par, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch)
+                cs.rate_death[par] = nog_death_rate(tree, par, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
     if full:
         compute_all_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+    elif _has_global_term(hyper):
+        refresh_global_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
     return kind, node
 
 
