@@ -99,19 +99,23 @@ def fmt(x) -> str:
     return f"{x:.3g}"
 
 
-def jump_cost(sizes=(300, 3000), iters=4000) -> list[tuple]:
-    """Microseconds per ctmc jump against mean leaves, likelihood off (the prior with beta 0
-    and several alpha values grows trees of different sizes)."""
+def jump_cost(sizes=(300, 3000), iters=3000) -> list[tuple]:
+    """Microseconds per ctmc jump (and per grow_prune iteration, same run) against the mean
+    number of leaves: wu2007 data with sigma^2 = 1, n rows, beta in (2, 1, 0.5, 0.25) so the
+    posterior trees grow from a few leaves to several tens."""
     out = []
     for n in sizes:
         df = bps.datasets.simulate_wu2007(n, seed=1)
-        for alpha in (0.5, 0.8, 0.95):
-            t0 = time.perf_counter()
-            fit = bps.cart("y ~ x1 + x2 + x3", data=df, sampler="ctmc", chains=1, draws=iters, tune=200, seed=1,
-                           alpha=alpha, beta=0.0, likelihood=False, progress=False, threads=1)
-            sec = time.perf_counter() - t0
-            leaves = float(fit.posterior["n_leaves"].values.mean())
-            out.append((n, alpha, leaves, 1e6 * sec / (iters + 200)))
+        for beta in (2.0, 1.0, 0.5, 0.25):
+            row = [n, beta]
+            for sampler in ("ctmc", "grow_prune"):
+                t0 = time.perf_counter()
+                fit = bps.cart("y ~ x1 + x2 + x3", data=df, sampler=sampler, chains=1, draws=iters, tune=500, seed=1,
+                               beta=beta, progress=False, threads=1)
+                sec = time.perf_counter() - t0
+                w = fit.weights.values
+                row += [float((w * fit.posterior["n_leaves"].values).sum() / w.sum()), 1e6 * sec / (iters + 500)]
+            out.append(tuple(row))
     return out
 
 
@@ -122,13 +126,14 @@ def main(argv=None) -> None:
     ap.add_argument("--burn", type=int, default=1_000)
     ap.add_argument("--sigma2", default="1,0.1,0.01")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--jump-cost-only", action="store_true", help="only the time-per-jump table (appended to --out)")
     args = ap.parse_args(argv)
     warm = bps.datasets.simulate_wu2007(300, seed=0)
     for sampler, _ in SAMPLERS:  # compile before timing
         bps.cart("y ~ x1 + x2 + x3", data=warm, sampler=sampler, chains=1, draws=20, tune=5, seed=0, progress=False)
     lines = [f"# CT-MCMC table 1-3 replication (Wu et al. 2007 data), {args.reps} replications, "
              f"{args.iters} iterations after {args.burn}", ""]
-    for s2 in [float(x) for x in args.sigma2.split(",")]:
+    for s2 in [] if args.jump_cost_only else [float(x) for x in args.sigma2.split(",")]:
         rows = {label: [] for _, label in SAMPLERS}
         for r in range(args.reps):
             train = bps.datasets.simulate_wu2007(300, seed=r, sigma2=s2)
@@ -158,14 +163,17 @@ def main(argv=None) -> None:
                             for a, b in zip(rows["CT-A"], rows["RJ-A"])])
         lines += [f"Per-replication ESS/s ratio CT-A / RJ-A on the activities: median {np.median(per_rep):.2f}, "
                   f"range {per_rep.min():.2f}-{per_rep.max():.2f}", ""]
-    lines += ["## Time per ctmc jump against tree size (likelihood off, beta 0)", "",
-              "| n | alpha | mean leaves | us per jump |", "|---|---|---|---|"]
-    for n, alpha, leaves, us in jump_cost():
-        lines.append(f"| {n} | {alpha} | {leaves:.1f} | {us:.0f} |")
+    if args.jump_cost_only:
+        lines = []
+    lines += ["## Time per ctmc jump against tree size (sigma^2 = 1, prior beta varied)", "",
+              "| n | beta | ctmc mean leaves | us per jump | grow_prune mean leaves | us per iteration | ratio |",
+              "|---|---|---|---|---|---|---|"]
+    for n, beta, leaves, us, gp_leaves, gp_us in jump_cost():
+        lines.append(f"| {n} | {beta} | {leaves:.1f} | {us:.0f} | {gp_leaves:.1f} | {gp_us:.0f} | {us / gp_us:.1f} |")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
-        with open(args.out, "w") as fh:
+        with open(args.out, "a" if args.jump_cost_only else "w") as fh:
             fh.write(text)
 
 

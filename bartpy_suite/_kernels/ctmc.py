@@ -27,9 +27,17 @@ Cost: rates are cached per leaf and predictor (``rate_var``) and per nog node (`
 A leaf's rates over one predictor's cuts come from one counting sort of its rows by that
 predictor: binned counts and response sums give both children's leaf terms in O(1) per cut,
 and whether a child can split again is monotone in a numeric cut, so it is found by bisection.
-After a jump only the nodes it touched are recomputed, except when the tree's marginal is not
-a sum over leaves (the common-sigma model) or the node capacity is nearly used up (births then
-depend on the free slots): then every rate is recomputed.
+Cuts falling in bins empty at the leaf split its rows alike and share one computation. After a
+jump only the nodes it touched are recomputed from their rows. In the common-sigma model the
+log marginal has a term in the total scatter B, which every jump changes, so every rate
+changes: each leaf keeps, per distinct partition of each predictor, the B-free part of its log
+ratio and its change of B (at most rows - 1 entries, stored in the leaf's own row slots), and a
+jump refreshes all rates from these with one log1p and one exp each. When the node capacity is
+nearly used up (births need two free slots) every rate is recomputed.
+
+Event selection scans the leaves and nog nodes (O(nodes)), then recomputes the chosen leaf and
+predictor's rates to pick the rule; the issue's O(log #events) sampling tree is not built (the
+per-jump cost is dominated by the rate updates, see ``benchmarks/results/ctmc_wu.md``).
 
 Imports numpy, numba and the kernels of this package only.
 """
