@@ -695,7 +695,7 @@ def jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam)
         n_vars, log_split = _leaf_rule_setup(tree, node, xt, is_cat, nbins, hyper, scratch)
         total = _var_birth_rates(tree, node, v, n_vars, log_split, xt, is_cat, nbins, y, ycls, hyper, fstate,
                                  scratch, cs)
-        # recomputation gives the cached values bit for bit; rescale only guards rounding
+        # the recomputed total equals the cached one up to rounding (summation order): rescale
         u = u * total / cs.rate_var[node, v] if cs.rate_var[node, v] > 0.0 else 0.0
         if is_cat[v]:
             n_present = 0
