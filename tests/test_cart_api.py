@@ -450,9 +450,8 @@ def test_series_at_predict_time_is_a_clear_error_or_one_row(reg, cgm):
     ({"alpha": 0.0}, r"alpha must be a number in the open interval \(0, 1\), got 0.0"),
     ({"alpha": 1.0}, r"alpha must be a number in the open interval \(0, 1\), got 1.0"),
     ({"alpha": 1.5}, r"alpha must be a number in the open interval \(0, 1\), got 1.5"),
-    # the list holds every registered sampler (in registration order); cgm and grow_prune among them
-    ({"sampler": "gibbs"}, r"unknown sampler 'gibbs'; valid options: ('\w+', )*'cgm', 'grow_prune'"),
-    ({"sampler": "cmg"}, r"unknown sampler 'cmg'; valid options: ('\w+', )*'cgm', 'grow_prune'.*Did you mean 'cgm'\?"),
+    ({"sampler": "gibbs"}, r"unknown sampler 'gibbs'; valid options: 'cgm', 'grow_prune'"),
+    ({"sampler": "cmg"}, r"unknown sampler 'cmg'; valid options: 'cgm', 'grow_prune'.*Did you mean 'cgm'\?"),
     ({"model": "mean"}, r"unknown model 'mean'; valid options: 'mean_shift', 'mean_variance_shift'"),
     ({"draws": 0}, r"draws must be an integer >= 1, got 0"),
     ({"chains": 0}, r"chains must be an integer >= 1, got 0"),
