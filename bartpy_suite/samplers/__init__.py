@@ -9,7 +9,8 @@ Import rule: samplers import ``_kernels``, ``_validation`` and ``errors`` only (
 ``priors``, ``models``, ``posterior``, ``formula`` or ``api``).
 """
 
-from . import mh  # noqa: F401  (registers cgm and grow_prune)
+from . import mh  # noqa: F401, I001  (registers cgm and grow_prune; first, so they lead the listings)
+from . import ctmc  # noqa: F401  (registers ctmc)
 from .particle import PG, SMC  # noqa: F401  (registers pg and smc)
 from .problems import BartProblem, CartProblem
 from .registry import SAMPLERS, Chain, Option, SamplerSpec, Statistic, get_sampler, register, samplers_for

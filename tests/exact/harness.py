@@ -363,3 +363,11 @@ def make_sampler_chain(prob: Problem, sampler: str, options: dict, seed: int, li
 
     spec = get_sampler(sampler, "cart")
     return spec.make_chain(cart_problem(prob, likelihood), spec.check_options(options), np.random.default_rng(seed))
+
+
+def make_ctmc_chain(prob: Problem, seed: int, likelihood: bool = True):
+    """A ``CtmcCartChain`` (continuous-time sampler) on the data of ``prob`` with the same priors
+    as ``make_chain``."""
+    from bartpy_suite.samplers.ctmc import CtmcCartChain
+
+    return CtmcCartChain(cart_problem(prob, likelihood), np.random.default_rng(seed))

@@ -1,0 +1,760 @@
+"""Continuous-time birth-death MCMC on one tree (Mohammadi, Pratola & Kaptein, JMLR 2020).
+
+The process jumps between trees. In tree T every *event* has a rate (CT-MCMC eq. 9, 10, with
+the leaf parameters integrated out):
+
+* a birth at every leaf, for every predictor and every available rule of it (numeric cuts;
+  for a factor every unordered partition of the levels present at the leaf), with rate
+  ``min(1, pi(T+) / pi(T))``;
+* a death at every internal node whose two children are leaves, with rate
+  ``min(1, pi(T-) / pi(T))``;
+
+where pi is the marginal posterior of the *canonical* tree under exactly the prior of
+``tree.py`` (p_SPLIT, p_RULE; a factor rule is an unordered partition, whose prior is p_RULE
+summed over its stored representations). Then ``pi(T) rate(T -> T') = min(pi(T), pi(T'))`` on
+both sides: detailed balance (the paper's Theorem 1), so pi is the stationary law of the
+process. A jump picks an event with probability ``rate / Lambda(T)`` (eq. 5, 6), Lambda the
+total rate; the holding time in T is Exp(Lambda(T)) with mean ``W(T) = 1 / Lambda(T)`` (eq. 4).
+
+The embedded jump chain alone is stationary for ``pi * Lambda``, not pi. A single-tree fit
+records every visited tree with weight ``1 / Lambda`` (the Rao-Blackwellized estimator of
+eq. 12); inside BART each tree visit runs the process for a fixed time (``run_for_time``).
+
+A birth's stored representation of a factor rule gets a uniform orientation and uniform bits
+for the absent levels, as every other sampler's, so representations stay uniformly spread.
+
+Cost: rates are cached per leaf and predictor (``rate_var``) and per nog node (``rate_death``).
+A leaf's rates over one predictor's cuts come from one counting sort of its rows by that
+predictor: binned counts and response sums give both children's leaf terms in O(1) per cut,
+and whether a child can split again is monotone in a numeric cut, so it is found by bisection.
+Cuts falling in bins empty at the leaf split its rows alike and share one computation. After a
+jump only the nodes it touched are recomputed from their rows. In the common-sigma model the
+log marginal has a term in the total scatter B, which every jump changes, so every rate
+changes: each leaf keeps, per distinct partition of each predictor, the B-free part of its log
+ratio and its change of B (at most rows - 1 entries, stored in the leaf's own row slots), and a
+jump refreshes all rates from these with one log1p and one exp each. When the node capacity is
+nearly used up (births need two free slots) every rate is recomputed.
+
+Event selection scans the leaves and nog nodes (O(nodes)), then recomputes the chosen leaf and
+predictor's rates to pick the rule; the issue's O(log #events) sampling tree is not built (the
+per-jump cost is dominated by the rate updates, see ``benchmarks/results/ctmc_wu.md``).
+
+Imports numpy, numba and the kernels of this package only.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from .likelihood import (
+    MODEL_CLASSIFICATION,
+    MODEL_MEAN_SHIFT,
+    MODEL_NORMAL_KNOWN_VARIANCE,
+    leaf_log_marginal_dirichlet,
+    leaf_log_marginal_mean_variance,
+    leaf_log_marginal_normal_known_variance,
+    mean_shift_leaf_terms,
+)
+from .tree import (
+    F_B_SUM,
+    F_LM_SUM,
+    H_A,
+    H_ALPHA,
+    H_BETA,
+    H_CLASS_ALPHA,
+    H_LAM,
+    H_LIKELIHOOD,
+    H_MIN_LEAF,
+    H_MODEL,
+    H_MU_BAR,
+    H_N_CLASSES,
+    H_NU,
+    H_SIGMA2,
+    H_TAU2,
+    LEAF,
+    M_N_FREE,
+    collapse_node,
+    has_available_rule,
+    leaf_terms,
+    merge_sorted_halves,
+    node_rule_counts,
+    p_split,
+    split_leaf,
+)
+
+EVENT_BIRTH = 0
+EVENT_DEATH = 1
+EVENT_NAMES = ("birth", "death")
+
+#: Most levels a factor may have under ``ctmc`` (its unordered partitions are enumerated).
+MAX_FACTOR_LEVELS = 16
+
+
+class CtmcState(NamedTuple):
+    """Cached rates and work arrays of one continuous-time chain (nothing grows per jump)."""
+
+    rate_var: np.ndarray  # float64[N, p]: total birth rate of a leaf over the rules of one predictor
+    rate_death: np.ndarray  # float64[N]: death rate of a nog node (0 elsewhere)
+    rates: np.ndarray  # float64[max(bins, 2^(L-1))]: rates of one (leaf, predictor)'s rules
+    sorted_rows: np.ndarray  # int32[n]: a leaf's rows sorted by one predictor's code
+    sub_rows: np.ndarray  # int32[n]: the rows of one side of a factor rule
+    bin_n: np.ndarray  # int64[bins + 1]: rows per bin, then cumulative
+    bin_s1: np.ndarray  # float64[bins]: response sum per bin
+    bin_s2: np.ndarray  # float64[bins]: response square sum per bin
+    bin_cls: np.ndarray  # float64[bins, K]: class counts per bin
+    cls_left: np.ndarray  # float64[K]
+    cls_right: np.ndarray  # float64[K]
+    levels: np.ndarray  # int64[MAX_FACTOR_LEVELS]: present levels of a factor at a leaf
+    cut_a: np.ndarray  # float64[p, n]: per birth candidate, log pi(T+)/pi(T) without the global term
+    cut_db: np.ndarray  # float64[p, n]: and its change of the leaf scatter sum (common-sigma model)
+    cut_m: np.ndarray  # float64[p, n]: number of rules (cuts) giving that candidate's partition
+    cut_count: np.ndarray  # int64[N, p]: candidates cached for (leaf, predictor); -1: not cached
+    death_a: np.ndarray  # float64[N]: the same for the death of a nog node
+    death_db: np.ndarray  # float64[N]
+
+
+def new_ctmc_state(n_rows: int, capacity: int, nbins: np.ndarray, is_cat: np.ndarray, n_classes: int) -> CtmcState:
+    """Allocate the rate caches and work arrays of one chain."""
+    p = nbins.shape[0]
+    max_bins = max(int(np.max(nbins)) if p else 1, 1)
+    max_levels = max([int(nbins[v]) for v in range(p) if is_cat[v]] + [1])
+    if max_levels > MAX_FACTOR_LEVELS:
+        raise ValueError(f"a factor has {max_levels} levels; ctmc enumerates factor rules and supports at most "
+                         f"{MAX_FACTOR_LEVELS}")
+    k = max(n_classes, 1)
+    return CtmcState(
+        rate_var=np.zeros((capacity, p)),
+        rate_death=np.zeros(capacity),
+        rates=np.zeros(max(max_bins, 1 << max(max_levels - 1, 0)) + 1),
+        sorted_rows=np.zeros(n_rows, dtype=np.int32),
+        sub_rows=np.zeros(n_rows, dtype=np.int32),
+        bin_n=np.zeros(max_bins + 1, dtype=np.int64),
+        bin_s1=np.zeros(max_bins),
+        bin_s2=np.zeros(max_bins),
+        bin_cls=np.zeros((max_bins, k)),
+        cls_left=np.zeros(k),
+        cls_right=np.zeros(k),
+        levels=np.zeros(MAX_FACTOR_LEVELS, dtype=np.int64),
+        cut_a=np.zeros((p, n_rows)),
+        cut_db=np.zeros((p, n_rows)),
+        cut_m=np.zeros((p, n_rows)),
+        cut_count=np.zeros((capacity, p), dtype=np.int64),
+        death_a=np.zeros(capacity),
+        death_db=np.zeros(capacity),
+    )
+
+
+# -- leaf terms from sufficient statistics ---------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def stats_leaf_terms(n, s1, s2, cls, hyper):
+    """The (lm, b) of ``tree.leaf_terms`` from a leaf's row count, response sum and square sum
+    (or class counts ``cls``)."""
+    if hyper[H_LIKELIHOOD] == 0.0:
+        return 0.0, 0.0
+    model = int(hyper[H_MODEL])
+    if model == MODEL_CLASSIFICATION:
+        return leaf_log_marginal_dirichlet(cls[:int(hyper[H_N_CLASSES])], hyper[H_CLASS_ALPHA]), 0.0
+    if model == MODEL_NORMAL_KNOWN_VARIANCE:
+        return leaf_log_marginal_normal_known_variance(n, s1, hyper[H_SIGMA2], hyper[H_TAU2]), s1
+    ybar = s1 / n
+    ssd = max(s2 - s1 * ybar, 0.0)
+    if model == MODEL_MEAN_SHIFT:
+        return mean_shift_leaf_terms(n, ybar, ssd, hyper[H_A], hyper[H_MU_BAR])
+    return leaf_log_marginal_mean_variance(n, ybar, ssd, hyper[H_A], hyper[H_MU_BAR], hyper[H_NU], hyper[H_LAM]), 0.0
+
+
+@njit(cache=True, nogil=True)
+def _global_delta(fstate, db, n_total, hyper):
+    """Change of the non-additive part of the log marginal (common-sigma model) when the leaf
+    scatter sum B changes by ``db``: the constant of ``mean_shift_global_term`` cancels,
+    leaving -(n + nu)/2 log((B + db + nu lam) / (B + nu lam))."""
+    if not _has_global_term(hyper):
+        return 0.0
+    base = fstate[F_B_SUM] + hyper[H_NU] * hyper[H_LAM]
+    return -0.5 * (n_total + hyper[H_NU]) * math.log1p(db / base)
+
+
+@njit(cache=True, nogil=True)
+def _has_global_term(hyper):
+    """Whether the tree's log marginal has a part that is not a sum over leaves (common sigma)."""
+    return hyper[H_LIKELIHOOD] != 0.0 and int(hyper[H_MODEL]) == MODEL_MEAN_SHIFT
+
+
+@njit(cache=True, nogil=True)
+def _log_one_minus(xt, perm, start, end, is_cat, nbins, depth, hyper, scratch):
+    """log(1 - p_SPLIT) of a leaf over ``perm[start:end]``; 0 if it has no available rule."""
+    m = int(hyper[H_MIN_LEAF])
+    if has_available_rule(xt, perm, start, end, is_cat, nbins, m, scratch.hist, scratch.sums):
+        return math.log1p(-p_split(hyper[H_ALPHA], hyper[H_BETA], depth))
+    return 0.0
+
+
+@njit(cache=True, nogil=True)
+def _rate(log_ratio):
+    """min(1, exp(log_ratio)) (CT-MCMC eq. 9, 10)."""
+    if log_ratio >= 0.0:
+        return 1.0
+    return math.exp(log_ratio)
+
+
+# -- birth rates ------------------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def _bin_rows(tree, node, xt, v, nb, y, ycls, hyper, cs):
+    """Counting sort of the leaf's rows by the code of v into ``cs.sorted_rows[:n]``; binned
+    counts, sums and class counts; ``cs.bin_n[k]`` ends as the rows with code < k."""
+    s = tree.start[node]
+    e = tree.end[node]
+    classification = int(hyper[H_MODEL]) == MODEL_CLASSIFICATION
+    n_cls = cs.bin_cls.shape[1]
+    for k in range(nb + 1):
+        cs.bin_n[k] = 0
+    for k in range(nb):
+        cs.bin_s1[k] = 0.0
+        cs.bin_s2[k] = 0.0
+        if classification:
+            for j in range(n_cls):
+                cs.bin_cls[k, j] = 0.0
+    row = xt[v]
+    for i in range(s, e):
+        r = tree.perm[i]
+        c = row[r]
+        cs.bin_n[c + 1] += 1
+        yr = y[r]
+        cs.bin_s1[c] += yr
+        cs.bin_s2[c] += yr * yr
+        if classification:
+            cs.bin_cls[c, ycls[r]] += 1.0
+    for k in range(nb):
+        cs.bin_n[k + 1] += cs.bin_n[k]
+    # bin_n[k] is now the first slot of bin k; fill, then shift back to "rows with code < k".
+    for i in range(s, e):
+        r = tree.perm[i]
+        c = row[r]
+        cs.sorted_rows[cs.bin_n[c]] = r
+        cs.bin_n[c] += 1
+    for k in range(nb, 0, -1):
+        cs.bin_n[k] = cs.bin_n[k - 1]
+    cs.bin_n[0] = 0
+
+
+@njit(cache=True, nogil=True)
+def _numeric_rates(tree, node, xt, is_cat, nbins, v, lo, count, log_base, lm_leaf, b_leaf, n_total, hyper, fstate,
+                   scratch, cs):
+    """Birth rates of cuts ``lo .. lo + count - 1`` of numeric v at a leaf into ``cs.rates[k]``
+    (0 elsewhere); returns their sum. ``_bin_rows`` must have run for (node, v).
+
+    ``log_base`` holds the cut-independent part of log pi(T+)/pi(T): log p_SPLIT + log p_RULE
+    - log(1 - p_SPLIT) of the leaf.
+    """
+    nb = nbins[v]
+    n = tree.end[node] - tree.start[node]
+    depth = tree.depth[node] + 1
+    ps_child = math.log1p(-p_split(hyper[H_ALPHA], hyper[H_BETA], depth))
+    hi = lo + count - 1
+    rows = cs.sorted_rows
+    # Whether the left child (codes <= k) can split is monotone (non-decreasing) in k, the right
+    # child's non-increasing: a superset of rows keeps every available rule available.
+    a = lo
+    b = hi + 1
+    while a < b:  # first k whose left child can split
+        mid = (a + b) // 2
+        if has_available_rule(xt, rows, 0, cs.bin_n[mid + 1], is_cat, nbins, int(hyper[H_MIN_LEAF]), scratch.hist,
+                              scratch.sums):
+            b = mid
+        else:
+            a = mid + 1
+    first_left = a
+    a = lo - 1
+    b = hi
+    while a < b:  # last k whose right child can split
+        mid = (a + b + 1) // 2
+        if has_available_rule(xt, rows, cs.bin_n[mid + 1], n, is_cat, nbins, int(hyper[H_MIN_LEAF]), scratch.hist,
+                              scratch.sums):
+            a = mid
+        else:
+            b = mid - 1
+    last_right = a
+    classification = int(hyper[H_MODEL]) == MODEL_CLASSIFICATION
+    n_cls = cs.bin_cls.shape[1]
+    for k in range(nb):
+        cs.rates[k] = 0.0
+    tot_s1 = 0.0
+    tot_s2 = 0.0
+    for k in range(nb):
+        tot_s1 += cs.bin_s1[k]
+        tot_s2 += cs.bin_s2[k]
+    if classification:
+        for j in range(n_cls):
+            cs.cls_left[j] = 0.0
+            cs.cls_right[j] = 0.0
+            for k in range(nb):
+                cs.cls_right[j] += cs.bin_cls[k, j]
+    s1 = 0.0
+    s2 = 0.0
+    total = 0.0
+    entry = tree.start[node] - 1
+    rate = 0.0
+    for k in range(hi + 1):
+        s1 += cs.bin_s1[k]
+        s2 += cs.bin_s2[k]
+        if classification:
+            for j in range(n_cls):
+                cs.cls_left[j] += cs.bin_cls[k, j]
+                cs.cls_right[j] -= cs.bin_cls[k, j]
+        if k < lo:
+            continue
+        if k > lo and cs.bin_n[k + 1] == cs.bin_n[k]:
+            # bin k is empty here: cut k splits the rows as cut k - 1 does (same rate)
+            cs.cut_m[v, entry] += 1.0
+            cs.rates[k] = rate
+            total += rate
+            continue
+        n_left = cs.bin_n[k + 1]
+        lm_l, b_l = stats_leaf_terms(n_left, s1, s2, cs.cls_left, hyper)
+        lm_r, b_r = stats_leaf_terms(n - n_left, tot_s1 - s1, tot_s2 - s2, cs.cls_right, hyper)
+        log_r = log_base + lm_l + lm_r - lm_leaf
+        if k >= first_left:
+            log_r += ps_child
+        if k <= last_right:
+            log_r += ps_child
+        db = b_l + b_r - b_leaf
+        # one cache entry per distinct partition: at most (distinct codes - 1) < rows entries
+        entry += 1
+        cs.cut_a[v, entry] = log_r
+        cs.cut_db[v, entry] = db
+        cs.cut_m[v, entry] = 1.0
+        rate = _rate(log_r + _global_delta(fstate, db, n_total, hyper))
+        cs.rates[k] = rate
+        total += rate
+    cs.cut_count[node, v] = entry + 1 - tree.start[node]
+    return total
+
+
+@njit(cache=True, nogil=True)
+def _subset_mask(cs, n_present, sub):
+    """Level mask of the partition index ``sub`` (bits over the present levels but the last)."""
+    mask = np.int64(0)
+    for j in range(n_present - 1):
+        if (sub >> j) & 1:
+            mask |= np.int64(1) << cs.levels[j]
+    return mask
+
+
+@njit(cache=True, nogil=True)
+def _factor_rates(tree, node, xt, is_cat, nbins, v, log_base, lm_leaf, b_leaf, n_total, hyper, fstate, scratch,
+                  cs):
+    """Birth rates of every unordered partition of the levels of factor v present at a leaf:
+    ``cs.rates[sub]`` for the partition whose left side is ``_subset_mask(sub)`` (the last
+    present level always goes right, so each partition appears once). Returns their sum."""
+    nb = nbins[v]
+    n = tree.end[node] - tree.start[node]
+    m = int(hyper[H_MIN_LEAF])
+    depth = tree.depth[node] + 1
+    ps_child = math.log1p(-p_split(hyper[H_ALPHA], hyper[H_BETA], depth))
+    n_present = 0
+    for k in range(nb):
+        if cs.bin_n[k + 1] > cs.bin_n[k]:
+            cs.levels[n_present] = k
+            n_present += 1
+    classification = int(hyper[H_MODEL]) == MODEL_CLASSIFICATION
+    n_cls = cs.bin_cls.shape[1]
+    n_sub = 1 << (n_present - 1) if n_present >= 1 else 1
+    total = 0.0
+    cached = 0
+    cs.rates[0] = 0.0
+    for sub in range(1, n_sub):
+        cs.rates[sub] = 0.0
+        n_left = 0
+        s1 = 0.0
+        s2 = 0.0
+        t1 = 0.0
+        t2 = 0.0
+        for j in range(n_cls):
+            cs.cls_left[j] = 0.0
+            cs.cls_right[j] = 0.0
+        # rows of the left side first, then the right side, in ``sub_rows``
+        fill_l = 0
+        for j in range(n_present):
+            lev = cs.levels[j]
+            left_side = j < n_present - 1 and (sub >> j) & 1 == 1
+            cnt = cs.bin_n[lev + 1] - cs.bin_n[lev]
+            if left_side:
+                n_left += cnt
+                s1 += cs.bin_s1[lev]
+                s2 += cs.bin_s2[lev]
+            else:
+                t1 += cs.bin_s1[lev]
+                t2 += cs.bin_s2[lev]
+            if classification:
+                for c in range(n_cls):
+                    if left_side:
+                        cs.cls_left[c] += cs.bin_cls[lev, c]
+                    else:
+                        cs.cls_right[c] += cs.bin_cls[lev, c]
+        if n_left < m or n - n_left < m:
+            continue
+        for j in range(n_present):
+            lev = cs.levels[j]
+            if j < n_present - 1 and (sub >> j) & 1 == 1:
+                for i in range(cs.bin_n[lev], cs.bin_n[lev + 1]):
+                    cs.sub_rows[fill_l] = cs.sorted_rows[i]
+                    fill_l += 1
+        fill_r = fill_l
+        for j in range(n_present):
+            lev = cs.levels[j]
+            if not (j < n_present - 1 and (sub >> j) & 1 == 1):
+                for i in range(cs.bin_n[lev], cs.bin_n[lev + 1]):
+                    cs.sub_rows[fill_r] = cs.sorted_rows[i]
+                    fill_r += 1
+        lm_l, b_l = stats_leaf_terms(n_left, s1, s2, cs.cls_left, hyper)
+        lm_r, b_r = stats_leaf_terms(n - n_left, t1, t2, cs.cls_right, hyper)
+        log_r = log_base + lm_l + lm_r - lm_leaf
+        if has_available_rule(xt, cs.sub_rows, 0, fill_l, is_cat, nbins, m, scratch.hist, scratch.sums):
+            log_r += ps_child
+        if has_available_rule(xt, cs.sub_rows, fill_l, n, is_cat, nbins, m, scratch.hist, scratch.sums):
+            log_r += ps_child
+        db = b_l + b_r - b_leaf
+        if cached >= 0 and cached < n:
+            cs.cut_a[v, tree.start[node] + cached] = log_r
+            cs.cut_db[v, tree.start[node] + cached] = db
+            cs.cut_m[v, tree.start[node] + cached] = 1.0
+            cached += 1
+        else:
+            cached = -1  # more partitions than the leaf has slots: recomputed when needed
+        rate = _rate(log_r + _global_delta(fstate, db, n_total, hyper))
+        cs.rates[sub] = rate
+        total += rate
+    cs.cut_count[node, v] = cached
+    return total
+
+
+@njit(cache=True, nogil=True)
+def _leaf_rule_setup(tree, node, xt, is_cat, nbins, hyper, scratch):
+    """Rule counts at a leaf (``scratch.counts``, ``scratch.lows``) and the cut-independent log
+    ratio part shared by all births there; returns (n_vars, log p_SPLIT - log(1 - p_SPLIT))."""
+    m = int(hyper[H_MIN_LEAF])
+    n_vars = node_rule_counts(scratch.codes_by_row, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m,
+                              scratch.hist2d, scratch.sums, scratch.counts, scratch.lows, scratch.extras)
+    ps = p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node])
+    return n_vars, math.log(ps) - math.log1p(-ps)
+
+
+@njit(cache=True, nogil=True)
+def _var_birth_rates(tree, node, v, n_vars, log_split, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs):
+    """Birth rates of predictor v's rules at a leaf into ``cs.rates``; returns their sum.
+    ``_leaf_rule_setup`` must have run for the leaf."""
+    count = scratch.counts[v]
+    if count <= 0.0:
+        cs.cut_count[node, v] = 0
+        return 0.0
+    n_total = float(y.shape[0])
+    _bin_rows(tree, node, xt, v, nbins[v], y, ycls, hyper, cs)
+    if is_cat[v]:
+        # p_RULE of an unordered partition: 1 / (n_vars * count / 2), count of ordered subsets.
+        log_base = log_split - math.log(n_vars) - math.log(0.5 * count)
+        return _factor_rates(tree, node, xt, is_cat, nbins, v, log_base, tree.lm[node], tree.b[node], n_total, hyper,
+                             fstate, scratch, cs)
+    log_base = log_split - math.log(n_vars) - math.log(count)
+    return _numeric_rates(tree, node, xt, is_cat, nbins, v, scratch.lows[v], int(count), log_base, tree.lm[node],
+                          tree.b[node], n_total, hyper, fstate, scratch, cs)
+
+
+@njit(cache=True, nogil=True)
+def leaf_birth_rates(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs):
+    """Fill ``cs.rate_var[node, v]``: the total birth rate at a leaf over each predictor's rules
+    (all 0 when fewer than two node slots are free: the tree cannot grow)."""
+    p = xt.shape[0]
+    for v in range(p):
+        cs.rate_var[node, v] = 0.0
+        cs.cut_count[node, v] = 0
+    if tree.meta[M_N_FREE] < 2:
+        return
+    n_vars, log_split = _leaf_rule_setup(tree, node, xt, is_cat, nbins, hyper, scratch)
+    if n_vars == 0:
+        return
+    for v in range(p):
+        if scratch.counts[v] > 0.0:  # has_available_rule leaves scratch.counts/lows intact
+            cs.rate_var[node, v] = _var_birth_rates(tree, node, v, n_vars, log_split, xt, is_cat, nbins, y, ycls,
+                                                    hyper, fstate, scratch, cs)
+
+
+# -- death rates ------------------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def nog_death_rate(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs):
+    """Death rate of a nog node: ``min(1, pi(T-) / pi(T))`` (CT-MCMC eq. 10)."""
+    m = int(hyper[H_MIN_LEAF])
+    s = tree.start[node]
+    e = tree.end[node]
+    lc = tree.left[node]
+    rc = tree.right[node]
+    v = tree.var[node]
+    n_vars = node_rule_counts(scratch.codes_by_row, tree.perm, s, e, is_cat, nbins, m, scratch.hist2d, scratch.sums,
+                              scratch.counts, scratch.lows, scratch.extras)
+    count = scratch.counts[v]
+    log_rule = -math.log(n_vars) - (math.log(0.5 * count) if is_cat[v] else math.log(count))
+    ps = p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node])
+    # the merged leaf's terms: its rows are the node's segment
+    lm_n, b_n = leaf_terms(tree, node, y, ycls, hyper, scratch.class_counts)
+    d = tree.depth[node] + 1
+    log_r = math.log1p(-ps) - math.log(ps) - log_rule
+    log_r -= _log_one_minus(xt, tree.perm, tree.start[lc], tree.end[lc], is_cat, nbins, d, hyper, scratch)
+    log_r -= _log_one_minus(xt, tree.perm, tree.start[rc], tree.end[rc], is_cat, nbins, d, hyper, scratch)
+    log_r += lm_n - tree.lm[lc] - tree.lm[rc]
+    db = b_n - tree.b[lc] - tree.b[rc]
+    cs.death_a[node] = log_r
+    cs.death_db[node] = db
+    return _rate(log_r + _global_delta(fstate, db, float(y.shape[0]), hyper))
+
+
+@njit(cache=True, nogil=True)
+def _is_nog(tree, node):
+    return tree.var[node] >= 0 and tree.var[tree.left[node]] == LEAF and tree.var[tree.right[node]] == LEAF
+
+
+@njit(cache=True, nogil=True)
+def compute_all_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs):
+    """Recompute every cached rate of the tree."""
+    for node in range(tree.var.shape[0]):
+        cs.rate_death[node] = 0.0
+        for v in range(xt.shape[0]):
+            cs.rate_var[node, v] = 0.0
+        if tree.var[node] == LEAF:
+            leaf_birth_rates(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+        elif _is_nog(tree, node):
+            cs.rate_death[node] = nog_death_rate(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+
+
+@njit(cache=True, nogil=True)
+def refresh_global_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs):
+    """Common-sigma model: after a jump changed the scatter sum B, recompute every rate from the
+    cached local parts (``cut_a``, ``cut_db``, ``death_a``, ``death_db``): one log1p and one exp
+    per candidate, no pass over the rows. (Leaf-variable pairs without a cache, factors with more
+    partitions than rows, are recomputed from the rows.)"""
+    n_total = float(y.shape[0])
+    p = xt.shape[0]
+    for node in range(tree.var.shape[0]):
+        if tree.var[node] == LEAF:
+            uncached = False
+            for v in range(p):
+                if cs.cut_count[node, v] < 0:
+                    uncached = True
+            if uncached:
+                leaf_birth_rates(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+                continue
+            for v in range(p):
+                count = cs.cut_count[node, v]
+                total = 0.0
+                start = tree.start[node]
+                for j in range(start, start + count):
+                    total += cs.cut_m[v, j] * _rate(cs.cut_a[v, j] + _global_delta(fstate, cs.cut_db[v, j], n_total,
+                                                                                     hyper))
+                cs.rate_var[node, v] = total
+        elif tree.var[node] >= 0 and _is_nog(tree, node):
+            cs.rate_death[node] = _rate(cs.death_a[node] + _global_delta(fstate, cs.death_db[node], n_total, hyper))
+
+
+@njit(cache=True, nogil=True)
+def total_rate(tree, cs):
+    """Lambda(T): the sum of every event's rate (1 / the expected holding time, eq. 4)."""
+    total = 0.0
+    p = cs.rate_var.shape[1]
+    for node in range(tree.var.shape[0]):
+        v = tree.var[node]
+        if v == LEAF:
+            for k in range(p):
+                total += cs.rate_var[node, k]
+        elif v >= 0:
+            total += cs.rate_death[node]
+    return total
+
+
+# -- jumps ------------------------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def _pick(values, count, u):
+    """Index i with cumsum(values)[i - 1] <= u < cumsum(values)[i] (the last positive one if
+    rounding leaves u beyond the sum)."""
+    last = -1
+    for i in range(count):
+        w = values[i]
+        if w <= 0.0:
+            continue
+        last = i
+        if u < w:
+            return i
+        u -= w
+    return last
+
+
+@njit(cache=True, nogil=True)
+def _factor_mask(rng, cs, n_present, sub, nb):
+    """Stored representation of the partition ``sub``: uniform orientation, uniform bits for
+    the levels absent from the node (the conventions of ``tree.py``)."""
+    mask = _subset_mask(cs, n_present, sub)
+    if rng.random() < 0.5:
+        full = np.int64(0)
+        for j in range(n_present):
+            full |= np.int64(1) << cs.levels[j]
+        mask = full & ~mask
+    present = np.int64(0)
+    for j in range(n_present):
+        present |= np.int64(1) << cs.levels[j]
+    for k in range(nb):
+        if (present >> k) & 1 == 0 and rng.random() < 0.5:
+            mask |= np.int64(1) << k
+    return mask
+
+
+@njit(cache=True, nogil=True)
+def apply_birth(tree, node, v, cut, xt, is_cat, y, ycls, hyper, fstate, scratch):
+    """Split leaf ``node`` by (v, cut); cache the children's leaf terms and update the sums."""
+    lc, rc = split_leaf(tree, xt, is_cat, node, v, cut, scratch.part_buf)
+    for child in (lc, rc):
+        lm, b = leaf_terms(tree, child, y, ycls, hyper, scratch.class_counts)
+        tree.lm[child] = lm
+        tree.b[child] = b
+    fstate[F_LM_SUM] += tree.lm[lc] + tree.lm[rc] - tree.lm[node]
+    fstate[F_B_SUM] += tree.b[lc] + tree.b[rc] - tree.b[node]
+    return lc, rc
+
+
+@njit(cache=True, nogil=True)
+def apply_death(tree, node, y, ycls, hyper, fstate, scratch):
+    """Collapse nog ``node`` into a leaf; cache its leaf terms and update the sums."""
+    lc = tree.left[node]
+    rc = tree.right[node]
+    lm, b = leaf_terms(tree, node, y, ycls, hyper, scratch.class_counts)
+    fstate[F_LM_SUM] += lm - tree.lm[lc] - tree.lm[rc]
+    fstate[F_B_SUM] += b - tree.b[lc] - tree.b[rc]
+    merge_sorted_halves(tree.perm, tree.start[node], tree.end[lc], tree.end[node], scratch.part_buf)
+    collapse_node(tree, node)
+    tree.lm[node] = lm
+    tree.b[node] = b
+
+
+@njit(cache=True, nogil=True)
+def _needs_full_refresh(tree):
+    """Births need two free node slots: near the capacity a jump changes every leaf's births."""
+    return tree.meta[M_N_FREE] <= 3
+
+
+@njit(cache=True, nogil=True)
+def jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam):
+    """Make one jump of the process from a tree whose rates are cached (``lam`` = Lambda > 0):
+    draw an event with probability rate / Lambda (eq. 5, 6), apply it, refresh the rates it
+    changed. Returns (event kind, node)."""
+    u = rng.random() * lam
+    p = xt.shape[0]
+    cap = tree.var.shape[0]
+    chosen = -1
+    kind = EVENT_BIRTH
+    last = -1
+    last_kind = EVENT_BIRTH
+    for node in range(cap):
+        v = tree.var[node]
+        if v == LEAF:
+            w = 0.0
+            for k in range(p):
+                w += cs.rate_var[node, k]
+            if w > 0.0:
+                last = node
+                last_kind = EVENT_BIRTH
+                if u < w:
+                    chosen = node
+                    kind = EVENT_BIRTH
+                    break
+                u -= w
+        elif v >= 0:
+            w = cs.rate_death[node]
+            if w > 0.0:
+                last = node
+                last_kind = EVENT_DEATH
+                if u < w:
+                    chosen = node
+                    kind = EVENT_DEATH
+                    break
+                u -= w
+    if chosen < 0:  # rounding: u landed past the last event
+        chosen = last
+        kind = last_kind
+        u = 0.0
+    node = chosen
+    full = False
+    if kind == EVENT_BIRTH:
+        v = _pick(cs.rate_var[node], p, u)
+        for k in range(v):
+            u -= cs.rate_var[node, k]
+        u = min(max(u, 0.0), cs.rate_var[node, v])
+        n_vars, log_split = _leaf_rule_setup(tree, node, xt, is_cat, nbins, hyper, scratch)
+        total = _var_birth_rates(tree, node, v, n_vars, log_split, xt, is_cat, nbins, y, ycls, hyper, fstate,
+                                 scratch, cs)
+        # the recomputed total equals the cached one up to rounding (summation order): rescale
+        u = u * total / cs.rate_var[node, v] if cs.rate_var[node, v] > 0.0 else 0.0
+        if is_cat[v]:
+            n_present = 0
+            for k in range(nbins[v]):
+                if cs.bin_n[k + 1] > cs.bin_n[k]:
+                    n_present += 1
+            sub = _pick(cs.rates, 1 << (n_present - 1), u)
+            cut = _factor_mask(rng, cs, n_present, sub, nbins[v])
+        else:
+            cut = np.int64(_pick(cs.rates, nbins[v], u))
+        lc, rc = apply_birth(tree, node, v, cut, xt, is_cat, y, ycls, hyper, fstate, scratch)
+        full = _needs_full_refresh(tree)
+        if not full:
+            for k in range(p):
+                cs.rate_var[node, k] = 0.0
+            cs.rate_death[lc] = 0.0
+            cs.rate_death[rc] = 0.0
+            leaf_birth_rates(tree, lc, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+            leaf_birth_rates(tree, rc, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+            cs.rate_death[node] = nog_death_rate(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+            par = tree.parent[node] if node != 0 else -1
+            if par >= 0:
+                cs.rate_death[par] = 0.0
+    else:
+        lc = tree.left[node]
+        rc = tree.right[node]
+        apply_death(tree, node, y, ycls, hyper, fstate, scratch)
+        full = _needs_full_refresh(tree)
+        if not full:
+            for k in range(p):
+                cs.rate_var[lc, k] = 0.0
+                cs.rate_var[rc, k] = 0.0
+            cs.rate_death[node] = 0.0
+            leaf_birth_rates(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+            par = tree.parent[node] if node != 0 else -1
+            if par >= 0 and _is_nog(tree, par):
+                cs.rate_death[par] = nog_death_rate(tree, par, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+    if full:
+        compute_all_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+    elif _has_global_term(hyper):
+        refresh_global_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+    return kind, node
+
+
+@njit(cache=True, nogil=True)
+def run_for_time(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, horizon):
+    """Simulate the process for ``horizon`` time units from the current tree (Exp(Lambda)
+    holding times; the state at a fixed time is pi-invariant, which a single jump is not).
+    Returns (number of jumps, Lambda of the starting tree)."""
+    compute_all_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+    lam = total_rate(tree, cs)
+    lam0 = lam
+    t = 0.0
+    jumps = 0
+    while lam > 0.0:
+        t += rng.exponential(1.0) / lam
+        if t > horizon:
+            break
+        jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam)
+        jumps += 1
+        lam = total_rate(tree, cs)
+    return jumps, lam0

@@ -1,0 +1,102 @@
+"""Chain runners of the continuous-time sampler (``ctmc``): Bayesian CART as a weighted jump
+chain, and BART with a fixed-time run of the process per tree visit inside backfitting.
+
+Imports numpy, numba and the kernels of this package only.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .backfit import begin_sweep, draw_noise, finish_tree, prepare_tree, record_forest
+from .cart_draws import record_cart_draw
+from .ctmc import compute_all_rates, jump, run_for_time, total_rate
+from .tree import H_SIGMA2
+
+
+@njit(cache=True, nogil=True)
+def run_ctmc_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, first_iter, n_iter, tune,
+                        thin, draws, out_weight, out_rate, out_event, store, order):
+    """Advance a CART chain by up to ``n_iter`` jumps of the birth-death process.
+
+    Each iteration is one jump (every event accepted, CT-MCMC Algorithm 2); the tree reached
+    is recorded, when kept, with its weight ``1 / Lambda`` (expected holding time, eq. 4 and
+    the Rao-Blackwellized estimator eq. 12), its Lambda and the event kind. A tree without
+    any event (Lambda = 0: nothing can split) is absorbing and recorded with weight 1.
+    Returns ``(iterations done, pending draw)`` as ``run_cart_chain`` does.
+    """
+    compute_all_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+    lam = total_rate(tree, cs)
+    for step in range(n_iter):
+        it = first_iter + step
+        kind = -1
+        if lam > 0.0:
+            kind, _ = jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam)
+            lam = total_rate(tree, cs)
+        if it < tune or (it - tune) % thin != 0:
+            continue
+        d = (it - tune) // thin
+        if d >= out_weight.shape[0]:
+            continue
+        out_weight[d] = 1.0 / lam if lam > 0.0 else 1.0
+        out_rate[d] = lam
+        out_event[d] = kind
+        if not record_cart_draw(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, draws, store, d,
+                                order):
+            return step + 1, d
+    return n_iter, -1
+
+
+@njit(cache=True, nogil=True)
+def ctmc_bart_sweep(rng, forest, state, xt, is_cat, nbins, scratch, cs, horizon, out):
+    """One backfitting sweep: each tree runs the process for ``horizon`` time against its
+    partial residual, then sigma (or the probit latents). ``out`` receives (jumps, sum of the
+    trees' starting Lambda)."""
+    begin_sweep(state, forest)
+    jumps = 0
+    lam_sum = 0.0
+    for j in range(forest.var.shape[0]):
+        tree = prepare_tree(state, forest, j)
+        n_jumps, lam0 = run_for_time(rng, tree, xt, is_cat, nbins, state.resid, state.ycls, state.hyper, state.fstate,
+                                     scratch, cs, horizon)
+        jumps += n_jumps
+        lam_sum += lam0
+        finish_tree(rng, state, forest, j, n_jumps > 0)
+    draw_noise(rng, state)
+    out[0] = jumps
+    out[1] = lam_sum
+
+
+@njit(cache=True, nogil=True)
+def run_ctmc_bart_chain(rng, forest, state, xt, is_cat, nbins, scratch, cs, horizon, adapt, first_iter, n_iter, tune,
+                        thin, out_sigma, out_jumps, out_rate, out_time, out_leaves, out_depth, store, nodes, order):
+    """Advance a BART chain by up to ``n_iter`` sweeps (see ``run_bart_chain`` for the return).
+
+    ``horizon[0]`` is the time per tree visit. With ``adapt`` it is reset during tuning after
+    every sweep to ``1 / mean Lambda`` of that sweep's visits (about one jump per visit), and
+    fixed from the end of tuning on. Kept sweeps record the mean jumps per visit, the mean
+    starting Lambda and the time used.
+    """
+    n_trees = forest.var.shape[0]
+    sweep_out = np.zeros(2)
+    for step in range(n_iter):
+        it = first_iter + step
+        ctmc_bart_sweep(rng, forest, state, xt, is_cat, nbins, scratch, cs, horizon[0], sweep_out)
+        used = horizon[0]
+        if adapt and (it < tune or it == 0) and sweep_out[1] > 0.0:
+            horizon[0] = n_trees / sweep_out[1]
+        if it < tune or (it - tune) % thin != 0:
+            continue
+        d = (it - tune) // thin
+        if d >= out_sigma.shape[0]:
+            continue
+        out_sigma[d] = math.sqrt(state.hyper[H_SIGMA2])
+        out_jumps[d] = sweep_out[0] / n_trees
+        out_rate[d] = sweep_out[1] / n_trees
+        out_time[d] = used
+        if not record_forest(forest, store, d, out_leaves, out_depth, nodes, order, scratch.stack):
+            return step + 1, d
+    return n_iter, -1

@@ -1,0 +1,247 @@
+"""The continuous-time birth-death sampler ``ctmc`` (Mohammadi, Pratola & Kaptein, JMLR 2020)
+for Bayesian CART and BART.
+
+CART: a weighted jump chain. Every kept draw is a tree the process visited, with the leaf
+parameters (and the common sigma) drawn from their full conditionals, and weight
+``1 / Lambda(T)``, the expected holding time (CT-MCMC eq. 4, 12): ``fit.weights`` normalises
+it and every ``Fit`` summary uses it. The raw frequencies of the jump chain follow
+``pi * Lambda``, not pi; never use them unweighted.
+
+BART: inside Bayesian backfitting each tree runs the process for a fixed time against its
+partial residual (the state at a fixed time is invariant for the tree's full conditional;
+a single jump is not). BART draws are therefore equally weighted.
+
+Options (``sampler_options``): ``time``, the time per tree visit in BART ("auto": during
+tuning, set after each sweep to 1 / the sweep's mean total rate, about one jump per visit,
+then fixed; or a positive number). Rotate and perturb events (CT-B/CT-C) are not implemented.
+
+Statistics: CART ``weight`` (1 / Lambda), ``total_rate`` (Lambda) and ``event`` (the jump
+that reached the recorded tree); BART ``jumps`` (mean jumps per tree visit), ``total_rate``
+(mean Lambda at the start of a visit) and ``time`` (the time per visit used).
+
+Import rule: imports ``_kernels``, ``errors`` and the modules of this package.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .._kernels import tree as _tree
+from .._kernels.ctmc import (
+    EVENT_NAMES,
+    _leaf_rule_setup,
+    _subset_mask,
+    _var_birth_rates,
+    apply_birth,
+    apply_death,
+    compute_all_rates,
+    new_ctmc_state,
+    total_rate,
+)
+from .._kernels.ctmc_chain import ctmc_bart_sweep, run_ctmc_bart_chain, run_ctmc_cart_chain
+from ..errors import ArgumentError
+from .forest import ForestChain
+from .problems import BartProblem, CartProblem
+from .registry import Option, SamplerSpec, Statistic, register
+from .single_tree import TreeChain
+
+
+def _ctmc_state(codes, is_cat, nbins, n_rows: int, capacity: int, n_classes: int):
+    try:
+        return new_ctmc_state(n_rows, capacity, nbins, is_cat, n_classes)
+    except ValueError as err:
+        raise ArgumentError(f"sampler 'ctmc': {err}; use sampler='cgm' for this data") from None
+
+
+class CtmcCartChain(TreeChain):
+    """One Bayesian CART chain of the continuous-time birth-death process (weighted draws).
+
+    Parameters
+    ----------
+    problem : CartProblem
+    rng : numpy.random.Generator
+    """
+
+    def __init__(self, problem: CartProblem, rng: np.random.Generator, capacity: int | None = None):
+        super().__init__(problem, rng, capacity)
+        self.cs = _ctmc_state(self.codes, self.is_categorical, self.nbins, self.y.shape[0], self.capacity,
+                              self.n_classes)
+
+    def allocate(self, draws: int) -> None:
+        """Buffers for ``draws`` kept draws (the model's, weights, rates and events)."""
+        super().allocate(draws)
+        self.weight = np.zeros(draws)
+        self.rate = np.zeros(draws)
+        self.event = np.zeros(draws, dtype=np.int8)
+
+    def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
+        """Advance ``n_iter`` jumps, recording kept draws (the store grows on demand)."""
+        done = 0
+        while done < n_iter:
+            steps, pending = run_ctmc_cart_chain(
+                self.rng, self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.hyper,
+                self.fstate, self.scratch, self.cs, first_iter + done, n_iter - done, tune, thin, self.draws,
+                self.weight, self.rate, self.event, self.store, self.order,
+            )
+            done += steps
+            if pending >= 0:
+                self.record_pending(pending)
+
+    def sampler_stats(self, kept: int) -> dict:
+        """``weight`` (1 / Lambda), ``total_rate`` (Lambda) and ``event`` per kept draw."""
+        return {"weight": self.weight[:kept].copy(), "total_rate": self.rate[:kept].copy(),
+                "event": self.event[:kept].copy()}
+
+    # -- the rates themselves (tests) ----------------------------------------------------------
+    def _kernel_args(self):
+        return (self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.hyper)
+
+    def total_rate(self) -> float:
+        """Lambda of the current tree: the sum of all event rates (1 / expected holding time)."""
+        compute_all_rates(self.tree, *self._kernel_args(), self.fstate, self.scratch, self.cs)
+        return float(total_rate(self.tree, self.cs))
+
+    def events(self) -> list[tuple[str, object, float]]:
+        """Every event of the current tree as ``(kind, canonical tree reached, rate)``.
+
+        The tree is left as it was. Slow (one tree copy per event): for tests.
+        """
+        xt, is_cat, nbins, y, ycls, hyper = self._kernel_args()
+        compute_all_rates(self.tree, xt, is_cat, nbins, y, ycls, hyper, self.fstate, self.scratch, self.cs)
+        saved = ([a.copy() for a in self.tree], self.fstate.copy())
+
+        def restore():
+            self.tree = type(self.tree)(*[a.copy() for a in saved[0]])
+            self.fstate[:] = saved[1]
+
+        out = []
+        t = self.tree
+        for node in range(t.var.shape[0]):
+            if t.var[node] == _tree.LEAF:
+                for v in range(xt.shape[0]):
+                    if self.cs.rate_var[node, v] <= 0.0:
+                        continue
+                    n_vars, log_split = _leaf_rule_setup(self.tree, node, xt, is_cat, nbins, hyper, self.scratch)
+                    _var_birth_rates(self.tree, node, v, n_vars, log_split, xt, is_cat, nbins, y, ycls, hyper,
+                                     self.fstate, self.scratch, self.cs)
+                    rates = self.cs.rates.copy()
+                    if is_cat[v]:
+                        levels = [k for k in range(int(nbins[v])) if self.cs.bin_n[k + 1] > self.cs.bin_n[k]]
+                        self.cs.levels[: len(levels)] = levels
+                        rules = [(sub, int(_subset_mask(self.cs, len(levels), sub)))
+                                 for sub in range(1, 1 << (len(levels) - 1))]
+                    else:
+                        rules = [(k, k) for k in range(int(nbins[v]))]
+                    for idx, cut in rules:
+                        if rates[idx] > 0.0:
+                            apply_birth(self.tree, node, v, np.int64(cut), xt, is_cat, y, ycls, hyper, self.fstate,
+                                        self.scratch)
+                            out.append(("birth", self.get_tree(), float(rates[idx])))
+                            restore()
+            elif t.var[node] >= 0 and self.cs.rate_death[node] > 0.0:
+                rate = float(self.cs.rate_death[node])
+                apply_death(self.tree, node, y, ycls, hyper, self.fstate, self.scratch)
+                out.append(("death", self.get_tree(), rate))
+                restore()
+            t = self.tree
+        return out
+
+
+class CtmcBartChain(ForestChain):
+    """One BART chain whose tree update runs the birth-death process for a fixed time.
+
+    Parameters
+    ----------
+    problem : BartProblem
+    time : float or "auto"
+        Time per tree visit (see the module docstring).
+    rng : numpy.random.Generator
+    """
+
+    def __init__(self, problem: BartProblem, time, rng: np.random.Generator):
+        super().__init__(problem, rng)
+        self.adapt = time == "auto"
+        # The starting time before adaptation: about one jump per visit for a stump with a few
+        # hundred available rules at rate ~1 would need ~1e-3; adaptation replaces it.
+        self.horizon = np.array([1e-3 if self.adapt else float(time)])
+        self.cs = _ctmc_state(self.codes, self.is_categorical, self.nbins, self.resid.shape[0], self.capacity, 1)
+
+    def allocate(self, draws: int) -> None:
+        """Buffers for ``draws`` kept draws (the model's and the process' statistics)."""
+        super().allocate(draws)
+        self.jumps = np.zeros(draws)
+        self.rate = np.zeros(draws)
+        self.time = np.zeros(draws)
+
+    def sweep(self) -> tuple[float, float]:
+        """One backfitting sweep at the current time per visit; returns (jumps, sum of Lambda)."""
+        out = np.zeros(2)
+        ctmc_bart_sweep(self.rng, self.forest, self.state, self.codes, self.is_categorical, self.nbins, self.scratch,
+                        self.cs, self.horizon[0], out)
+        return float(out[0]), float(out[1])
+
+    def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
+        """Advance ``n_iter`` sweeps, recording kept draws (the store grows on demand)."""
+        done = 0
+        while done < n_iter:
+            steps, pending = run_ctmc_bart_chain(
+                self.rng, self.forest, self.state, self.codes, self.is_categorical, self.nbins, self.scratch, self.cs,
+                self.horizon, self.adapt, first_iter + done, n_iter - done, tune, thin, self.out["sigma"],
+                self.jumps, self.rate, self.time, self.out["n_leaves"], self.out["depth"], self.store,
+                self.scratch.nodes, self.order,
+            )
+            done += steps
+            if pending >= 0:
+                self.record_pending(pending)
+
+    def sampler_stats(self, kept: int) -> dict:
+        """Mean jumps per tree visit, mean starting Lambda and the time per visit, per kept sweep."""
+        return {"jumps": self.jumps[:kept].copy(), "total_rate": self.rate[:kept].copy(),
+                "time": self.time[:kept].copy()}
+
+
+def _check_time(name: str, value):
+    if isinstance(value, str) and value == "auto":
+        return value
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value) and value > 0:
+        return float(value)
+    raise ArgumentError(f"sampler option {name!r} must be 'auto' or a positive number (time per tree visit in BART); "
+                        f"got {value!r}")
+
+
+def _build_cart(problem: CartProblem, options: dict, rng) -> CtmcCartChain:
+    if options["time"] != "auto":
+        raise ArgumentError("sampler option 'time' applies to BART only (a CART fit records every jump with its "
+                            "expected holding time); remove it")
+    return CtmcCartChain(problem, rng)
+
+
+def _build_bart(problem: BartProblem, options: dict, rng) -> CtmcBartChain:
+    return CtmcBartChain(problem, options["time"], rng)
+
+
+CTMC = register(SamplerSpec(
+    name="ctmc",
+    family="ctmc",
+    description="continuous-time birth-death MCMC with Rao-Blackwellized weights (Mohammadi, Pratola & Kaptein 2020)",
+    builders={"cart": _build_cart, "bart": _build_bart},
+    options=(Option("time", "auto", _check_time,
+                    "BART only: time the process runs per tree visit; 'auto' (default) adapts it during tuning "
+                    "to about one jump per visit, then fixes it"),),
+    statistics={
+        "cart": (
+            Statistic("weight", (), "1 / Lambda: expected holding time of the recorded tree (CT-MCMC eq. 4, 12)"),
+            Statistic("total_rate", (), "Lambda: total rate of all birth and death events of the recorded tree"),
+            Statistic("event", (), "event that reached the recorded tree (index into the event coordinate)"),
+        ),
+        "bart": (
+            Statistic("jumps", (), "mean number of jumps per tree visit in the sweep"),
+            Statistic("total_rate", (), "mean total event rate Lambda of the trees at the start of their visit"),
+            Statistic("time", (), "time the process ran per tree visit"),
+        ),
+    },
+    coords={"event": EVENT_NAMES},
+    weighted=True,
+))
