@@ -29,7 +29,46 @@ def new_forest(n_trees: int, n_rows: int, capacity: int) -> _tree.TreeArrays:
                               for k in _tree.TreeArrays._fields])
 
 
-class ForestChain:
+class ForestBuffers:
+    """The draw buffers of a chain over a stacked forest (``self.forest``, ``self.scratch``,
+    ``self.order``): the chain protocol's ``allocate`` / ``collect`` and ``record_pending``.
+    Per draw it keeps each tree's leaf count and depth, the trees, and ``model_buffers``."""
+
+    @property
+    def n_trees(self) -> int:
+        """Number of trees (over all classes for multinomial BART)."""
+        return self.forest.var.shape[0]
+
+    def model_buffers(self, draws: int) -> dict:
+        """Further per-draw model quantities (none here)."""
+        return {}
+
+    def allocate(self, draws: int) -> None:
+        """Buffers for ``draws`` kept draws; the node store starts small and grows on demand."""
+        t = self.n_trees
+        self.out = {**self.model_buffers(draws), "n_leaves": np.zeros((draws, t), dtype=np.int32),
+                    "depth": np.zeros((draws, t), dtype=np.int32)}
+        self.store = new_store(draws, t, INITIAL_NODES_PER_TREE * t * min(draws, 256))
+
+    def record_pending(self, d: int) -> None:
+        """Grow the store and record the current forest as draw d (after a kernel found no room)."""
+        self.store = grow_store(self.store, forest_nodes(self.forest), d)
+        record_forest(self.forest, self.store, d, self.out["n_leaves"], self.out["depth"], self.scratch.nodes,
+                      self.order, self.scratch.stack)
+
+    def collect(self, kept: int) -> ChainDraws:
+        """The first ``kept`` draws; sampler statistics come from ``sampler_stats``."""
+        posterior = {key: value[:kept].copy() for key, value in self.out.items()}
+        out = ChainDraws(posterior, self.sampler_stats(kept), trim_store(self.store, kept))
+        self.out = self.store = None
+        return out
+
+    def sampler_stats(self, kept: int) -> dict:
+        """Sampler statistics of the first ``kept`` draws (none by default)."""
+        return {}
+
+
+class ForestChain(ForestBuffers):
     """State of one BART chain.
 
     Parameters
@@ -99,35 +138,6 @@ class ForestChain:
         """The 0/1 response of probit BART (zeros otherwise)."""
         return self.state.ybin
 
-    @property
-    def n_trees(self) -> int:
-        """Number of trees."""
-        return self.forest.var.shape[0]
-
-    # -- draw buffers (the chain protocol) ----------------------------------------------------
-    def allocate(self, draws: int) -> None:
-        """Buffers for ``draws`` kept draws; the node store starts small and grows on demand."""
-        t = self.n_trees
-        self.out = {
-            "sigma": np.full(draws, np.nan),
-            "n_leaves": np.zeros((draws, t), dtype=np.int32),
-            "depth": np.zeros((draws, t), dtype=np.int32),
-        }
-        self.store = new_store(draws, t, INITIAL_NODES_PER_TREE * t * min(draws, 256))
-
-    def record_pending(self, d: int) -> None:
-        """Grow the store and record the current forest as draw d (after a kernel found no room)."""
-        self.store = grow_store(self.store, forest_nodes(self.forest), d)
-        record_forest(self.forest, self.store, d, self.out["n_leaves"], self.out["depth"], self.scratch.nodes,
-                      self.order, self.scratch.stack)
-
-    def collect(self, kept: int) -> ChainDraws:
-        """The first ``kept`` draws; sampler statistics come from ``sampler_stats``."""
-        posterior = {key: value[:kept].copy() for key, value in self.out.items()}
-        out = ChainDraws(posterior, self.sampler_stats(kept), trim_store(self.store, kept))
-        self.out = self.store = None
-        return out
-
-    def sampler_stats(self, kept: int) -> dict:
-        """Sampler statistics of the first ``kept`` draws (none by default)."""
-        return {}
+    def model_buffers(self, draws: int) -> dict:
+        """Per-draw model quantities besides the trees' sizes: sigma."""
+        return {"sigma": np.full(draws, np.nan)}

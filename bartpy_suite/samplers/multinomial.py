@@ -10,15 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 from .._kernels import tree as _tree
-from .._kernels.backfit import forest_nodes, record_forest
 from .._kernels.loglinear import LoglinearState
-from .._kernels.record import grow_store, new_store, trim_store
-from .draws import ChainDraws
-from .forest import BART_MAX_NODES, INITIAL_NODES_PER_TREE, new_forest
+from .forest import BART_MAX_NODES, ForestBuffers, new_forest
 from .problems import MultinomialBartProblem
 
 
-class MultinomialChain:
+class MultinomialChain(ForestBuffers):
     """State of one log-linear BART chain.
 
     Parameters
@@ -55,31 +52,3 @@ class MultinomialChain:
         )
         self.out = None
         self.store = None
-
-    @property
-    def n_trees(self) -> int:
-        """Trees over all classes (K m)."""
-        return self.forest.var.shape[0]
-
-    def allocate(self, draws: int) -> None:
-        """Buffers for ``draws`` kept draws; the node store starts small and grows on demand."""
-        t = self.n_trees
-        self.out = {"n_leaves": np.zeros((draws, t), dtype=np.int32), "depth": np.zeros((draws, t), dtype=np.int32)}
-        self.store = new_store(draws, t, INITIAL_NODES_PER_TREE * t * min(draws, 256))
-
-    def record_pending(self, d: int) -> None:
-        """Grow the store and record the current forest as draw d (after a kernel found no room)."""
-        self.store = grow_store(self.store, forest_nodes(self.forest), d)
-        record_forest(self.forest, self.store, d, self.out["n_leaves"], self.out["depth"], self.scratch.nodes,
-                      self.order, self.scratch.stack)
-
-    def collect(self, kept: int) -> ChainDraws:
-        """The first ``kept`` draws; sampler statistics come from ``sampler_stats``."""
-        posterior = {key: value[:kept].copy() for key, value in self.out.items()}
-        out = ChainDraws(posterior, self.sampler_stats(kept), trim_store(self.store, kept))
-        self.out = self.store = None
-        return out
-
-    def sampler_stats(self, kept: int) -> dict:
-        """Sampler statistics of the first ``kept`` draws (none by default)."""
-        return {}
