@@ -233,17 +233,46 @@ def record_swaps(counters, d, out_proposed, out_accepted, out_trips):
 
 
 @njit(cache=True, nogil=True)
+def record_rung_trees(trees, slot_of, rung_store, d, order, stack):
+    """Record the structure of every rung's tree as "tree" r of draw d of ``rung_store``: split
+    variables and cuts in preorder, NaN leaf values (a hot rung's leaf parameters are not drawn).
+    Returns False, writing nothing, when the store lacks room for all of them."""
+    total = 0
+    for r in range(slot_of.shape[0]):
+        total += subtree_nodes(trees[slot_of[r]], 0, order, stack)
+    first = rung_store.fill[0]
+    if first + total > rung_store.var.shape[0]:
+        return False
+    slot = first
+    for r in range(slot_of.shape[0]):
+        tree = trees[slot_of[r]]
+        count = subtree_nodes(tree, 0, order, stack)
+        for i in range(count):
+            v = tree.var[order[i]]
+            rung_store.var[slot] = v
+            rung_store.cut[slot] = tree.cut[order[i]] if v >= 0 else 0
+            rung_store.value[slot] = np.nan
+            slot += 1
+        rung_store.tree_nodes[d, r] = count
+    rung_store.fill[0] = slot
+    return True
+
+
+@njit(cache=True, nogil=True)
 def run_tempered_chain(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, y, ycls, move_probs, scratch, swaps,
                        first_iter, n_iter, tune, thin, counters, phase, draws, store, order, out_proposed,
-                       out_accepted, out_trips, out_rung_moves, out_rung_leaves, out_rung_lp, n_int, n_spl):
+                       out_accepted, out_trips, out_rung_moves, out_rung_leaves, out_rung_lp, n_int, n_spl, rung_store):
     """Advance one tempered chain by up to ``n_iter`` iterations from global iteration ``first_iter``.
 
     ``counters`` (int64, (3, K)): swaps proposed and accepted per pair (row 0, 1; index r is the
     pair (r, r + 1)), accepted moves per rung (row 2), counted from the first kept iteration
     (``it >= tune``); ``counters[0, K - 1]`` holds the round trips. Kept draws record the target
     rung's tree and leaf parameters (``record_cart_draw``), the cumulative counters, and every
-    rung's accepted moves, number of leaves and log target. Returns ``(iterations done, pending draw)`` as
-    ``run_cart_chain`` does.
+    rung's accepted moves, number of leaves and log target. With ``rung_store`` sized for the kept
+    draws (``store_rungs``; zero draws otherwise) every rung's tree structure is recorded too
+    (``record_rung_trees``, after the target's draw, so the random stream is the same). Returns
+    ``(iterations done, pending draw)`` as ``run_cart_chain`` does; a pending draw may miss its
+    target tree or its rung trees (the caller checks which ``tree_nodes`` are still 0).
     """
     n_rungs = slot_of.shape[0]
     n_total = float(y.shape[0])
@@ -268,5 +297,8 @@ def run_tempered_chain(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, 
         k0 = slot_of[0]
         if not record_cart_draw(rng, trees[k0], xt, is_cat, nbins, y, ycls, hypers[0], fstates[k0], scratch, draws,
                                 store, d, order):
+            return step + 1, d
+        if rung_store.tree_nodes.shape[0] > 0 and not record_rung_trees(trees, slot_of, rung_store, d, order,
+                                                                          scratch.stack):
             return step + 1, d
     return n_iter, -1

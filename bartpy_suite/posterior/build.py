@@ -11,6 +11,10 @@ Groups:
   ``node_var``, ``node_cut``, ``node_value`` (original scale), ``node_sigma``, ``node_prob``
   over a ``node`` dimension, and ``tree_nodes`` (chain, draw, tree), the node count of each
   stored tree. Nothing is padded to the largest tree;
+- one group per further store a sampler keeps (``StackedDraws.extra_stores``, e.g. the
+  ``tempered`` sampler's ``rung_trees``): the structure only, ``node_var`` and ``node_cut`` over
+  ``node`` and ``tree_nodes`` (chain, draw, <the store's tree dim>); ``Fit.tree_arrays(group)``
+  pads it;
 - ``observed_data`` (y) and ``constant_data`` (binned training predictors and cut grids; the
   model configuration and the design as JSON attributes: everything ``predict`` needs).
 """
@@ -123,6 +127,12 @@ def build_fit(draws, *, statistics, coords: dict, binned, y: np.ndarray, config:
         coords=used_coords,
     )
     idata[TREES_GROUP] = xr.DataTree(_tree_store(draws.nodes, tree_nodes, config, classification, n_trees))
+    for group, (tree_dim, nodes, counts) in getattr(draws, "extra_stores", {}).items():
+        idata[group] = xr.DataTree(xr.Dataset(
+            {"tree_nodes": (("chain", "draw", tree_dim), counts), "node_var": (("node",), nodes["var"]),
+             "node_cut": (("node",), nodes["cut"])},
+            coords={"chain": np.arange(counts.shape[0]), "draw": np.arange(counts.shape[1]),
+                    tree_dim: np.arange(counts.shape[2])}))
     for dim, values in coords.items():
         idata["sample_stats"].attrs[f"{dim}_names"] = json.dumps(list(values))
     idata["sample_stats"].attrs["ess_method"] = ess_method

@@ -378,14 +378,29 @@ class Fit:
         return pd.DataFrame({"mean": (w / w.sum()) @ f, "lower": q[0], "upper": q[1]}, index=index)
 
     # -- trees -----------------------------------------------------------------------------------
-    def tree_arrays(self) -> xr.Dataset:
+    def tree_arrays(self, group: str = TREES_GROUP) -> xr.Dataset:
         """The stored trees padded to the largest one, dims (chain, draw, tree, node).
 
         Variables ``split_var`` (``-1`` at leaves, ``-2`` in padding), ``split_cut``,
         ``left_child``, ``right_child`` (``-1`` at leaves), and ``leaf_value`` (original scale),
         ``leaf_sigma`` or ``leaf_prob`` (class) as the model has them; nodes in preorder. Built on
         request from the compact store in ``idata["trees"]``; large for long fits.
+
+        Parameters
+        ----------
+        group : str
+            The DataTree group of the store: ``"trees"`` (default, the fit's trees) or a further
+            structure-only store a sampler kept (e.g. ``"rung_trees"`` of ``sampler="tempered"``
+            with ``store_rungs``): its third dim replaces ``tree`` and only ``split_var``,
+            ``split_cut``, ``left_child`` and ``right_child`` are returned.
+
+        Raises
+        ------
+        ArgumentError
+            When the fit has no such group of trees.
         """
+        if group != TREES_GROUP:
+            return self._extra_tree_arrays(group)
         t = self._store
         chains, draws = self.posterior.sizes["chain"], self.posterior.sizes["draw"]
         counts = t["counts"].reshape(chains, draws, -1)
@@ -405,6 +420,21 @@ class Fit:
         if "node_prob" in t:
             data["leaf_prob"] = (dims + ("class",), np.where(leaf[..., None], t["node_prob"][slot], np.nan))
         return xr.Dataset(data)
+
+    def _extra_tree_arrays(self, group: str) -> xr.Dataset:
+        """``tree_arrays`` of a structure-only store (``node_var``, ``node_cut``, ``tree_nodes``)."""
+        if not isinstance(group, str) or group not in self.idata.children or \
+                "tree_nodes" not in self.idata[group] or "node_var" not in self.idata[group]:
+            stores = sorted(name for name, node in self.idata.children.items() if "tree_nodes" in node)
+            raise ArgumentError(f"tree_arrays: no tree store {group!r} in this fit; stores: {stores}")
+        g = self.idata[group]
+        counts = np.asarray(g["tree_nodes"].values, dtype=np.int64)
+        var = np.ascontiguousarray(g["node_var"].values, dtype=np.int32)
+        padded = to_padded(var, np.asarray(g["node_cut"].values, dtype=np.int64), np.full(var.shape, np.nan),
+                           counts)
+        dims = tuple(g["tree_nodes"].dims) + ("node",)
+        return xr.Dataset({"split_var": (dims, padded["split_var"]), "split_cut": (dims, padded["split_cut"]),
+                           "left_child": (dims, padded["left"]), "right_child": (dims, padded["right"])})
 
     def tree(self, chain: int = 0, draw: int = 0, tree: int = 0):
         """One stored tree, printed like R's rpart.

@@ -36,6 +36,14 @@ Options (``sampler_options``):
     in the experiment it evened the swap rates and doubled the round trips).
 ``moves``
     The within-rung MH move mix (as ``cgm``).
+``store_rungs``
+    Also keep every rung's tree at each kept draw (default False: only the target rung's). CART
+    only. The fit then has a DataTree group ``rung_trees``: ``tree_nodes`` (chain, draw, rung)
+    and the flat preorder ``node_var`` / ``node_cut`` (as ``trees``); rung r of draw d is the tree
+    of the rung-r target at that draw (rung 0: the fit's own tree). Only the structure is kept:
+    the sampler draws leaf parameters for the target rung alone, so no hot-rung leaf values
+    exist. ``fit.tree_arrays("rung_trees")`` pads them, dims (chain, draw, rung, node). The
+    target rung's draws are the same with and without it (same seed).
 
 Statistics per kept draw: ``swap_proposed``, ``swap_accepted`` and ``swap_rate`` per adjacent
 pair (dim ``pair``: pair r is rungs (r, r + 1)), counted from the first kept iteration;
@@ -58,15 +66,23 @@ from numba.typed import List as TypedList
 from .. import _validation as check
 from .._kernels import tree as _tree
 from .._kernels.backfit import SIGMA_PROBIT
-from .._kernels.tempering import SWAPS_DEO, SWAPS_SEO, retarget_prior_cache, run_tempered_chain
+from .._kernels.record import grow_store, new_store, trim_store
+from .._kernels.tempering import (
+    SWAPS_DEO,
+    SWAPS_SEO,
+    record_rung_trees,
+    retarget_prior_cache,
+    run_tempered_chain,
+)
 from .._kernels.tempering_bart import run_tempered_bart_chain
 from ..errors import ArgumentError
+from .draws import ChainDraws
 from .forest import ForestChain
 from .ladder import new_positions, path_rows, round_boundaries
 from .mh import CGM_MOVES, move_vector
 from .problems import BartProblem, CartProblem
 from .registry import Option, SamplerSpec, Statistic, register
-from .single_tree import TreeChain
+from .single_tree import INITIAL_NODES_PER_DRAW, TreeChain
 
 LADDERS = ("likelihood", "geometric", "shrinkage")
 SWAP_SCHEMES = {"deo": SWAPS_DEO, "seo": SWAPS_SEO}
@@ -74,6 +90,8 @@ DEFAULT_RUNGS = 16
 BART_DEFAULT_RUNGS = 8
 #: Hottest positive inverse temperature of the default likelihood / geometric ladder.
 DEFAULT_T_MIN = 1e-3
+#: DataTree group of the rungs' trees (``store_rungs``); its tree dimension is ``rung``.
+RUNG_TREES_GROUP = "rung_trees"
 #: The thesis' shrinkage ladder (section 5, table 5.1), rungs 1..14 (rung 0 is (0.95, 1)).
 THESIS_SHRINKAGE_PAIRS = (
     (0.35, 0.75), (0.35, 1.45), (0.25, 2.1), (0.3, 3.1), (0.3, 4.0), (0.3, 5.0), (0.3, 5.9), (0.4, 7.4),
@@ -205,11 +223,15 @@ class TemperedCartChain(_Rungs, TreeChain):
     rng : numpy.random.Generator
     adapt : bool
         Re-place the rungs during tuning (``ladder.py``).
+    store_rungs : bool
+        Also record every rung's tree structure at each kept draw (``rung_trees``).
     """
 
     def __init__(self, problem: CartProblem, hypers: np.ndarray, moves: dict, swaps: str, rng: np.random.Generator,
-                 adapt: bool = False):
+                 adapt: bool = False, store_rungs: bool = False):
         super().__init__(problem, rng)
+        self.store_rungs = bool(store_rungs)
+        self.rung_store = new_store(0, 1, 1)
         self.hypers = np.ascontiguousarray(hypers, dtype=np.float64)
         self._init_rungs(self.hypers[:, list(LADDER_COLUMNS)], adapt)
         self.move_probs = move_vector(moves)
@@ -241,6 +263,8 @@ class TemperedCartChain(_Rungs, TreeChain):
         self.out_rung_moves = np.zeros((draws, self.n_rungs), dtype=np.int64)
         self.out_rung_leaves = np.zeros((draws, self.n_rungs), dtype=np.int32)
         self.out_rung_lp = np.zeros((draws, self.n_rungs))
+        if self.store_rungs:
+            self.rung_store = new_store(draws, self.n_rungs, INITIAL_NODES_PER_DRAW * self.n_rungs * min(draws, 4096))
 
     def _advance(self, it: int, n_iter: int, tune: int, thin: int) -> int:
         """One kernel call of up to ``n_iter`` iterations (one move per rung, one swap round each)."""
@@ -249,11 +273,32 @@ class TemperedCartChain(_Rungs, TreeChain):
             self.nbins, self.y, self.ycls, self.move_probs, self.scratch, self.swaps, it, n_iter, tune, thin,
             self.counters, self.phase, self.draws, self.store, self.order, self.out_proposed, self.out_accepted,
             self.out_trips, self.out_rung_moves, self.out_rung_leaves, self.out_rung_lp, self.n_int, self.n_spl,
+            self.rung_store,
         )
         self._sync_target()
         if pending >= 0:
             self.record_pending(pending)
         return steps
+
+    def record_pending(self, d: int) -> None:
+        """Grow the store(s) and record what draw d still lacks: the target tree and/or, with
+        ``store_rungs``, the rungs' trees (a missing record has node count 0)."""
+        if self.store.tree_nodes[d, 0] == 0:
+            super().record_pending(d)
+        if self.store_rungs and self.rung_store.tree_nodes[d, 0] == 0:
+            needed = sum(2 * int(self.trees[int(k)].meta[_tree.M_N_LEAVES]) - 1 for k in self.slot_of)
+            self.rung_store = grow_store(self.rung_store, needed, d)
+            if not record_rung_trees(self.trees, self.slot_of, self.rung_store, d, self.order, self.scratch.stack):
+                raise RuntimeError("rung tree store still full after growing it")  # a bug, not a user error
+
+    def collect(self, kept: int) -> ChainDraws:
+        """The first ``kept`` draws, with the rungs' trees as the ``rung_trees`` store if kept."""
+        rung_store = trim_store(self.rung_store, kept) if self.store_rungs else None
+        out = super().collect(kept)
+        if rung_store is not None:
+            out.extra_stores[RUNG_TREES_GROUP] = ("rung", rung_store)
+        self.rung_store = new_store(0, 1, 1)
+        return out
 
     def _set_ladder(self, rows: np.ndarray) -> None:
         cols = list(LADDER_COLUMNS)
@@ -445,6 +490,9 @@ def _ladder(problem: CartProblem, options: dict) -> np.ndarray:
 
 
 def _build_bart(problem: BartProblem, options: dict, rng) -> TemperedBartChain:
+    if options["store_rungs"]:
+        raise ArgumentError("sampler option 'store_rungs' is for CART (bps.cart) only: a BART rung is a whole "
+                            "forest and its trees are not kept; use store_rungs=False with BART")
     if options["ladder"] != "likelihood":
         raise ArgumentError(f"sampler 'tempered' for BART tempers the likelihood of the sum of trees: "
                             f"ladder must be 'likelihood', got {options['ladder']!r}")
@@ -461,7 +509,7 @@ def _build_bart(problem: BartProblem, options: dict, rng) -> TemperedBartChain:
 
 def _build_cart(problem: CartProblem, options: dict, rng) -> TemperedCartChain:
     return TemperedCartChain(problem, _ladder(problem, options), options["moves"], options["swaps"], rng,
-                             adapt=options["adapt"])
+                             adapt=options["adapt"], store_rungs=options["store_rungs"])
 
 
 def _options() -> Sequence[Option]:
@@ -478,6 +526,10 @@ def _options() -> Sequence[Option]:
         Option("moves", dict(CGM_MOVES), _check_moves, f"within-rung MH move probabilities (default {CGM_MOVES})"),
         Option("adapt", True, _check_bool,
                "re-place the rungs during tune so that swap rejection rates are equal (Syed et al. 2019)"),
+        Option("store_rungs", False, _check_bool,
+               "CART only: also keep every rung's tree structure (split variables and cuts, no leaf values: "
+               "the hot rungs' are never drawn) at each kept draw, in the group idata['rung_trees'] "
+               "(tree_nodes dims chain, draw, rung); fit.tree_arrays('rung_trees') pads them"),
     )
 
 
