@@ -73,7 +73,8 @@ class BART(TreeModel):
         Number of trees.
     sampler : str
         The single-tree update inside Bayesian backfitting, a sampler of the registry that
-        supports BART: ``"cgm"`` (grow/prune/change/swap MH) or ``"grow_prune"``.
+        supports BART: ``"cgm"`` (default; grow/prune/change/swap MH), ``"grow_prune"``,
+        ``"tempered"``, ``"pg"`` or ``"ctmc"`` (multinomial BART: ``"cgm"`` and ``"grow_prune"``).
     chains, draws, tune, thin, seed
         MCMC settings (chains run in parallel threads; one Generator per chain from ``seed``).
     alpha, beta : float

@@ -22,7 +22,9 @@ class BayesianCART(TreeModel):
     ----------
     sampler : str
         A sampler of the registry that supports CART (``bps.samplers.samplers_for("cart")``):
-        ``"cgm"`` (grow/prune/change/swap MH, thesis 3.3.4) or ``"grow_prune"``.
+        ``"cgm"`` (default; grow/prune/change/swap MH, thesis 3.3.4), ``"grow_prune"``,
+        ``"tempered"`` (parallel tempering), ``"pg"`` (particle Gibbs), ``"smc"`` (weighted
+        particles), ``"ctmc"`` (continuous-time birth-death, weighted draws).
     chains, draws, tune, thin : int
         Number of chains; kept draws per chain; discarded initial iterations; keep every
         ``thin``-th iteration after ``tune``.
