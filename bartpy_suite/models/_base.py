@@ -11,6 +11,7 @@ from .. import _validation as check
 from .._binning import MAX_LEVELS, BinnedPredictors
 from ..errors import ArgumentError, DataError
 from ..posterior.build import build_fit
+from ..posterior.mixing import warn_if_poor_mixing
 from ..priors import TreePrior
 from ..samplers import SAMPLERS, get_sampler
 from ..samplers.draws import stack_draws
@@ -32,6 +33,17 @@ def spawn_generators(seed, chains: int) -> list[np.random.Generator]:
         for c in range(chains)
     ]
     return [np.random.default_rng(child) for child in children]
+
+
+def _user_stacklevel() -> int:
+    """Stack level of the first frame outside this package, relative to ``warn_if_poor_mixing``'s
+    caller, so that the mixing warning points at the user's line."""
+    import sys
+
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("bartpy_suite"):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def plain(value):
@@ -92,13 +104,13 @@ class TreeModel:
     model_type = ""
 
     def _init_mcmc(self, *, sampler, chains, draws, tune, thin, seed, alpha, beta, min_leaf_size, max_cuts, moves,
-                   sampler_options, likelihood, progress, threads) -> None:
+                   sampler_options, likelihood, progress, threads, check_mixing=True, log_likelihood=None) -> None:
         self.spec = get_sampler(sampler, self.model_type)
         self.chains = check.check_int_at_least("chains", chains, 1)
         self.draws = check.check_int_at_least("draws", draws, 1)
         self.tune = check.check_int_at_least("tune", tune, 0)
         self.thin = check.check_int_at_least("thin", thin, 1)
-        self.seed = seed
+        self.seed = check.check_seed("seed", seed)
         self.tree_prior = TreePrior(
             check.check_open_unit("alpha", alpha),
             check.check_nonnegative("beta", beta),
@@ -120,6 +132,8 @@ class TreeModel:
         self.likelihood = bool(likelihood)
         self.progress = bool(progress)
         self.threads = None if threads is None else check.check_int_at_least("threads", threads, 1)
+        self.check_mixing = check.check_bool("check_mixing", check_mixing)
+        self.log_likelihood = None if log_likelihood is None else check.check_bool("log_likelihood", log_likelihood)
 
     @property
     def moves(self) -> dict | None:
@@ -151,6 +165,7 @@ class TreeModel:
             "min_leaf_size": self.tree_prior.min_leaf_size,
             "max_cuts": self.max_cuts,
             "likelihood": self.likelihood,
+            "log_likelihood": self.log_likelihood,
             "predictors": names,
         }
 
@@ -187,9 +202,12 @@ class TreeModel:
         del chains
         if derived is not None:
             derived(draws.posterior)
-        return build_fit(draws, statistics=self.spec.statistics[problem.model], coords=self.spec.coords,
-                         ess_method=self.spec.ess_method,
-                         binned=binned, y=np.asarray(y), config=config, design=design)
+        fit = build_fit(draws, statistics=self.spec.statistics[problem.model], coords=self.spec.coords,
+                        ess_method=self.spec.ess_method,
+                        binned=binned, y=np.asarray(y), config=config, design=design)
+        if self.check_mixing:
+            warn_if_poor_mixing(fit, stacklevel=_user_stacklevel())
+        return fit
 
     @classmethod
     def from_formula(cls, formula: str, data, *, na_action: str = "drop", **keywords):
