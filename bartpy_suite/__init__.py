@@ -15,4 +15,5 @@ from .posterior import Fit
 
 __version__ = "0.1.0"
 
-__all__ = ["BART", "BartpySuiteWarning", "BayesianCART", "Fit", "MixingWarning", "bart", "cart", "datasets", "load", "samplers", "__version__"]
+__all__ = ["BART", "BartpySuiteWarning", "BayesianCART", "Fit", "MixingWarning", "bart", "cart", "datasets", "load",
+           "samplers", "__version__"]

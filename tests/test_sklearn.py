@@ -4,7 +4,6 @@ against the wrapped ``Fit``, a ``Pipeline`` with a ``ColumnTransformer``, ``cros
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 
 pytest.importorskip("sklearn")
