@@ -51,8 +51,10 @@ def plain(value):
     return value.item() if hasattr(value, "item") else value
 
 
-def check_training_arrays(x, y, is_categorical, n_levels, min_leaf_size: int):
-    """Validate array-level training data; return float64 copies and factor metadata."""
+def check_training_arrays(x, y, is_categorical, n_levels, min_leaf_size: int, names=None):
+    """Validate array-level training data; return float64 copies and factor metadata.
+
+    ``names`` (one per column) name the predictors in the messages; else "column j"."""
     x = np.array(x, dtype=np.float64, copy=True)
     if x.ndim == 1:
         x = x[:, None]
@@ -74,7 +76,8 @@ def check_training_arrays(x, y, is_categorical, n_levels, min_leaf_size: int):
     bad = ~np.isfinite(x)
     if bad.any():
         col, row = np.argwhere(bad.T)[0]
-        raise DataError(f"predictor column {col} holds a non-finite value (first at row {row}); remove or impute it")
+        raise DataError(f"predictor {_column_name(names, col)} holds a non-finite value (first at row {row}); "
+                        "remove or impute it")
     is_cat = np.zeros(p, dtype=bool) if is_categorical is None else np.asarray(is_categorical, dtype=bool)
     if is_cat.shape != (p,):
         raise ArgumentError(f"is_categorical must have one entry per predictor ({p}); got {is_cat.shape[0]}")
@@ -82,14 +85,21 @@ def check_training_arrays(x, y, is_categorical, n_levels, min_leaf_size: int):
     for v in np.flatnonzero(is_cat):
         codes = x[:, v]
         if np.any(codes < 0) or np.any(codes != np.round(codes)):
-            raise DataError(f"categorical predictor column {v} must hold integer level codes >= 0")
+            raise DataError(f"categorical predictor {_column_name(names, v)} must hold integer level codes >= 0")
         levels[v] = int(n_levels[v]) if n_levels is not None else int(codes.max()) + 1
         if levels[v] > MAX_LEVELS:
             raise DataError(
-                f"categorical predictor column {v} has {levels[v]} levels; at most {MAX_LEVELS} are supported "
-                "(merge rare levels or treat it as numeric)"
+                f"categorical predictor {_column_name(names, v)} has {levels[v]} levels; at most {MAX_LEVELS} are "
+                "supported (merge rare levels, or treat it as numeric if its values are numbers)"
             )
     return x, y, is_cat, levels
+
+
+def _column_name(names, j: int) -> str:
+    """``'name' (column j)`` when the predictors have names, else ``column j``."""
+    if names is not None and j < len(names):
+        return f"{names[j]!r} (column {j})"
+    return f"column {j}"
 
 
 class TreeModel:
@@ -142,9 +152,11 @@ class TreeModel:
 
     def _prepare(self, X, y, is_categorical, n_levels, predictor_names):
         """Validated copies of the training data, predictor names and the binned predictors."""
-        x, y, is_cat, levels = check_training_arrays(X, y, is_categorical, n_levels, self.tree_prior.min_leaf_size)
+        given = None if predictor_names is None else [str(n) for n in predictor_names]
+        x, y, is_cat, levels = check_training_arrays(X, y, is_categorical, n_levels, self.tree_prior.min_leaf_size,
+                                                     names=given)
         p = x.shape[1]
-        names = list(predictor_names) if predictor_names is not None else [f"x{j}" for j in range(p)]
+        names = given if given is not None else [f"x{j}" for j in range(p)]
         return x, y, is_cat, names, BinnedPredictors.fit(x, is_cat, levels, self.max_cuts)
 
     def _base_config(self, response_kind: str, names: list) -> dict:

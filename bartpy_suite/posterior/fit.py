@@ -269,6 +269,10 @@ class Fit:
     def _codes(self, newdata) -> tuple[np.ndarray, pd.Index]:
         if newdata is None:
             return self._binned.codes, pd.RangeIndex(self._binned.codes.shape[1])
+        if isinstance(newdata, dict):
+            raise DataError("newdata must be a DataFrame or a 2-D array, got a dict; wrap it in a DataFrame: "
+                            "pd.DataFrame({'x1': [2.0, 6.0], ...}) (one list of values per column; for one row, "
+                            "lists of one value)")
         if isinstance(newdata, pd.Series):
             raise DataError("newdata must be a DataFrame or a 2-D array, got a pandas Series; "
                             "for one row of a frame pass data.iloc[[i]] (double brackets)")
@@ -279,7 +283,12 @@ class Fit:
                 x = self.design.transform(newdata)
             index = newdata.index
         else:
-            x = np.asarray(newdata, dtype=float)
+            try:
+                x = np.asarray(newdata, dtype=float)
+            except (TypeError, ValueError) as exc:
+                raise DataError(f"newdata must be a DataFrame or a 2-D numeric array, got {type(newdata).__name__} "
+                                f"that numpy cannot read as numbers ({exc}); pass a DataFrame with the predictor "
+                                "columns") from None
             if x.ndim == 1:
                 x = x[None, :]
             if x.shape[1] != len(self.predictors):
