@@ -149,7 +149,10 @@ class _Classifier(ClassifierMixin, _TreeEstimator):
         self.classes_, codes = np.unique(y, return_inverse=True)
         if self.classes_.size < 2:
             raise DataError(f"y has 1 class ({self.classes_[0]!r}); a classifier needs at least two classes")
-        return self._fit_model(X, codes, class_labels=list(range(self.classes_.size)))
+        labels = [c.item() if hasattr(c, "item") else c for c in self.classes_]
+        if not all(isinstance(c, (bool, int, float, str)) for c in labels):
+            labels = [str(c) for c in labels]  # the Fit stores labels as JSON
+        return self._fit_model(X, codes, class_labels=labels)
 
     def _prob_samples(self, X) -> np.ndarray:
         return self.posterior_.predict(X, kind="prob", samples=True).values.reshape(
@@ -188,9 +191,9 @@ class _Classifier(ClassifierMixin, _TreeEstimator):
         level = check_open_unit("level", level)
         X = self._validate_x(X, reset=False)
         frame = self.posterior_.predict(X, kind="prob", level=level)
-        k = self.classes_.size
-        lower = frame[[f"prob_{j}_lower" for j in range(k)]].to_numpy()
-        upper = frame[[f"prob_{j}_upper" for j in range(k)]].to_numpy()
+        labels = self.posterior_.config["class_labels"]  # in the order of classes_
+        lower = frame[[f"prob_{c}_lower" for c in labels]].to_numpy()
+        upper = frame[[f"prob_{c}_upper" for c in labels]].to_numpy()
         return np.stack([lower, upper], axis=-1)
 
 

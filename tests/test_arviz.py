@@ -45,6 +45,19 @@ def test_arviz_summary_runs_silently_and_agrees_with_fit_summary(cart_fit):
     assert not any(name.startswith(("node_", "tree_nodes")) for name in table.index)
 
 
+def test_arviz_summary_of_bart_and_of_an_old_file_is_silent(bart_fit):
+    from pathlib import Path
+
+    old = bps.load(Path(__file__).parent / "data" / "v0_1_cart_mvs.nc")  # padded trees in its posterior
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        bart_table = azs.summary(bart_fit.idata)
+        old_table = azs.summary(old.idata)
+    assert "sigma" in bart_table.index and "mean_leaves" in bart_table.index
+    assert not any(name.startswith(("split_", "leaf_", "left_", "right_")) for name in old_table.index)
+    assert "n_leaves" in old_table.index
+
+
 def test_log_likelihood_group_is_the_pointwise_normal_density(cart_fit):
     ll = cart_fit.idata["log_likelihood"]["y"]
     assert ll.dims == ("chain", "draw", "obs")

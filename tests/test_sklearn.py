@@ -61,7 +61,7 @@ def test_classifier_keeps_labels_and_probabilities(cgm):
     prob = est.predict_proba(X[:5])
     np.testing.assert_allclose(prob.sum(axis=1), 1.0)
     fit_prob = est.posterior_.predict(X[:5], kind="prob")
-    np.testing.assert_allclose(prob[:, 1], fit_prob["prob_1"].to_numpy())
+    np.testing.assert_allclose(prob[:, 1], fit_prob["prob_low"].to_numpy())  # the Fit keeps the labels
     assert list(est.predict(X[:5])) == list(est.classes_[np.argmax(prob, axis=1)])
     bounds = est.predict_interval(X[:5], level=0.8)
     assert bounds.shape == (5, 2, 2)
