@@ -280,11 +280,12 @@ def run_vignette(path: Path, out_dir: Path, quick: bool = False) -> Path:
 
 
 def title_and_question(path: Path) -> tuple[str, str]:
-    """The first markdown heading of a vignette and the first line after it (its question)."""
+    """The first markdown heading of a vignette and the paragraph after it (its question)."""
     cells = [c for c in parse_cells(path.read_text(encoding="utf-8")) if c.kind == "markdown"]
-    lines = [line for line in (cells[0].source.splitlines() if cells else []) if line.strip()]
-    title = lines[0].lstrip("# ").strip() if lines else path.stem
-    return title, (lines[1].strip() if len(lines) > 1 else "")
+    paragraphs = [" ".join(line.strip() for line in block.splitlines())
+                  for block in re.split(r"\n\s*\n", cells[0].source if cells else "") if block.strip()]
+    title = paragraphs[0].lstrip("# ").strip() if paragraphs else path.stem
+    return title, (paragraphs[1] if len(paragraphs) > 1 else "")
 
 
 def write_index(out_dir: Path, paths: list[Path]) -> Path:
