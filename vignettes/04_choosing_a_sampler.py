@@ -23,7 +23,6 @@ import os
 import time
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 
 import bartpy_suite as bps

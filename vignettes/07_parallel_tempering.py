@@ -32,7 +32,7 @@ from bartpy_suite.samplers.tempered import THESIS_TEMPERATURES
 
 QUICK = os.environ.get("BARTPY_SUITE_VIGNETTE_QUICK") == "1"  # the runner's --quick: a small run
 RUNS = 4 if QUICK else 8
-STEPS = 3_200 if QUICK else 240_000  # MH steps per run (the thesis: 1,200,000)
+STEPS = 3_200 if QUICK else 120_000  # MH steps per run (the thesis: 1,200,000)
 
 PRIORS = dict(alpha=0.95, beta=1.0, a=1 / 3, mu_bar=4.85, nu=10.0, lam=4.0, min_leaf_size=5,  # table 5.1
               moves={"grow": 0.25, "prune": 0.25, "change": 0.25, "swap": 0.25})

@@ -13,13 +13,14 @@ the quick-mode test find it by its name. The scripts also open as notebooks in J
 jupytext (``jupytext --to notebook vignettes/01_getting_started.py``), and run as plain Python.
 
 The command line puts the repository root first on ``sys.path``, so the vignettes run against
-the checkout they belong to. Every code cell runs in one namespace per vignette (like a notebook kernel), with matplotlib's
-Agg backend. The output file ``<out>/<name>.md`` holds the markdown cells, the code, what the
-code printed, warnings, the value of a cell's last expression (DataFrames as markdown tables;
-a trailing ``;`` hides it, as in Jupyter) and every figure left open by the cell, saved as
-``<out>/<name>_files/cell<k>_<j>.png``. ``display(obj)`` shows an object mid-cell, as in
-Jupyter. A cell that raises stops the vignette: the runner prints the traceback with the
-vignette's own line numbers and exits with status 1 after the other vignettes.
+the checkout they belong to. Every code cell runs in one namespace per vignette (like a
+notebook kernel), with matplotlib's Agg backend. The output file ``<out>/<name>.md`` holds the
+markdown cells, the code, what the code printed, warnings, the value of a cell's last
+expression (DataFrames as markdown tables; a trailing ``;`` hides it, as in Jupyter) and every
+figure left open by the cell, saved as ``<out>/<name>_files/cell<k>_<j>.png``. ``display(obj)``
+shows an object mid-cell, as in Jupyter. A cell that raises stops the vignette: the runner
+prints the traceback with the vignette's own line numbers and exits with status 1 after the
+other vignettes.
 
 ``--quick`` sets the environment variable ``BARTPY_SUITE_VIGNETTE_QUICK=1``; each vignette reads
 it (``QUICK = os.environ.get("BARTPY_SUITE_VIGNETTE_QUICK") == "1"``) and cuts its draws and
@@ -32,7 +33,6 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
-import io
 import os
 import re
 import sys
