@@ -60,11 +60,19 @@ def root_split(fit, run):
     arrays = fit.tree_arrays()
     var = arrays["split_var"].values[run, :, 0, 0]
     cut = arrays["split_cut"].values[run, :, 0, 0]
-    names = fit.predictors
-    labels = ["stump" if v < 0 else (f"{names[v]} in subset" if names[v] == "x2" else f"{names[v]} at cut {c}")
-              for v, c in zip(var, cut)]
-    (label, n), = Counter(labels).most_common(1)
-    return f"{label} ({n / len(labels):.0%})"
+    cuts = fit.idata["constant_data"]["cuts"].values  # (predictor, cut): the cut grid
+    levels = bps.datasets.CGM1998_LEVELS
+
+    def label(v, c):
+        if v < 0:
+            return "stump"
+        if fit.predictors[v] == "x2":  # a subset of levels; a rule and its complement are the same split
+            mask = c if c & 1 else ~c & (2 ** len(levels) - 1)
+            return "x2 in {" + ",".join(level for i, level in enumerate(levels) if mask >> i & 1) + "}"
+        return f"x1 <= {cuts[v, c]:.2f}"
+
+    (text, n), = Counter(label(v, c) for v, c in zip(var, cut)).most_common(1)
+    return f"{text} ({n / len(var):.0%})"
 
 
 fits, rows = {}, []
@@ -129,9 +137,9 @@ ax.legend(fontsize=7)
 pd.DataFrame(swap_table).T
 
 # %% [markdown]
-# The adapted default ladder ends with about equal swap rates on every pair, by construction;
-# the thesis' fixed ladders leave some pairs much harder than others. The ladder the adaptation
-# chose for run 0 (inverse temperature per rung):
+# The adaptation of the default ladder re-places the rungs during tuning so that every pair
+# swaps about equally often (compare its min and max swap rates with those of the fixed ladders).
+# The ladder it chose for run 0 (inverse temperature per rung):
 
 # %%
 default = fits["likelihood, 16 adapted rungs (default)"]
