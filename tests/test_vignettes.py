@@ -113,3 +113,15 @@ def test_vignette_runs_in_quick_mode(path, tmp_path):
     for link in re.findall(r"!\[figure \d+\]\(([^)]+)\)", text):
         assert (tmp_path / link).is_file()
     assert "Traceback" not in text
+
+
+@pytest.mark.parametrize("path", VIGNETTES, ids=[p.stem for p in VIGNETTES])
+def test_committed_output_is_from_the_current_source(path):
+    """vignettes/output/<name>.md must hold every cell of the current source: re-run
+    ``python3 vignettes/run.py <name>`` after editing a vignette."""
+    output = ROOT / "vignettes" / "output" / f"{path.stem}.md"
+    assert output.is_file(), f"no executed output for {path.name}: run python3 vignettes/run.py {path.stem[:2]}"
+    text = output.read_text(encoding="utf-8")
+    assert "*Executed in full mode" in text, f"{output.name} comes from a --quick run"
+    stale = [cell.line for cell in runner.parse_cells(path.read_text(encoding="utf-8")) if cell.source not in text]
+    assert not stale, f"{output.name} is older than {path.name} (cells at lines {stale}): run python3 vignettes/run.py {path.stem[:2]}"

@@ -135,8 +135,9 @@ print(f"largest / smallest weight: {w.max() / w.min():.1f}; Kish ESS {kish_ess(w
 # - **`grow_prune`** is the move set of most BART packages; on a single tree it is usually the
 #   slowest to leave a mode (compare its R-hat and ESS with `cgm`'s).
 # - **`pg`** rebuilds the whole tree at each iteration, so it can jump between trees that local
-#   moves connect only through poor intermediate trees: that is where it pays for its higher cost
-#   per iteration, as on the deep hypercube tree (compare ESS/s, not only ESS).
+#   moves connect only through poor intermediate trees, as on the deep hypercube tree. It costs
+#   far more per iteration: compare its R-hat and ESS (per iteration) with its ESS/s (per CPU
+#   second) to see whether better mixing pays for the cost on your data.
 # - **`ctmc`** proposes every birth and death at once and weights each visited tree; it reaches
 #   more distinct trees per iteration, at the cost of computing all rates. Use its weights (the
 #   package does) and judge it by the ESS, which accounts for them.
