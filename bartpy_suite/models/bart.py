@@ -108,16 +108,25 @@ class BART(TreeModel):
         False samples the prior.
     progress : bool
     threads : int or None
+    check_mixing : bool
+        After the fit, warn (``bartpy_suite.MixingWarning``) when a scalar quantity has r_hat >
+        1.01 or a bulk ESS below 100 per chain (default True).
+    log_likelihood : bool or None
+        Store the pointwise log-likelihood of the training rows in ``idata["log_likelihood"]``
+        (for ``arviz_stats.loo``): True, False, or None (default) when chains x draws x rows
+        is at most 10 million (``fit.add_log_likelihood()`` adds it later).
     """
 
     model_type = "bart"
 
     def __init__(self, *, trees=200, sampler="cgm", chains=4, draws=1000, tune=1000, thin=1, seed=None, alpha=0.95,
                  beta=2.0, k=2.0, nu=3.0, q=0.9, sigma_hat=None, max_cuts=100, min_leaf_size=5, moves=None,
-                 sampler_options=None, sigma=None, link="auto", likelihood=True, progress=True, threads=None):
+                 sampler_options=None, sigma=None, link="auto", likelihood=True, progress=True, threads=None,
+                 check_mixing=True, log_likelihood=None):
         self._init_mcmc(sampler=sampler, chains=chains, draws=draws, tune=tune, thin=thin, seed=seed, alpha=alpha,
                         beta=beta, min_leaf_size=min_leaf_size, max_cuts=max_cuts, moves=moves,
-                        sampler_options=sampler_options, likelihood=likelihood, progress=progress, threads=threads)
+                        sampler_options=sampler_options, likelihood=likelihood, progress=progress, threads=threads,
+                        check_mixing=check_mixing, log_likelihood=log_likelihood)
         self.trees = check.check_int_at_least("trees", trees, 1)
         self.k = check.check_positive("k", k)
         self.nu = check.check_positive("nu", nu)
