@@ -14,6 +14,7 @@ from ..posterior.build import build_fit
 from ..priors import TreePrior
 from ..samplers import SAMPLERS, get_sampler
 from ..samplers.draws import stack_draws
+from ._remote import check_executor, run_on_executor
 from ._runner import run_chains
 
 
@@ -92,7 +93,7 @@ class TreeModel:
     model_type = ""
 
     def _init_mcmc(self, *, sampler, chains, draws, tune, thin, seed, alpha, beta, min_leaf_size, max_cuts, moves,
-                   sampler_options, likelihood, progress, threads) -> None:
+                   sampler_options, likelihood, progress, threads, executor=None) -> None:
         self.spec = get_sampler(sampler, self.model_type)
         self.chains = check.check_int_at_least("chains", chains, 1)
         self.draws = check.check_int_at_least("draws", draws, 1)
@@ -120,6 +121,10 @@ class TreeModel:
         self.likelihood = bool(likelihood)
         self.progress = bool(progress)
         self.threads = None if threads is None else check.check_int_at_least("threads", threads, 1)
+        self.executor = check_executor(executor)
+        if self.executor is not None and self.threads is not None:
+            raise ArgumentError("threads= sets the threads of the default run; with executor= the executor decides "
+                                "where chains run: give one of them")
 
     @property
     def moves(self) -> dict | None:
@@ -181,10 +186,15 @@ class TreeModel:
                 f"samplers that can: {', '.join(repr(a) for a in able)}"
             )
         rngs = spawn_generators(self.seed, self.chains)
-        chains = [self.spec.make_chain(problem, self.sampler_options, rng) for rng in rngs]
-        kept = self._run(chains)
-        draws = stack_draws([chain.collect(kept) for chain in chains])
-        del chains
+        if self.executor is None:
+            chains = [self.spec.make_chain(problem, self.sampler_options, rng) for rng in rngs]
+            kept = self._run(chains)
+            draws = stack_draws([chain.collect(kept) for chain in chains])
+            del chains
+        else:
+            draws = stack_draws(run_on_executor(self.executor, problem, self.spec.name, self.sampler_options, rngs,
+                                                draws=self.draws, tune=self.tune, thin=self.thin,
+                                                progress=self.progress))
         if derived is not None:
             derived(draws.posterior)
         return build_fit(draws, statistics=self.spec.statistics[problem.model], coords=self.spec.coords,

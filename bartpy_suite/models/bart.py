@@ -108,16 +108,23 @@ class BART(TreeModel):
         False samples the prior.
     progress : bool
     threads : int or None
+    executor : dask.distributed.Client, concurrent.futures.Executor or None
+        Where the chains run. None (default): one thread per chain in this process. A dask
+        ``Client`` or an ``Executor`` (e.g. ``ProcessPoolExecutor``) runs each chain as one task:
+        the data and the chain's seed are shipped, the chain is built, run and collected there,
+        and its draws are gathered. The same seed gives the same draws as the threaded run.
     """
 
     model_type = "bart"
 
     def __init__(self, *, trees=200, sampler="cgm", chains=4, draws=1000, tune=1000, thin=1, seed=None, alpha=0.95,
                  beta=2.0, k=2.0, nu=3.0, q=0.9, sigma_hat=None, max_cuts=100, min_leaf_size=5, moves=None,
-                 sampler_options=None, sigma=None, link="auto", likelihood=True, progress=True, threads=None):
+                 sampler_options=None, sigma=None, link="auto", likelihood=True, progress=True, threads=None,
+                 executor=None):
         self._init_mcmc(sampler=sampler, chains=chains, draws=draws, tune=tune, thin=thin, seed=seed, alpha=alpha,
                         beta=beta, min_leaf_size=min_leaf_size, max_cuts=max_cuts, moves=moves,
-                        sampler_options=sampler_options, likelihood=likelihood, progress=progress, threads=threads)
+                        sampler_options=sampler_options, likelihood=likelihood, progress=progress, threads=threads,
+                        executor=executor)
         self.trees = check.check_int_at_least("trees", trees, 1)
         self.k = check.check_positive("k", k)
         self.nu = check.check_positive("nu", nu)
