@@ -80,6 +80,7 @@ def test_thread_pool_executor_equals_the_threaded_run(data, threaded):
     assert_same_draws(remote, threaded["cart"])
 
 
+@pytest.mark.slow  # a spawned process imports the package and loads the kernels: ~10 s
 def test_process_pool_executor_equals_the_threaded_run(data, threaded):
     import multiprocessing
 
@@ -119,20 +120,21 @@ def test_predict_class_probabilities_on_a_dask_frame(client, data):
 
 def test_ctrl_c_on_a_cluster_returns_the_draws_made_so_far(client, data):
     """SIGINT's KeyboardInterrupt in the main thread sets the run's stop event; the workers stop
-    at their next chunk and the draws made so far come back with the warning."""
+    at their next chunk and the draws made so far come back with the warning. The interrupt is
+    sent once every chain has reported progress (a ``distributed.Variable`` per chain)."""
 
     def interrupt_once_sampling() -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             variables = client.run_on_scheduler(
                 lambda dask_scheduler: list(dask_scheduler.extensions["variables"].variables))
-            if any("-done-" in str(k) for k in variables):
+            if sum("-done-" in str(k) for k in variables) == CART["chains"]:  # every chain has run
                 _thread.interrupt_main()
                 return
             time.sleep(0.1)
 
     helper = threading.Thread(target=interrupt_once_sampling, daemon=True)
-    long = dict(CART, draws=200_000, tune=0, thin=50)
+    long = dict(CART, draws=2_000_000, tune=0, thin=1)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         helper.start()

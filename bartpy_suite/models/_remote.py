@@ -5,7 +5,7 @@ A chain holds numba state that does not pickle, so what travels is the recipe: t
 name, the model's problem (frozen arrays), the validated options and the chain's own
 ``Generator``. The worker builds the chain exactly as the threaded run does, so the same seed
 gives bit-identical draws whatever runs it. On a ``dask.distributed.Client`` the problem is
-scattered once and shared by the chains; progress and Ctrl-C travel through a
+scattered to every worker once and shared by the chains; progress and Ctrl-C travel through a
 ``distributed.Variable`` per chain and a ``distributed.Event``. A ``ThreadPoolExecutor``
 shares a ``threading.Event`` with its chains; other executors (process pools) cannot be
 signalled, so Ctrl-C cancels the chains not yet started and re-raises.
@@ -172,7 +172,8 @@ def run_on_executor(executor, problem, sampler: str, options: dict, rngs: list, 
     dask = is_dask_client(executor)
     if dask:
         signals = _DaskSignals(f"bartpy-suite-{uuid.uuid4().hex}", n)
-        shared = executor.scatter(problem, broadcast=False, hash=False)
+        # on every worker once, so the chains spread over the workers instead of queueing where the data is
+        shared = executor.scatter(problem, broadcast=True, hash=False)
         futures = [executor.submit(run_chain_task, shared, sampler, options, rng, draws, tune, thin, i, signals,
                                    pure=False) for i, rng in enumerate(rngs)]
     else:
