@@ -113,12 +113,14 @@ def main(argv=None) -> int:
         f"Friedman #1, n = {args.n}, {args.trees} trees, {args.chains} chains of {args.tune} + {args.draws} sweeps; "
         f"prediction of {args.rows:,} rows ({args.partitions} partitions for dask); {os.cpu_count()} CPUs.",
         "",
-        "| run | fit s | chains/s | vs threads | draws identical | predict s | rows/s | vs threads | worker warm-up s |",
+        "| run | fit s | chains/s | vs threads | draws identical | predict s | rows/s | vs threads "
+        "| worker warm-up s |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in records:
         lines.append(
-            f"| {r['run']} | {r['fit_s']:.2f} | {r['chains_per_s']:.3f} | {r['chains_per_s'] / ref['chains_per_s']:.2f} "
+            f"| {r['run']} | {r['fit_s']:.2f} | {r['chains_per_s']:.3f} "
+            f"| {r['chains_per_s'] / ref['chains_per_s']:.2f} "
             f"| {r['identical']} | {r['predict_s']:.2f} | {r['rows_per_s']:,.0f} | "
             f"{r['rows_per_s'] / ref['rows_per_s']:.2f} | {r['warmup_s']:.1f} |"
         )

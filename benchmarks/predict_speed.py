@@ -96,9 +96,9 @@ def _row_walk_reference():
 
 def child_bartpy_suite(data, prior) -> dict:
     import numpy as np
+    from _peers import ALPHA, BETA, MAX_CUTS, MIN_LEAF, NU, TREES, K, Q, _frame
 
     import bartpy_suite as bps
-    from _peers import ALPHA, BETA, K, MAX_CUTS, MIN_LEAF, NU, Q, TREES, _frame
 
     df = _frame(data["x"], data["y"])
     test = _frame(data["x_test"])
