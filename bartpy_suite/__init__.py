@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from . import datasets, samplers
 from .api import bart, cart, load
+from .errors import BartpySuiteWarning, MixingWarning
 from .models import BART, BayesianCART
 from .posterior import Fit
 
 __version__ = "0.1.0"
 
-__all__ = ["BART", "BayesianCART", "Fit", "bart", "cart", "datasets", "load", "samplers", "__version__"]
+__all__ = ["BART", "BartpySuiteWarning", "BayesianCART", "Fit", "MixingWarning", "bart", "cart", "datasets", "load",
+           "samplers", "__version__"]

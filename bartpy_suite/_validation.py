@@ -24,6 +24,8 @@ __all__ = [
     "check_open_unit",
     "check_int_at_least",
     "check_choice",
+    "check_bool",
+    "check_seed",
     "check_moves",
     "suggest",
 ]
@@ -201,6 +203,42 @@ def check_int_at_least(name: str, value: object, low: int) -> int:
     if out < low:
         raise ArgumentError(f"{name} must be {requirement}, got {_show(value)}")
     return out
+
+
+def check_bool(name: str, value: object) -> bool:
+    """Check that ``value`` is a bool (Python or numpy); return it as ``bool``.
+
+    Raises
+    ------
+    ArgumentError
+        If ``value`` is anything else (``"yes"``, ``1``, ``None``).
+    """
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return bool(value)
+    raise ArgumentError(f"{name} must be True or False, got {_show(value)}")
+
+
+def check_seed(name: str, value: object):
+    """Check a random seed: None, an integer >= 0 or a ``numpy.random.SeedSequence``.
+
+    Returns
+    -------
+    None, int or SeedSequence
+        ``value`` (integers as ``int``).
+
+    Raises
+    ------
+    ArgumentError
+        For anything else (``"abc"``, ``1.5``, negative integers, a ``Generator``).
+    """
+    if value is None or hasattr(value, "spawn_key"):  # SeedSequence, duck-typed: no numpy here
+        return value
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 0:
+        return int(value)
+    raise ArgumentError(
+        f"{name} must be None, an integer >= 0 or a numpy.random.SeedSequence, got {_show(value)}; "
+        "e.g. seed=1 (the same seed gives the same draws)"
+    )
 
 
 def check_choice(name: str, value: object, options: Iterable[str]) -> str:

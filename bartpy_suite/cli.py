@@ -4,8 +4,11 @@
     Fit Bayesian CART to the shipped CGM 1998 example and print the summary table and
     predictions with 90% credible intervals on a small grid of new points.
 ``fit FORMULA DATA.csv``
-    Fit ``--model cart`` (default) or ``--model bart`` to a CSV file, print the summary and,
-    with ``--out fit.nc``, save the fit (netCDF) for ``predict``.
+    Fit ``--model cart`` (default) or ``--model bart`` to a CSV file (or a Parquet file,
+    ``.parquet``/``.pq``, when pyarrow is installed), print the summary and, with
+    ``--out fit.nc``, save the fit (netCDF) for ``predict``. A progress bar is shown on a
+    terminal (``--no-progress`` hides it); warnings, such as the post-fit mixing check's, are
+    printed as ``bartpy_suite: warning: ...``.
 ``predict FIT.nc NEW.csv``
     Predict new rows from a saved fit; writes a CSV (``--out`` or standard output) with the
     columns of :meth:`Fit.predict`, one row per row of ``NEW.csv``, in order.
@@ -91,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     fit.add_argument("formula", help="model formula, e.g. 'y ~ .' or 'y ~ x1 + C(g)'")
-    fit.add_argument("data", help="CSV file with a header row")
+    fit.add_argument("data", help="CSV file with a header row, or a Parquet file (.parquet, .pq; needs pyarrow)")
     fit.add_argument("--model", choices=tuple(MODELS), default="cart",
                      help="the model (default cart): " + "; ".join(
                          f"{name}: {cls.__doc__.splitlines()[0].rstrip('.')}" for name, cls in MODELS.items()))
@@ -119,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     predict.add_argument("fit", help="netCDF file written by 'fit --out'")
-    predict.add_argument("newdata", help="CSV file with the predictor columns")
+    predict.add_argument("newdata", help="CSV or Parquet file with the predictor columns")
     predict.add_argument("--kind", choices=("mean", "predictive", "prob"),
                          help="mean: interval of f(x) (default); predictive: interval of a new "
                               "y; prob: class probabilities (classification)")
@@ -202,8 +205,22 @@ def _writable_target(path: str | None, what: str) -> Path | None:
     return p
 
 
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
 def _read_csv(path: str, what: str) -> pd.DataFrame:
+    """Read a data file: Parquet when its name ends in .parquet or .pq (needs pyarrow), else CSV."""
     p = _existing_file(path, what)
+    if p.suffix.lower() in PARQUET_SUFFIXES:
+        try:
+            import pyarrow  # noqa: F401  (pandas' Parquet engine; an extra)
+        except ImportError as exc:
+            raise CommandError(f"reading the Parquet {what} file '{path}' needs pyarrow: "
+                               "pip install 'bartpy-suite[parquet]', or save the data as CSV") from exc
+        try:
+            return pd.read_parquet(p)
+        except (OSError, ValueError) as exc:
+            raise CommandError(f"cannot read {what} file '{path}' as Parquet: {exc}") from exc
     try:
         return pd.read_csv(p)
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:

@@ -30,3 +30,11 @@ class NotFittedError(BartpySuiteError, RuntimeError):
 
 class BartpySuiteWarning(UserWarning):
     """Base class of warnings issued by bartpy_suite (dropped rows, constant columns, ...)."""
+
+
+class MixingWarning(BartpySuiteWarning):
+    """The chains of a fit have not mixed (r_hat or bulk ESS per chain past PyMC's thresholds).
+
+    Silence it with the model keyword ``check_mixing=False`` or
+    ``warnings.filterwarnings("ignore", category=bartpy_suite.MixingWarning)``.
+    """

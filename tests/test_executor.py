@@ -27,8 +27,8 @@ distributed = pytest.importorskip("distributed")
 dd = pytest.importorskip("dask.dataframe")
 
 GROUPS = ("posterior", "sample_stats", "trees")
-CART = dict(chains=2, draws=40, tune=40, seed=7, progress=False)
-BART = dict(trees=8, chains=2, draws=15, tune=15, seed=8, progress=False)
+CART = dict(chains=2, draws=40, tune=40, seed=7, progress=False, check_mixing=False)
+BART = dict(trees=8, chains=2, draws=15, tune=15, seed=8, progress=False, check_mixing=False)
 
 
 @pytest.fixture(scope="module")

@@ -106,6 +106,7 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
     n_total = len(frame)
     current = frame
     dropped: dict[str, int] = {}
+    produced: dict[str, int] = {}  # of which: missing made by a transform from present values
     while True:
         for term, col in zip(terms, columns):
             if col.kind == "numeric":
@@ -143,9 +144,14 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
                 "; ".join(lines) + ". With na_action='raise' missing values are an error: "
                 "fill them, or use na_action='drop' to drop those rows (like R's na.omit)"
             )
-        for term, mask in zip(terms, masks):
+        for term, mask, src in zip(terms, masks, sources):
             if mask.any():
                 dropped[term.expr] = dropped.get(term.expr, 0) + int(mask.sum())
+                if term.method == "python" and src:
+                    raw = np.logical_or.reduce([current[c].isna().to_numpy() for c in src])
+                    made = int((mask & ~raw).sum())
+                    if made:
+                        produced[term.expr] = produced.get(term.expr, 0) + made
         keep = ~any_na
         if not keep.any():
             detail = ", ".join(f"{k}: {v}" for k, v in dropped.items())
@@ -160,7 +166,11 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
             columns = [col.take(keep) for col in columns]
     n_dropped = n_total - len(current)
     if n_dropped:
-        detail = ", ".join(f"{k}: {v}" for k, v in dropped.items())
+        detail = ", ".join(
+            f"{k}: {v}" + (f" ({produced[k]} produced by the transform from values that are present: "
+                           "outside its domain, e.g. log of a number <= 0 or sqrt of a negative one)"
+                           if k in produced else "")
+            for k, v in dropped.items())
         _warn(
             f"dropped {n_dropped} of {n_total} rows with missing values (na_action='drop'); "
             f"missing per term: {detail}"
@@ -187,6 +197,10 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
         if n > 0 and np.all(y == y[0]):
             _warn(f"the response {response.expr!r} is constant ({float(y[0])!r}); the fit is "
                   "trivial")
+        elif n > 0 and np.all((y == 0) | (y == 1)):
+            _warn(f"the response {response.expr!r} holds only the numbers 0 and 1, so it is fitted as a "
+                  f"regression; for a classifier write the formula as 'C({response.expr}) ~ ...' or "
+                  f"convert the column first (df[{response.expr!r}].astype(bool) or .astype('category'))")
 
     # Predictors.
     X = np.empty((n, len(predictors)), dtype=np.float64)
@@ -195,6 +209,7 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
         if col.kind == "categorical":
             lv = col.present_levels()
             _check_labels(lv, term.label)
+            _warn_mostly_numeric(term, col)
             X[:, j] = col.codes(lv)
             levels.append(tuple(lv))
             if len(lv) == 1:
@@ -231,3 +246,34 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
     if return_index:
         return design, X, y, current.index
     return design, X, y
+
+
+#: A text column is "mostly numeric" when at least this share of its rows parse as numbers.
+MOSTLY_NUMERIC = 0.5
+
+
+def _warn_mostly_numeric(term, col) -> None:
+    """Warn when a text factor (not asked for with ``C()``) mostly holds numbers, as a numeric
+    CSV column with one ``"1,000"`` does: it was probably meant to be numeric."""
+    if term.method != "lookup" or not col.uniques or not all(isinstance(u, str) for u in col.uniques):
+        return
+
+    def parses(label: str) -> bool:
+        try:
+            float(label)
+        except ValueError:
+            return False
+        return True
+
+    numeric = np.array([parses(u) for u in col.uniques])
+    present = col.fcodes >= 0
+    share = numeric[col.fcodes[present]].mean() if present.any() else 0.0
+    if MOSTLY_NUMERIC <= share < 1:
+        others = [u for u, ok in zip(col.uniques, numeric) if not ok]
+        shown = ", ".join(repr(u) for u in others[:3]) + (", ..." if len(others) > 3 else "")
+        _warn(
+            f"{term.label} is text, but {share:.0%} of its rows hold numbers; it is fitted as a factor with "
+            f"{len(col.present_levels())} levels. The values that are not numbers: {shown}. If the column is "
+            f"numeric, clean them first (e.g. pd.to_numeric(df[{term.expr!r}].str.replace(',', '')), or "
+            f"pd.read_csv(..., thousands=',')); to keep it a factor and silence this, write C({term.expr})"
+        )

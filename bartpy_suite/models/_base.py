@@ -11,6 +11,7 @@ from .. import _validation as check
 from .._binning import MAX_LEVELS, BinnedPredictors
 from ..errors import ArgumentError, DataError
 from ..posterior.build import build_fit
+from ..posterior.mixing import warn_if_poor_mixing
 from ..priors import TreePrior
 from ..samplers import SAMPLERS, get_sampler
 from ..samplers.draws import stack_draws
@@ -35,13 +36,26 @@ def spawn_generators(seed, chains: int) -> list[np.random.Generator]:
     return [np.random.default_rng(child) for child in children]
 
 
+def _user_stacklevel() -> int:
+    """Stack level of the first frame outside this package, relative to ``warn_if_poor_mixing``'s
+    caller, so that the mixing warning points at the user's line."""
+    import sys
+
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("bartpy_suite"):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def plain(value):
     """JSON-friendly version of a label (numpy scalars to Python scalars)."""
     return value.item() if hasattr(value, "item") else value
 
 
-def check_training_arrays(x, y, is_categorical, n_levels, min_leaf_size: int):
-    """Validate array-level training data; return float64 copies and factor metadata."""
+def check_training_arrays(x, y, is_categorical, n_levels, min_leaf_size: int, names=None):
+    """Validate array-level training data; return float64 copies and factor metadata.
+
+    ``names`` (one per column) name the predictors in the messages; else "column j"."""
     x = np.array(x, dtype=np.float64, copy=True)
     if x.ndim == 1:
         x = x[:, None]
@@ -63,7 +77,8 @@ def check_training_arrays(x, y, is_categorical, n_levels, min_leaf_size: int):
     bad = ~np.isfinite(x)
     if bad.any():
         col, row = np.argwhere(bad.T)[0]
-        raise DataError(f"predictor column {col} holds a non-finite value (first at row {row}); remove or impute it")
+        raise DataError(f"predictor {_column_name(names, col)} holds a non-finite value (first at row {row}); "
+                        "remove or impute it")
     is_cat = np.zeros(p, dtype=bool) if is_categorical is None else np.asarray(is_categorical, dtype=bool)
     if is_cat.shape != (p,):
         raise ArgumentError(f"is_categorical must have one entry per predictor ({p}); got {is_cat.shape[0]}")
@@ -71,14 +86,21 @@ def check_training_arrays(x, y, is_categorical, n_levels, min_leaf_size: int):
     for v in np.flatnonzero(is_cat):
         codes = x[:, v]
         if np.any(codes < 0) or np.any(codes != np.round(codes)):
-            raise DataError(f"categorical predictor column {v} must hold integer level codes >= 0")
+            raise DataError(f"categorical predictor {_column_name(names, v)} must hold integer level codes >= 0")
         levels[v] = int(n_levels[v]) if n_levels is not None else int(codes.max()) + 1
         if levels[v] > MAX_LEVELS:
             raise DataError(
-                f"categorical predictor column {v} has {levels[v]} levels; at most {MAX_LEVELS} are supported "
-                "(merge rare levels or treat it as numeric)"
+                f"categorical predictor {_column_name(names, v)} has {levels[v]} levels; at most {MAX_LEVELS} are "
+                "supported (merge rare levels, or treat it as numeric if its values are numbers)"
             )
     return x, y, is_cat, levels
+
+
+def _column_name(names, j: int) -> str:
+    """``'name' (column j)`` when the predictors have names, else ``column j``."""
+    if names is not None and j < len(names):
+        return f"{names[j]!r} (column {j})"
+    return f"column {j}"
 
 
 class TreeModel:
@@ -93,13 +115,14 @@ class TreeModel:
     model_type = ""
 
     def _init_mcmc(self, *, sampler, chains, draws, tune, thin, seed, alpha, beta, min_leaf_size, max_cuts, moves,
-                   sampler_options, likelihood, progress, threads, executor=None) -> None:
+                   sampler_options, likelihood, progress, threads, check_mixing=True, log_likelihood=None,
+                   executor=None) -> None:
         self.spec = get_sampler(sampler, self.model_type)
         self.chains = check.check_int_at_least("chains", chains, 1)
         self.draws = check.check_int_at_least("draws", draws, 1)
         self.tune = check.check_int_at_least("tune", tune, 0)
         self.thin = check.check_int_at_least("thin", thin, 1)
-        self.seed = seed
+        self.seed = check.check_seed("seed", seed)
         self.tree_prior = TreePrior(
             check.check_open_unit("alpha", alpha),
             check.check_nonnegative("beta", beta),
@@ -121,6 +144,8 @@ class TreeModel:
         self.likelihood = bool(likelihood)
         self.progress = bool(progress)
         self.threads = None if threads is None else check.check_int_at_least("threads", threads, 1)
+        self.check_mixing = check.check_bool("check_mixing", check_mixing)
+        self.log_likelihood = None if log_likelihood is None else check.check_bool("log_likelihood", log_likelihood)
         self.executor = check_executor(executor)
         if self.executor is not None and self.threads is not None:
             raise ArgumentError("threads= sets the threads of the default run; with executor= the executor decides "
@@ -133,9 +158,11 @@ class TreeModel:
 
     def _prepare(self, X, y, is_categorical, n_levels, predictor_names):
         """Validated copies of the training data, predictor names and the binned predictors."""
-        x, y, is_cat, levels = check_training_arrays(X, y, is_categorical, n_levels, self.tree_prior.min_leaf_size)
+        given = None if predictor_names is None else [str(n) for n in predictor_names]
+        x, y, is_cat, levels = check_training_arrays(X, y, is_categorical, n_levels, self.tree_prior.min_leaf_size,
+                                                     names=given)
         p = x.shape[1]
-        names = list(predictor_names) if predictor_names is not None else [f"x{j}" for j in range(p)]
+        names = given if given is not None else [f"x{j}" for j in range(p)]
         return x, y, is_cat, names, BinnedPredictors.fit(x, is_cat, levels, self.max_cuts)
 
     def _base_config(self, response_kind: str, names: list) -> dict:
@@ -156,6 +183,7 @@ class TreeModel:
             "min_leaf_size": self.tree_prior.min_leaf_size,
             "max_cuts": self.max_cuts,
             "likelihood": self.likelihood,
+            "log_likelihood": self.log_likelihood,
             "predictors": names,
         }
 
@@ -197,9 +225,12 @@ class TreeModel:
                                                 progress=self.progress))
         if derived is not None:
             derived(draws.posterior)
-        return build_fit(draws, statistics=self.spec.statistics[problem.model], coords=self.spec.coords,
-                         ess_method=self.spec.ess_method,
-                         binned=binned, y=np.asarray(y), config=config, design=design)
+        fit = build_fit(draws, statistics=self.spec.statistics[problem.model], coords=self.spec.coords,
+                        ess_method=self.spec.ess_method,
+                        binned=binned, y=np.asarray(y), config=config, design=design)
+        if self.check_mixing:
+            warn_if_poor_mixing(fit, stacklevel=_user_stacklevel())
+        return fit
 
     @classmethod
     def from_formula(cls, formula: str, data, *, na_action: str = "drop", **keywords):

@@ -108,6 +108,13 @@ class BART(TreeModel):
         False samples the prior.
     progress : bool
     threads : int or None
+    check_mixing : bool
+        After the fit, warn (``bartpy_suite.MixingWarning``) when a scalar quantity has r_hat >
+        1.01 or a bulk ESS below 100 per chain (default True).
+    log_likelihood : bool or None
+        Store the pointwise log-likelihood of the training rows in ``idata["log_likelihood"]``
+        (for ``arviz_stats.loo``): True, False, or None (default) when chains x draws x rows
+        is at most 10 million (``fit.add_log_likelihood()`` adds it later).
     executor : dask.distributed.Client, concurrent.futures.Executor or None
         Where the chains run. None (default): one thread per chain in this process. A dask
         ``Client`` or an ``Executor`` (e.g. ``ProcessPoolExecutor``) runs each chain as one task:
@@ -120,11 +127,11 @@ class BART(TreeModel):
     def __init__(self, *, trees=200, sampler="cgm", chains=4, draws=1000, tune=1000, thin=1, seed=None, alpha=0.95,
                  beta=2.0, k=2.0, nu=3.0, q=0.9, sigma_hat=None, max_cuts=100, min_leaf_size=5, moves=None,
                  sampler_options=None, sigma=None, link="auto", likelihood=True, progress=True, threads=None,
-                 executor=None):
+                 check_mixing=True, log_likelihood=None, executor=None):
         self._init_mcmc(sampler=sampler, chains=chains, draws=draws, tune=tune, thin=thin, seed=seed, alpha=alpha,
                         beta=beta, min_leaf_size=min_leaf_size, max_cuts=max_cuts, moves=moves,
                         sampler_options=sampler_options, likelihood=likelihood, progress=progress, threads=threads,
-                        executor=executor)
+                        check_mixing=check_mixing, log_likelihood=log_likelihood, executor=executor)
         self.trees = check.check_int_at_least("trees", trees, 1)
         self.k = check.check_positive("k", k)
         self.nu = check.check_positive("nu", nu)

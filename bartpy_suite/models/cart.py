@@ -58,6 +58,13 @@ class BayesianCART(TreeModel):
         Progress bar in an interactive terminal.
     threads : int or None
         Worker threads (default one per chain); the draws do not depend on it.
+    check_mixing : bool
+        After the fit, warn (``bartpy_suite.MixingWarning``) when a scalar quantity has r_hat >
+        1.01 or a bulk ESS below 100 per chain (default True).
+    log_likelihood : bool or None
+        Store the pointwise log-likelihood of the training rows in ``idata["log_likelihood"]``
+        (for ``arviz_stats.loo``): True, False, or None (default) when chains x draws x rows
+        is at most 10 million (``fit.add_log_likelihood()`` adds it later).
     executor : dask.distributed.Client, concurrent.futures.Executor or None
         Where the chains run. None (default): one thread per chain in this process. A dask
         ``Client`` or an ``Executor`` (e.g. ``ProcessPoolExecutor``) runs each chain as one task:
@@ -70,11 +77,11 @@ class BayesianCART(TreeModel):
     def __init__(self, *, sampler="cgm", chains=4, draws=1000, tune=1000, thin=1, seed=None, alpha=0.95, beta=0.5,
                  min_leaf_size=5, max_cuts=None, model="mean_shift", a=1 / 3, mu_bar=None, nu=3.0, lam=None,
                  class_alpha=1.0, moves=None, sampler_options=None, likelihood=True, progress=True, threads=None,
-                 executor=None):
+                 check_mixing=True, log_likelihood=None, executor=None):
         self._init_mcmc(sampler=sampler, chains=chains, draws=draws, tune=tune, thin=thin, seed=seed, alpha=alpha,
                         beta=beta, min_leaf_size=min_leaf_size, max_cuts=max_cuts, moves=moves,
                         sampler_options=sampler_options, likelihood=likelihood, progress=progress, threads=threads,
-                        executor=executor)
+                        check_mixing=check_mixing, log_likelihood=log_likelihood, executor=executor)
         self.model = check.check_choice("model", model, CART_MODELS)
         self.a = check.check_positive("a", a)
         self.mu_bar = None if mu_bar is None else float(mu_bar)

@@ -15,6 +15,8 @@ Groups:
   ``tempered`` sampler's ``rung_trees``): the structure only, ``node_var`` and ``node_cut`` over
   ``node`` and ``tree_nodes`` (chain, draw, <the store's tree dim>); ``Fit.tree_arrays(group)``
   pads it;
+- ``log_likelihood``: ``y`` (chain, draw, obs), the pointwise log-likelihood of the training
+  rows (``posterior/loglik.py``), unless the model's ``log_likelihood`` keyword leaves it out;
 - ``observed_data`` (y) and ``constant_data`` (binned training predictors and cut grids; the
   model configuration and the design as JSON attributes: everything ``predict`` needs).
 """
@@ -29,6 +31,7 @@ import xarray as xr
 
 from .._kernels.record import split_shares
 from .fit import CONFIG_ATTR, DESIGN_ATTR, TREES_GROUP, Fit
+from .loglik import wants_log_likelihood
 
 #: Model quantities recorded per draw that belong in ``sample_stats`` (ArviZ's ``lp``-like).
 MODEL_STATISTICS = ("log_posterior",)
@@ -140,7 +143,10 @@ def build_fit(draws, *, statistics, coords: dict, binned, y: np.ndarray, config:
     if design is not None:
         attrs[DESIGN_ATTR] = design.to_json()
     idata["constant_data"].attrs.update(attrs)
-    return Fit(idata, design=design)
+    fit = Fit(idata, design=design)
+    if wants_log_likelihood(config.get("log_likelihood"), n_chains, n_draws, len(y_obs)):
+        fit.add_log_likelihood()
+    return fit
 
 
 def _tree_store(nodes: dict, tree_nodes: np.ndarray, config: dict, classification: bool, n_trees: int) -> xr.Dataset:

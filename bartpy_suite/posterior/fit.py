@@ -18,6 +18,8 @@ from .._kernels.predict import leaf_indices, sum_of_trees
 from .._kernels.record import right_children, to_padded, tree_roots
 from ..errors import ArgumentError, DataError
 from ._dask import is_dask_frame, predict_dask
+from .loglik import GROUP as LOG_LIKELIHOOD_GROUP
+from .loglik import log_likelihood_group
 from .tree_text import format_tree
 from .weighted import kish_ess, weighted_ess, weighted_mean_sd, weighted_quantiles, weighted_rhat
 
@@ -112,6 +114,24 @@ class Fit:
     @property
     def _flat_weights(self) -> np.ndarray:
         return self.weights.values.reshape(-1)
+
+    def add_log_likelihood(self) -> xr.DataTree:
+        """Compute the pointwise log-likelihood of the training rows and store it as the
+        ``log_likelihood`` group of ``idata`` (variable ``y``, dims chain, draw, obs).
+
+        Fits store it when they are built unless ``log_likelihood=False`` was given or, with the
+        default ``log_likelihood=None``, chains x draws x rows exceeds 10 million; call this to
+        add it afterwards (it is computed exactly from the stored trees). ``arviz_stats.loo``
+        and ``arviz_stats.compare`` read it; they treat the draws as equally weighted, so for
+        the weighted samplers (``ctmc`` CART, ``smc``) their answer ignores ``fit.weights``.
+
+        Returns
+        -------
+        xarray.DataTree
+            The group added.
+        """
+        self.idata[LOG_LIKELIHOOD_GROUP] = log_likelihood_group(self)
+        return self.idata[LOG_LIKELIHOOD_GROUP]
 
     # -- summaries ---------------------------------------------------------------------------
     def summary(self, level: float = 0.95) -> pd.DataFrame:
@@ -250,6 +270,10 @@ class Fit:
     def _codes(self, newdata) -> tuple[np.ndarray, pd.Index]:
         if newdata is None:
             return self._binned.codes, pd.RangeIndex(self._binned.codes.shape[1])
+        if isinstance(newdata, dict):
+            raise DataError("newdata must be a DataFrame or a 2-D array, got a dict; wrap it in a DataFrame: "
+                            "pd.DataFrame({'x1': [2.0, 6.0], ...}) (one list of values per column; for one row, "
+                            "lists of one value)")
         if isinstance(newdata, pd.Series):
             raise DataError("newdata must be a DataFrame or a 2-D array, got a pandas Series; "
                             "for one row of a frame pass data.iloc[[i]] (double brackets)")
@@ -260,7 +284,12 @@ class Fit:
                 x = self.design.transform(newdata)
             index = newdata.index
         else:
-            x = np.asarray(newdata, dtype=float)
+            try:
+                x = np.asarray(newdata, dtype=float)
+            except (TypeError, ValueError) as exc:
+                raise DataError(f"newdata must be a DataFrame or a 2-D numeric array, got {type(newdata).__name__} "
+                                f"that numpy cannot read as numbers ({exc}); pass a DataFrame with the predictor "
+                                "columns") from None
             if x.ndim == 1:
                 x = x[None, :]
             if x.shape[1] != len(self.predictors):

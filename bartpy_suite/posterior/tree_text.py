@@ -13,12 +13,27 @@ class TreeText:
 
     lines: tuple
     header: str
+    #: One ``TreeNode`` per node in preorder (the structure behind ``lines``, for drawing).
+    nodes: tuple = ()
 
     def __str__(self) -> str:
         return "\n".join((self.header,) + self.lines)
 
     def __repr__(self) -> str:
         return str(self)
+
+
+@dataclass(frozen=True)
+class TreeNode:
+    """One node of a rendered tree: rpart number (children of n are 2n, 2n+1), depth, the rule
+    that leads to it (``"root"`` for the root), training rows, fitted value text, leaf or not."""
+
+    number: int
+    depth: int
+    label: str
+    n: int
+    yval: str
+    leaf: bool
 
 
 def _levels_text(mask: int, labels, present) -> tuple[str, str]:
@@ -54,6 +69,7 @@ def format_tree(arrays: dict, binned, predictors, config: dict, design, y: np.nd
     left, right = arrays["left_child"], arrays["right_child"]
     codes = binned.codes
     lines = []
+    nodes = []
 
     def level_labels(v):
         if design is not None and getattr(design, "levels", None) is not None and design.levels[v] is not None:
@@ -73,7 +89,9 @@ def format_tree(arrays: dict, binned, predictors, config: dict, design, y: np.nd
 
     def walk(node, number, depth, label, rows):
         leaf = var[node] < 0
-        lines.append(f"{'  ' * depth}{number}) {label} {rows.size} {yval(node, rows)}{' *' if leaf else ''}")
+        value = yval(node, rows)
+        lines.append(f"{'  ' * depth}{number}) {label} {rows.size} {value}{' *' if leaf else ''}")
+        nodes.append(TreeNode(number, depth, label, int(rows.size), value, bool(leaf)))
         if leaf:
             return
         v = int(var[node])
@@ -93,4 +111,4 @@ def format_tree(arrays: dict, binned, predictors, config: dict, design, y: np.nd
     walk(0, 1, 0, "root", np.arange(codes.shape[1]))
     what = "yval (class probabilities)" if classification else "yval (leaf mean)"
     header = f"{title}\nnode), split, n, {what}\n      * denotes terminal node\n"
-    return TreeText(tuple(lines), header)
+    return TreeText(tuple(lines), header, tuple(nodes))

@@ -1,0 +1,55 @@
+"""Pointwise log-likelihood of the training rows per draw, the ``log_likelihood`` group that
+``arviz_stats.loo`` and ``arviz_stats.compare`` read.
+
+Regression: ``log N(y_i | f(x_i), sigma^2)`` with the draw's sigma (CART's
+``mean_variance_shift``: the sigma of the leaf of row i). Classification: the log of the draw's
+probability of the observed class (CART: the leaf's Dirichlet draw; probit BART: ``Phi(f)``;
+multinomial BART: the softmax of the class forests).
+
+Import rule: numpy, scipy, xarray; the ``Fit`` is duck-typed (its prediction helpers).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+#: Default size limit (chains x draws x rows) under which a fit stores its log-likelihood
+#: (``log_likelihood=None``): 10 million float64 values, 80 MB.
+AUTO_MAX_VALUES = 10_000_000
+GROUP = "log_likelihood"
+
+
+def wants_log_likelihood(option, chains: int, draws: int, rows: int) -> bool:
+    """Whether a fit stores its log-likelihood: ``option`` True/False, or None = below ``AUTO_MAX_VALUES``."""
+    if option is None:
+        return chains * draws * rows <= AUTO_MAX_VALUES
+    return bool(option)
+
+
+def pointwise_log_likelihood(fit) -> np.ndarray:
+    """log p(y_i | draw) of each training row, shape (chain, draw, obs)."""
+    codes = fit._binned.codes
+    chains, draws = fit.posterior.sizes["chain"], fit.posterior.sizes["draw"]
+    y = fit.idata["observed_data"]["y"].values
+    if fit.is_classification:
+        p = fit._class_prob_samples(codes)
+        picked = np.take_along_axis(p, y.astype(np.int64)[None, :, None], axis=2)[:, :, 0]
+        with np.errstate(divide="ignore"):
+            out = np.log(picked)
+    else:
+        f = fit._f_samples(codes)
+        sd = fit._noise_sd(codes)
+        z = (y[None, :] - f) / sd
+        out = -0.5 * z * z - np.log(sd) - 0.5 * np.log(2.0 * np.pi)
+    return out.reshape(chains, draws, -1)
+
+
+def log_likelihood_group(fit) -> xr.DataTree:
+    """The ArviZ ``log_likelihood`` group: variable ``y`` (chain, draw, obs)."""
+    values = pointwise_log_likelihood(fit)
+    post = fit.posterior
+    ds = xr.Dataset({"y": (("chain", "draw", "obs"), values)},
+                    coords={"chain": post["chain"].values, "draw": post["draw"].values,
+                            "obs": np.arange(values.shape[2])})
+    return xr.DataTree(ds)

@@ -1,0 +1,236 @@
+"""scikit-learn estimators over the registered tree models: ``CARTRegressor``,
+``CARTClassifier``, ``BARTRegressor`` and ``BARTClassifier``.
+
+Each takes the keywords of its model (``bps.BayesianCART`` or ``bps.BART``: ``sampler``,
+``sampler_options``, ``draws``, ``seed``, ...) with the same defaults, fits numeric arrays (or
+DataFrames, e.g. the output of a ``ColumnTransformer``) and keeps the posterior ``Fit`` as
+``posterior_``. Regressors: ``predict(X)`` is the posterior mean of f(x),
+``predict(X, return_std=True)`` adds its posterior sd, ``predict_interval(X, level)`` the
+equal-tailed credible (or, with ``kind="predictive"``, posterior predictive) interval.
+Classifiers: ``predict_proba(X)`` the posterior mean class probabilities, ``predict(X)`` the
+most probable class, ``predict_interval(X, level)`` credible intervals of the probabilities.
+
+Predictors are all treated as numeric; encode factors first (``OrdinalEncoder`` keeps one
+column per factor, which a tree splits on the level order; ``OneHotEncoder`` one column per
+level). ``seed`` plays the part of scikit-learn's ``random_state``.
+
+Requires scikit-learn (``pip install "bartpy-suite[sklearn]"``); the package itself never
+imports this module. Import rule: front-door level; imports ``models``, ``errors`` and
+scikit-learn.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+try:
+    from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+    from sklearn.utils.multiclass import check_classification_targets
+    from sklearn.utils.validation import check_is_fitted, validate_data
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "bartpy_suite.sklearn needs scikit-learn: pip install 'bartpy-suite[sklearn]'"
+    ) from exc
+
+from ._validation import check_choice, check_open_unit
+from .errors import DataError
+from .models import MODELS
+
+__all__ = ["BARTClassifier", "BARTRegressor", "CARTClassifier", "CARTRegressor"]
+
+INTERVAL_KINDS = ("mean", "predictive")
+
+
+class _TreeEstimator(BaseEstimator):
+    """Common part: keyword parameters read from the model class, ``fit`` through the model."""
+
+    _model_name = ""
+
+    def __init__(self, **params):
+        for name, value in params.items():
+            setattr(self, name, value)
+
+    def _model(self):
+        params = self.get_params(deep=False)
+        return MODELS[self._model_name](**params)
+
+    def _validate_x(self, X, reset: bool):
+        return validate_data(self, X, reset=reset, dtype=np.float64, ensure_min_samples=1)
+
+    def _check_rows(self, n: int, min_leaf_size: int) -> None:
+        if n < 2 * min_leaf_size:
+            raise DataError(
+                f"n_samples={n} is too few for min_leaf_size={min_leaf_size}: a split needs at least "
+                f"2*min_leaf_size={2 * min_leaf_size} samples; lower min_leaf_size or supply more data"
+            )
+
+    def _fit_model(self, X, y, class_labels=None):
+        model = self._model()
+        self._check_rows(X.shape[0], model.tree_prior.min_leaf_size)
+        names = [str(c) for c in getattr(self, "feature_names_in_", [])] or None
+        self.posterior_ = model.fit(X, y, class_labels=class_labels, predictor_names=names)
+        self.model_ = model
+        return self
+
+    def _samples_weights(self):
+        w = self.posterior_.weights.values.reshape(-1)
+        return w / w.sum()
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = False  # deterministic for a given seed
+        return tags
+
+
+class _Regressor(RegressorMixin, _TreeEstimator):
+    def fit(self, X, y):
+        """Sample the posterior given predictors ``X`` (n_samples, n_features) and response ``y``.
+
+        Returns
+        -------
+        self
+        """
+        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
+        return self._fit_model(X, y)
+
+    def predict(self, X, return_std: bool = False):
+        """Posterior mean of f(x); with ``return_std`` also its posterior sd.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        return_std : bool
+            Also return the posterior standard deviation of f(x) (the credible spread of the
+            function, not of a new observation: use ``predict_interval(kind="predictive")``).
+
+        Returns
+        -------
+        mean : ndarray of shape (n_samples,)
+        std : ndarray of shape (n_samples,), when ``return_std``
+        """
+        check_is_fitted(self, "posterior_")
+        X = self._validate_x(X, reset=False)
+        f = self.posterior_.function_samples(X)
+        w = self._samples_weights()
+        mean = w @ f
+        if not return_std:
+            return mean
+        return mean, np.sqrt(np.maximum(w @ (f - mean) ** 2, 0.0))
+
+    def predict_interval(self, X, level: float = 0.95, kind: str = "mean"):
+        """Equal-tailed posterior interval of f(x) (``kind="mean"``) or of a new y
+        (``kind="predictive"``).
+
+        Returns
+        -------
+        ndarray of shape (n_samples, 2)
+            Lower and upper bounds.
+        """
+        check_is_fitted(self, "posterior_")
+        level = check_open_unit("level", level)
+        kind = check_choice("kind", kind, INTERVAL_KINDS)
+        X = self._validate_x(X, reset=False)
+        frame = self.posterior_.predict(X, kind=kind, level=level)
+        return frame[["lower", "upper"]].to_numpy()
+
+
+class _Classifier(ClassifierMixin, _TreeEstimator):
+    def fit(self, X, y):
+        """Sample the posterior given predictors ``X`` and class labels ``y`` (any labels).
+
+        Returns
+        -------
+        self
+        """
+        X, y = validate_data(self, X, y, dtype=np.float64)
+        check_classification_targets(y)
+        self.classes_, codes = np.unique(y, return_inverse=True)
+        if self.classes_.size < 2:
+            raise DataError(f"y has 1 class ({self.classes_[0]!r}); a classifier needs at least two classes")
+        labels = [c.item() if hasattr(c, "item") else c for c in self.classes_]
+        if not all(isinstance(c, (bool, int, float, str)) for c in labels):
+            labels = [str(c) for c in labels]  # the Fit stores labels as JSON
+        return self._fit_model(X, codes, class_labels=labels)
+
+    def _prob_samples(self, X) -> np.ndarray:
+        return self.posterior_.predict(X, kind="prob", samples=True).values.reshape(
+            -1, X.shape[0], self.classes_.size)
+
+    def predict_proba(self, X):
+        """Posterior mean probability of each class, columns in the order of ``classes_``.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+        """
+        check_is_fitted(self, "posterior_")
+        X = self._validate_x(X, reset=False)
+        return np.tensordot(self._samples_weights(), self._prob_samples(X), axes=(0, 0))
+
+    def predict(self, X):
+        """The most probable class (largest posterior mean probability).
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        check_is_fitted(self, "posterior_")
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+
+    def predict_interval(self, X, level: float = 0.95):
+        """Equal-tailed credible intervals of the class probabilities.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes, 2)
+            Lower and upper bounds per class (order of ``classes_``).
+        """
+        check_is_fitted(self, "posterior_")
+        level = check_open_unit("level", level)
+        X = self._validate_x(X, reset=False)
+        frame = self.posterior_.predict(X, kind="prob", level=level)
+        labels = self.posterior_.config["class_labels"]  # in the order of classes_
+        lower = frame[[f"prob_{c}_lower" for c in labels]].to_numpy()
+        upper = frame[[f"prob_{c}_upper" for c in labels]].to_numpy()
+        return np.stack([lower, upper], axis=-1)
+
+
+def _estimator(name: str, model_name: str, base: type, doc: str) -> type:
+    """An estimator class whose parameters are the keyword list of ``MODELS[model_name]``."""
+    model = MODELS[model_name]
+    params = model.keyword_parameters()
+
+    def __init__(self, **kwargs):
+        unknown = sorted(set(kwargs) - {p.name for p in params})
+        if unknown:
+            raise TypeError(f"{name}() got unexpected keyword arguments {unknown}")
+        for p in params:
+            setattr(self, p.name, kwargs.get(p.name, p.default))
+
+    __init__.__signature__ = inspect.Signature(
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)] + params)
+    model_doc = inspect.getdoc(model)
+    parameters = model_doc.split("Parameters\n----------\n", 1)[1] if "Parameters\n" in model_doc else ""
+    cls = type(name, (base,), {
+        "__init__": __init__, "_model_name": model_name, "__module__": __name__,
+        "__doc__": f"{doc}\n\nParameters\n----------\n{parameters}\n\nAttributes\n----------\n"
+                   "posterior_ : Fit\n    The posterior (``summary()``, ``predict()``, ``idata``, ...).\n"
+                   "model_ : the array-level model that was fitted.\n"
+                   "n_features_in_ : int\nfeature_names_in_ : ndarray, when X had column names\n"
+                   + ("classes_ : ndarray\n    The class labels.\n" if base is _Classifier else ""),
+    })
+    cls.__qualname__ = name
+    return cls
+
+
+CARTRegressor = _estimator("CARTRegressor", "cart", _Regressor,
+                           "Bayesian CART regression (``bps.BayesianCART``) as a scikit-learn regressor.")
+CARTClassifier = _estimator("CARTClassifier", "cart", _Classifier,
+                            "Bayesian CART classification (``bps.BayesianCART``) as a scikit-learn classifier.")
+BARTRegressor = _estimator("BARTRegressor", "bart", _Regressor,
+                           "BART regression (``bps.BART``) as a scikit-learn regressor.")
+BARTClassifier = _estimator("BARTClassifier", "bart", _Classifier,
+                            "BART classification (``bps.BART``: probit for two classes, multinomial for more) "
+                            "as a scikit-learn classifier.")
