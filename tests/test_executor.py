@@ -158,3 +158,18 @@ def test_samples_of_a_dask_frame_are_refused(threaded, data):
     ddf = dd.from_pandas(data.drop(columns="y"), npartitions=2)
     with pytest.raises(ArgumentError, match="samples=True"):
         threaded["cart"].predict(ddf, samples=True)
+
+
+def test_sklearn_clone_shares_the_executor():
+    """cross_val_score and pipelines clone the estimator; an executor cannot be deep-copied, so
+    the clone shares it and copies the other parameters."""
+    from sklearn.base import clone
+
+    from bartpy_suite.sklearn import BARTRegressor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        est = BARTRegressor(executor=pool, trees=7, sampler_options={"moves": {"grow": 0.5, "prune": 0.5}})
+        copy = clone(est)
+    assert copy.executor is pool
+    assert copy.trees == 7 and copy.sampler_options == est.sampler_options
+    assert copy.sampler_options is not est.sampler_options
