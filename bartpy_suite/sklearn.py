@@ -26,7 +26,7 @@ import inspect
 import numpy as np
 
 try:
-    from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+    from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
     from sklearn.utils.multiclass import check_classification_targets
     from sklearn.utils.validation import check_is_fitted, validate_data
 except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -77,6 +77,13 @@ class _TreeEstimator(BaseEstimator):
     def _samples_weights(self):
         w = self.posterior_.weights.values.reshape(-1)
         return w / w.sum()
+
+    def __sklearn_clone__(self):
+        """An unfitted copy with the same parameters. ``executor`` (a dask ``Client`` or an
+        ``Executor``) is where the chains run, not a setting: the copy shares it, as it cannot
+        be deep-copied."""
+        params = self.get_params(deep=False)
+        return type(self)(**{k: v if k == "executor" else clone(v, safe=False) for k, v in params.items()})
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -15,6 +15,7 @@ from ..posterior.mixing import warn_if_poor_mixing
 from ..priors import TreePrior
 from ..samplers import SAMPLERS, get_sampler
 from ..samplers.draws import stack_draws
+from ._remote import check_executor, run_on_executor
 from ._runner import run_chains
 
 
@@ -114,7 +115,8 @@ class TreeModel:
     model_type = ""
 
     def _init_mcmc(self, *, sampler, chains, draws, tune, thin, seed, alpha, beta, min_leaf_size, max_cuts, moves,
-                   sampler_options, likelihood, progress, threads, check_mixing=True, log_likelihood=None) -> None:
+                   sampler_options, likelihood, progress, threads, check_mixing=True, log_likelihood=None,
+                   executor=None) -> None:
         self.spec = get_sampler(sampler, self.model_type)
         self.chains = check.check_int_at_least("chains", chains, 1)
         self.draws = check.check_int_at_least("draws", draws, 1)
@@ -144,6 +146,10 @@ class TreeModel:
         self.threads = None if threads is None else check.check_int_at_least("threads", threads, 1)
         self.check_mixing = check.check_bool("check_mixing", check_mixing)
         self.log_likelihood = None if log_likelihood is None else check.check_bool("log_likelihood", log_likelihood)
+        self.executor = check_executor(executor)
+        if self.executor is not None and self.threads is not None:
+            raise ArgumentError("threads= sets the threads of the default run; with executor= the executor decides "
+                                "where chains run: give one of them")
 
     @property
     def moves(self) -> dict | None:
@@ -208,10 +214,15 @@ class TreeModel:
                 f"samplers that can: {', '.join(repr(a) for a in able)}"
             )
         rngs = spawn_generators(self.seed, self.chains)
-        chains = [self.spec.make_chain(problem, self.sampler_options, rng) for rng in rngs]
-        kept = self._run(chains)
-        draws = stack_draws([chain.collect(kept) for chain in chains])
-        del chains
+        if self.executor is None:
+            chains = [self.spec.make_chain(problem, self.sampler_options, rng) for rng in rngs]
+            kept = self._run(chains)
+            draws = stack_draws([chain.collect(kept) for chain in chains])
+            del chains
+        else:
+            draws = stack_draws(run_on_executor(self.executor, problem, self.spec.name, self.sampler_options, rngs,
+                                                draws=self.draws, tune=self.tune, thin=self.thin,
+                                                progress=self.progress))
         if derived is not None:
             derived(draws.posterior)
         fit = build_fit(draws, statistics=self.spec.statistics[problem.model], coords=self.spec.coords,

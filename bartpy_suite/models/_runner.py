@@ -26,6 +26,61 @@ def _use_progress(progress: bool) -> bool:
     return bool(getattr(stream, "isatty", lambda: False)())
 
 
+def advance(run_chunk, total_iter: int, stopped, report=None) -> int:
+    """Advance one chain to ``total_iter`` iterations in chunks of about ``CHUNK_SECONDS``.
+
+    Parameters
+    ----------
+    run_chunk : callable
+        ``run_chunk(first_iter, n_iter)`` advances the chain.
+    total_iter : int
+        Iterations to run.
+    stopped : callable
+        ``stopped()`` is checked between chunks; True ends the run early.
+    report : callable, optional
+        ``report(done)`` after every chunk.
+
+    Returns
+    -------
+    int
+        Iterations completed.
+    """
+    done = 0
+    chunk = 16
+    while done < total_iter and not stopped():
+        n = min(chunk, total_iter - done)
+        t0 = time.perf_counter()
+        run_chunk(done, n)
+        done += n
+        if report is not None:
+            report(done)
+        elapsed = time.perf_counter() - t0
+        # Aim for chunks of about CHUNK_SECONDS so Ctrl-C is honoured quickly.
+        if elapsed < CHUNK_SECONDS / 2:
+            chunk = min(chunk * 2, 1 << 20)
+        elif elapsed > CHUNK_SECONDS * 2 and chunk > 1:
+            chunk //= 2
+    return done
+
+
+def progress_bar(progress: bool, total: int, description: str):
+    """A tqdm bar when ``progress`` and stderr is a terminal, else None."""
+    if not _use_progress(progress):
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=description, unit="it")
+
+
+def interrupted_warning(done: int, total_iter: int, stacklevel: int = 4) -> None:
+    """Warn that sampling stopped early, after ``done`` of ``total_iter`` iterations per chain."""
+    warnings.warn(
+        f"sampling interrupted: returning the draws made so far ({done} of {total_iter} iterations per chain)",
+        BartpySuiteWarning,
+        stacklevel=stacklevel,
+    )
+
+
 def run_chains(chains, total_iter: int, run_chunk, *, threads: int | None = None, progress: bool = True,
                description: str = "sampling") -> list[int]:
     """Advance every chain to ``total_iter`` iterations.
@@ -53,24 +108,13 @@ def run_chains(chains, total_iter: int, run_chunk, *, threads: int | None = None
 
     def work(index: int) -> None:
         chain = chains[index]
-        chunk = 16
-        while done[index] < total_iter and not stop.is_set():
-            n = min(chunk, total_iter - done[index])
-            t0 = time.perf_counter()
-            run_chunk(chain, index, done[index], n)
-            done[index] += n
-            elapsed = time.perf_counter() - t0
-            # Aim for chunks of about CHUNK_SECONDS so Ctrl-C is honoured quickly.
-            if elapsed < CHUNK_SECONDS / 2:
-                chunk = min(chunk * 2, 1 << 20)
-            elif elapsed > CHUNK_SECONDS * 2 and chunk > 1:
-                chunk //= 2
 
-    bar = None
-    if _use_progress(progress):
-        from tqdm.auto import tqdm
+        def report(count: int) -> None:
+            done[index] = count
 
-        bar = tqdm(total=total_iter * len(chains), desc=description, unit="it")
+        advance(lambda first, n: run_chunk(chain, index, first, n), total_iter, stop.is_set, report)
+
+    bar = progress_bar(progress, total_iter * len(chains), description)
     pool = ThreadPoolExecutor(max_workers=threads or len(chains))
     futures = [pool.submit(work, i) for i in range(len(chains))]
     interrupted = False
@@ -97,9 +141,5 @@ def run_chains(chains, total_iter: int, run_chunk, *, threads: int | None = None
             bar.n = sum(done)
             bar.close()
     if interrupted:
-        warnings.warn(
-            f"sampling interrupted: returning the draws made so far ({min(done)} of {total_iter} iterations per chain)",
-            BartpySuiteWarning,
-            stacklevel=3,
-        )
+        interrupted_warning(min(done), total_iter)
     return done

@@ -115,6 +115,11 @@ class BART(TreeModel):
         Store the pointwise log-likelihood of the training rows in ``idata["log_likelihood"]``
         (for ``arviz_stats.loo``): True, False, or None (default) when chains x draws x rows
         is at most 10 million (``fit.add_log_likelihood()`` adds it later).
+    executor : dask.distributed.Client, concurrent.futures.Executor or None
+        Where the chains run. None (default): one thread per chain in this process. A dask
+        ``Client`` or an ``Executor`` (e.g. ``ProcessPoolExecutor``) runs each chain as one task:
+        the data and the chain's seed are shipped, the chain is built, run and collected there,
+        and its draws are gathered. The same seed gives the same draws as the threaded run.
     """
 
     model_type = "bart"
@@ -122,11 +127,11 @@ class BART(TreeModel):
     def __init__(self, *, trees=200, sampler="cgm", chains=4, draws=1000, tune=1000, thin=1, seed=None, alpha=0.95,
                  beta=2.0, k=2.0, nu=3.0, q=0.9, sigma_hat=None, max_cuts=100, min_leaf_size=5, moves=None,
                  sampler_options=None, sigma=None, link="auto", likelihood=True, progress=True, threads=None,
-                 check_mixing=True, log_likelihood=None):
+                 check_mixing=True, log_likelihood=None, executor=None):
         self._init_mcmc(sampler=sampler, chains=chains, draws=draws, tune=tune, thin=thin, seed=seed, alpha=alpha,
                         beta=beta, min_leaf_size=min_leaf_size, max_cuts=max_cuts, moves=moves,
                         sampler_options=sampler_options, likelihood=likelihood, progress=progress, threads=threads,
-                        check_mixing=check_mixing, log_likelihood=log_likelihood)
+                        check_mixing=check_mixing, log_likelihood=log_likelihood, executor=executor)
         self.trees = check.check_int_at_least("trees", trees, 1)
         self.k = check.check_positive("k", k)
         self.nu = check.check_positive("nu", nu)

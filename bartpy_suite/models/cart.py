@@ -65,6 +65,11 @@ class BayesianCART(TreeModel):
         Store the pointwise log-likelihood of the training rows in ``idata["log_likelihood"]``
         (for ``arviz_stats.loo``): True, False, or None (default) when chains x draws x rows
         is at most 10 million (``fit.add_log_likelihood()`` adds it later).
+    executor : dask.distributed.Client, concurrent.futures.Executor or None
+        Where the chains run. None (default): one thread per chain in this process. A dask
+        ``Client`` or an ``Executor`` (e.g. ``ProcessPoolExecutor``) runs each chain as one task:
+        the data and the chain's seed are shipped, the chain is built, run and collected there,
+        and its draws are gathered. The same seed gives the same draws as the threaded run.
     """
 
     model_type = "cart"
@@ -72,11 +77,11 @@ class BayesianCART(TreeModel):
     def __init__(self, *, sampler="cgm", chains=4, draws=1000, tune=1000, thin=1, seed=None, alpha=0.95, beta=0.5,
                  min_leaf_size=5, max_cuts=None, model="mean_shift", a=1 / 3, mu_bar=None, nu=3.0, lam=None,
                  class_alpha=1.0, moves=None, sampler_options=None, likelihood=True, progress=True, threads=None,
-                 check_mixing=True, log_likelihood=None):
+                 check_mixing=True, log_likelihood=None, executor=None):
         self._init_mcmc(sampler=sampler, chains=chains, draws=draws, tune=tune, thin=thin, seed=seed, alpha=alpha,
                         beta=beta, min_leaf_size=min_leaf_size, max_cuts=max_cuts, moves=moves,
                         sampler_options=sampler_options, likelihood=likelihood, progress=progress, threads=threads,
-                        check_mixing=check_mixing, log_likelihood=log_likelihood)
+                        check_mixing=check_mixing, log_likelihood=log_likelihood, executor=executor)
         self.model = check.check_choice("model", model, CART_MODELS)
         self.a = check.check_positive("a", a)
         self.mu_bar = None if mu_bar is None else float(mu_bar)

@@ -17,6 +17,7 @@ from .._binning import BinnedPredictors
 from .._kernels.predict import leaf_indices, sum_of_trees
 from .._kernels.record import right_children, to_padded, tree_roots
 from ..errors import ArgumentError, DataError
+from ._dask import is_dask_frame, predict_dask
 from .loglik import GROUP as LOG_LIKELIHOOD_GROUP
 from .loglik import log_likelihood_group
 from .tree_text import format_tree
@@ -351,8 +352,10 @@ class Fit:
 
         Parameters
         ----------
-        newdata : DataFrame or array, optional
-            New data (goes through the same formula spec); None predicts the training rows.
+        newdata : DataFrame, dask DataFrame or array, optional
+            New data (goes through the same formula spec); None predicts the training rows. A
+            dask DataFrame gives a dask DataFrame of the same columns, computed partition by
+            partition (the fit is shipped to the workers once).
         kind : {"mean", "predictive", "prob", "class"}
             "mean": posterior mean and credible interval of f(x) (regression) or of the class
             probabilities (classification); "predictive": posterior predictive interval of y;
@@ -369,6 +372,8 @@ class Fit:
             Regression: columns mean, lower, upper. Classification: ``prob_<label>``,
             ``prob_<label>_lower``, ``prob_<label>_upper`` per class and ``class``.
         """
+        if is_dask_frame(newdata):
+            return predict_dask(self, newdata, kind=kind, level=level, samples=samples)
         kind = check.check_choice("kind", kind, PREDICT_KINDS)
         level = check.check_open_unit("level", level)
         codes, index = self._codes(newdata)
