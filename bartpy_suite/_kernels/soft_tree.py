@@ -413,3 +413,90 @@ def leaf_probabilities(X, right, kappa, n_nodes, tau, delta, h, mode, P, SP, SM,
             for i in range(X.shape[0]):
                 phi[i, k] = P[i, j]
             k += 1
+
+
+@njit(cache=True, nogil=True)
+def _reach(X, i, first, count, node_var, right, tau, delta, h, mode, P):
+    """Reach probabilities of row i in the stored tree at flat slots first..first+count-1."""
+    nx = X.shape[1]
+    P[0] = 1.0
+    for j in range(first, first + count):
+        v = node_var[j]
+        if v < 0:
+            continue
+        if mode == MODE_DFI:
+            z = 0.0
+            for d in range(nx):
+                z += X[i, d] * delta[j, d]
+        else:
+            z = X[i, v]
+        a = (z - tau[j]) / h
+        P[j + 1 - first] = P[j - first] * expit(-a)
+        P[right[j] - first] = P[j - first] * expit(a)
+
+
+@njit(cache=True, nogil=True)
+def predict_samples(X, node_var, right, roots, counts, tau, delta, value, prob, h, mode, out_f, out_p):
+    """Soft-routed predictions of every stored tree (eq. 3 before the average over draws).
+
+    ``roots``/``counts`` (samples,) locate each draw's tree in the flat store (preorder;
+    ``right`` flat right children). Regression fills ``out_f`` (samples, n) with sum_k phi_k mu_k;
+    classification (``prob`` with columns) fills ``out_p`` (samples, n, classes) with
+    sum_k phi_k p_k.
+    """
+    n = X.shape[0]
+    k = prob.shape[1]
+    P = np.empty(max(counts.max(), 1) if counts.shape[0] > 0 else 1)
+    for s in range(roots.shape[0]):
+        first = roots[s]
+        c = counts[s]
+        for i in range(n):
+            _reach(X, i, first, c, node_var, right, tau, delta, h, mode, P)
+            f = 0.0
+            for m in range(k):
+                out_p[s, i, m] = 0.0
+            for j in range(first, first + c):
+                if node_var[j] < 0:
+                    pj = P[j - first]
+                    if k == 0:
+                        f += pj * value[j]
+                    else:
+                        for m in range(k):
+                            out_p[s, i, m] += pj * prob[j, m]
+            if k == 0:
+                out_f[s, i] = f
+
+
+@njit(cache=True, nogil=True)
+def argmax_leaves(X, node_var, right, roots, counts, tau, delta, h, mode, out):
+    """The paper's per-iteration routing (spec 4): each row's most probable leaf (flat slot)."""
+    n = X.shape[0]
+    P = np.empty(max(counts.max(), 1) if counts.shape[0] > 0 else 1)
+    for s in range(roots.shape[0]):
+        first = roots[s]
+        c = counts[s]
+        for i in range(n):
+            _reach(X, i, first, c, node_var, right, tau, delta, h, mode, P)
+            best = -1.0
+            for j in range(first, first + c):
+                if node_var[j] < 0 and P[j - first] > best:
+                    best = P[j - first]
+                    out[s, i] = j
+
+
+@njit(cache=True, nogil=True)
+def soft_class_counts(X, ycls, n_classes, node_var, right, roots, counts, tau, delta, h, mode, out):
+    """Soft class counts C_km of the training rows per stored leaf (flat slot, class)."""
+    n = X.shape[0]
+    P = np.empty(max(counts.max(), 1) if counts.shape[0] > 0 else 1)
+    for s in range(roots.shape[0]):
+        first = roots[s]
+        c = counts[s]
+        for j in range(first, first + c):
+            for m in range(n_classes):
+                out[j, m] = 0.0
+        for i in range(n):
+            _reach(X, i, first, c, node_var, right, tau, delta, h, mode, P)
+            for j in range(first, first + c):
+                if node_var[j] < 0:
+                    out[j, ycls[i]] += P[j - first]

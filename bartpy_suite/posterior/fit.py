@@ -340,6 +340,10 @@ class Fit:
             Regression: columns mean, lower, upper. Classification: ``prob_<label>``,
             ``prob_<label>_lower``, ``prob_<label>_upper`` per class and ``class``.
         """
+        if self.config["model_type"] == "soft_tree":
+            from . import soft  # soft-routed trees (RJHMC-Tree): eq. 3 averages over the draws
+
+            return soft.predict(self, newdata, kind, level, samples)
         kind = check.check_choice("kind", kind, PREDICT_KINDS)
         level = check.check_open_unit("level", level)
         codes, index = self._codes(newdata)
