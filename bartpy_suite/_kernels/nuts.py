@@ -138,9 +138,9 @@ def _build_tree(depth, z, prop_q, prop_g, prop_u, p_sharp_beg, p_sharp_end, rho,
         prop_u[0] = zu[0]
         return acc[3] == 0.0
     s = scr[depth]
-    p_sharp_init_end, p_init_end, rho_init = s[0], s[1], s[2]
-    p_final_beg, p_sharp_final_beg, rho_final = s[3], s[4], s[5]
-    prop_final_q, prop_final_g = s[6], s[7]
+    p_sharp_init_end, p_init_end, rho_init = s[0, :d], s[1, :d], s[2, :d]
+    p_final_beg, p_sharp_final_beg, rho_final = s[3, :d], s[4, :d], s[5, :d]
+    prop_final_q, prop_final_g = s[6, :d], s[7, :d]
     prop_final_u = scs[depth, 0:1]
     for a in range(d):
         rho_init[a] = 0.0
@@ -188,20 +188,21 @@ def _build_tree(depth, z, prop_q, prop_g, prop_u, p_sharp_beg, p_sharp_end, rho,
 def transition(q, g, u, eps, minv, max_depth, tgt, scr, scs, tmp, rng, rs):
     """One NUTS transition from (q, g, u[0]) in place; return the adaptation statistic.
 
-    ``tmp`` (16, dim) holds the trajectory's end states and momenta; ``rs`` accumulates
-    divergences, depth and leapfrog counts.
+    ``tmp`` (16, >= dim) holds the trajectory's end states and momenta (scratch may be wider than
+    ``q``: only the first dim entries are used); ``rs`` accumulates divergences, depth and leapfrog counts.
     """
     d = q.shape[0]
     (p, rho, p_fwd_bck, p_sharp_fwd_bck, p_fwd_fwd, p_sharp_fwd_fwd, p_bck_fwd, p_sharp_bck_fwd,
-     p_bck_bck, p_sharp_bck_bck, rho_fwd, rho_bck) = (tmp[0], tmp[1], tmp[2], tmp[3], tmp[4], tmp[5], tmp[6],
-                                                       tmp[7], tmp[8], tmp[9], tmp[10], tmp[11])
-    zq, zp, zg = tmp[12], tmp[13], tmp[14]
-    prop = tmp[15]
-    prop_g = scr[0, 0]
+     p_bck_bck, p_sharp_bck_bck, rho_fwd, rho_bck) = (tmp[0, :d], tmp[1, :d], tmp[2, :d], tmp[3, :d], tmp[4, :d],
+                                                       tmp[5, :d], tmp[6, :d], tmp[7, :d], tmp[8, :d], tmp[9, :d],
+                                                       tmp[10, :d], tmp[11, :d])
+    zq, zp, zg = tmp[12, :d], tmp[13, :d], tmp[14, :d]
+    prop = tmp[15, :d]
+    prop_g = scr[0, 0, :d]
     zu = scs[0, 1:2]
     prop_u = scs[0, 2:3]
-    fq, fp, fg = scr[0, 1], scr[0, 2], scr[0, 3]  # forward end
-    bq, bp, bg = scr[0, 4], scr[0, 5], scr[0, 6]  # backward end
+    fq, fp, fg = scr[0, 1, :d], scr[0, 2, :d], scr[0, 3, :d]  # forward end
+    bq, bp, bg = scr[0, 4, :d], scr[0, 5, :d], scr[0, 6, :d]  # backward end
     fu = scs[0, 3:4]
     bu = scs[0, 4:5]
     for a in range(d):
@@ -356,7 +357,7 @@ def h_ramp(W, w1, last_end):
 def _init_stepsize(q, g, u, eps, minv, tgt, rng, buf):
     """Stan's ``init_stepsize``: double or halve eps until one leapfrog's acceptance crosses 0.8."""
     d = q.shape[0]
-    q0, g0, p = buf[0], buf[1], buf[2]
+    q0, g0, p = buf[0, :d], buf[1, :d], buf[2, :d]
     for a in range(d):
         q0[a] = q[a]
         g0[a] = g[a]

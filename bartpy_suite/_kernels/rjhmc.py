@@ -288,7 +288,7 @@ def nuts_on(s, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, rs
     q = bufs[0, :dim]
     g = bufs[1, :dim]
     minv = bufs[2, :dim]
-    out = bufs[3:4, :dim]
+    out = np.empty((1, dim))
     pack(s.right, n, conf, off, s.tau, s.delta, s.mu, s.scal[0], q)
     carry = rc[R_CARRY] != 0.0
     per_int = 1 + (nx - 1 if mode == MODE_DFI else 0)
