@@ -1,7 +1,11 @@
-"""Data sets shipped with bartpy_suite and the generators that made them.
+"""Data sets shipped with bartpy_suite and the generators of the simulated ones.
 
-Two simulated regression problems from the Bayesian-tree literature are shipped as CSV files
-in ``bartpy_suite/data/`` and read with :func:`load`:
+:func:`available` lists the shipped data sets with a one-line description and :func:`load`
+reads one as a new DataFrame. The CSV files are in the repository's top-level ``data/``
+folder (installed as the package ``bartpy_suite.data``); ``data/README.md`` gives each one's
+source, licence, columns, processing and SHA-256 checksum, and the scripts that regenerate
+them are kept next to the files. Real data: ``"breast_cancer"`` (Wisconsin, original),
+``"iris"``, ``"raisin"``, ``"wine"``. Simulated data:
 
 ``"cgm1998"``
     Chipman, George and McCulloch (1998), "Bayesian CART model search", JASA 93(443),
@@ -14,41 +18,63 @@ in ``bartpy_suite/data/`` and read with :func:`load`:
     "Continuous-time birth-death MCMC for Bayesian regression tree models", JMLR,
     eq. 13-16 (with sigma^2 = 1, the setting of their table 1). 300 rows, columns ``x1``,
     ``x2``, ``x3`` (numeric on (0, 1)) and ``y``.
+``"hypercube2"``, ``"hypercube3"``, ``"hypercube4"``, ``"hypercube5"``, ``"hypercube7"``
+    The hypercube-D data of Lakshminarayanan, Roy and Teh (2015), "Particle Gibbs for
+    Bayesian additive regression trees", AISTATS, section 4.1, at the dimensions of their
+    tables 1-2 (:func:`simulate_hypercube`).
+``"cgm_rjhmc"``
+    The CGM data of Cochrane, Wills and Johnson, "RJHMC-Tree for exploration of the Bayesian
+    decision tree posterior": integer ``x0``, ``x1`` on 1..10, ``y = f(x0, x1) + N(0, 0.2^2)``,
+    800 training and 800 test rows marked by the column ``split``
+    (:func:`simulate_cgm_rjhmc`).
 
-Each shipped file is exactly ``simulate_<name>(seed=SHIPPED_SEEDS[name])`` written with
-:func:`regenerate`; call that function to rebuild the files, or the ``simulate_*``
+Each shipped simulated file is exactly ``simulate_<...>(seed=SHIPPED_SEEDS[name])`` written
+with :func:`regenerate`; call that function to rebuild the files, or the ``simulate_*``
 functions with another seed or size to make more data. The noiseless mean functions are
-:func:`f_cgm1998` and :func:`f_wu2007`.
+:func:`f_cgm1998`, :func:`f_wu2007` and :func:`f_cgm_rjhmc`.
 
-Imports: numpy, pandas and :mod:`bartpy_suite.errors` only.
+Imports: numpy, pandas, :mod:`bartpy_suite.errors` and :mod:`bartpy_suite._data_catalog` only.
 """
 
 from __future__ import annotations
 
 import os
-from importlib import resources
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from bartpy_suite import _data_catalog
 from bartpy_suite.errors import ArgumentError
 
 __all__ = [
     "CGM1998_LEVELS",
+    "HYPERCUBE_DIMS",
     "SHIPPED_SEEDS",
     "available",
     "f_cgm1998",
+    "f_cgm_rjhmc",
     "f_wu2007",
     "load",
     "regenerate",
     "simulate_cgm1998",
+    "simulate_cgm_rjhmc",
     "simulate_hypercube",
     "simulate_wu2007",
 ]
 
-#: Seeds with which the shipped CSV files were generated (``numpy.random.default_rng(seed)``).
-SHIPPED_SEEDS: dict[str, int] = {"cgm1998": 1998, "wu2007": 2007}
+#: Dimensions of the shipped hypercube-D data sets (those of PG-BART tables 1-2).
+HYPERCUBE_DIMS: tuple[int, ...] = _data_catalog.HYPERCUBE_DIMS
+
+#: Seeds with which the shipped simulated CSV files were generated
+#: (``numpy.random.default_rng(seed)``); hypercube-D uses ``1000 * D``.
+SHIPPED_SEEDS: dict[str, int] = {
+    "cgm1998": 1998,
+    "cgm_rjhmc": 2022,
+    **{f"hypercube{d}": 1000 * d for d in HYPERCUBE_DIMS},
+    "wu2007": 2007,
+}
 
 #: Levels of the factor ``x2`` of the CGM 1998 example, in code order.
 CGM1998_LEVELS: tuple[str, ...] = ("A", "B", "C", "D")
@@ -56,23 +82,24 @@ CGM1998_LEVELS: tuple[str, ...] = ("A", "B", "C", "D")
 _SeedLike = int | np.random.SeedSequence | np.random.Generator | None
 
 
-def available() -> list[str]:
-    """Names of the data sets that :func:`load` can read.
+def available() -> dict[str, str]:
+    """The data sets that :func:`load` can read, each with a one-line description.
 
     Returns
     -------
-    list of str
-        The names, sorted: ``["cgm1998", "wu2007"]``.
+    dict of str to str
+        Name to description, sorted by name. Iterating over it (or ``list(available())``)
+        gives the names; ``name in available()`` tests a name.
+
+    Examples
+    --------
+    >>> from bartpy_suite import datasets
+    >>> "cgm1998" in datasets.available()
+    True
+    >>> for name, text in datasets.available().items():  # doctest: +SKIP
+    ...     print(f"{name:14} {text}")
     """
-    return sorted(SHIPPED_SEEDS)
-
-
-def _check_name(name: object) -> str:
-    if not isinstance(name, str) or name not in SHIPPED_SEEDS:
-        raise ArgumentError(
-            f"unknown data set name={name!r}; valid names are: {', '.join(available())}"
-        )
-    return name
+    return {name: entry.description for name, entry in _data_catalog.CATALOG.items()}
 
 
 def load(name: str) -> pd.DataFrame:
@@ -81,14 +108,26 @@ def load(name: str) -> pd.DataFrame:
     Parameters
     ----------
     name : str
-        One of :func:`available`: ``"cgm1998"`` or ``"wu2007"``.
+        One of :func:`available`, e.g. ``"cgm1998"``, ``"wu2007"``, ``"breast_cancer"``,
+        ``"iris"``, ``"hypercube4"``.
 
     Returns
     -------
     pandas.DataFrame
-        A new frame (the caller may modify it freely). For ``"cgm1998"``: ``x1`` float64,
-        ``x2`` an unordered ``category`` with levels A, B, C, D, ``y`` float64 (800 rows).
-        For ``"wu2007"``: ``x1``, ``x2``, ``x3``, ``y``, all float64 (300 rows).
+        A new frame (the caller may modify it freely). Class labels and factors are unordered
+        ``category`` columns with fixed levels; the other columns are numeric as written.
+
+        ``"cgm1998"``: ``x1`` float64, ``x2`` category A-D, ``y`` float64 (800 rows).
+        ``"wu2007"``: ``x1``, ``x2``, ``x3``, ``y`` float64 (300 rows).
+        ``"hypercube<D>"``: ``x1 .. x<D>``, ``y`` float64 (``10 * 2**D`` rows).
+        ``"cgm_rjhmc"``: ``split`` category (train, test), ``x0``, ``x1`` int64, ``y``
+        float64 (1600 rows).
+        ``"breast_cancer"``: ``id`` int64, nine scores (``bare_nuclei`` float64 with 16
+        missing values, the others int64), ``class`` category (benign, malignant); 699 rows.
+        Drop ``id`` from a model with ``"class ~ . - id"``.
+        ``"iris"``: four float64 measurements, ``Species`` category (150 rows).
+        ``"wine"``: 13 float64 measurements, ``cultivar`` category (178 rows).
+        ``"raisin"``: seven numeric features, ``Class`` category (Kecimen, Besni; 900 rows).
 
     Raises
     ------
@@ -104,29 +143,12 @@ def load(name: str) -> pd.DataFrame:
     >>> list(df["x2"].cat.categories)
     ['A', 'B', 'C', 'D']
     """
-    name = _check_name(name)
-    source = resources.files("bartpy_suite").joinpath("data", f"{name}.csv")
-    with source.open("r", encoding="utf-8") as handle:
-        df = pd.read_csv(handle)
-    return _set_dtypes(name, df)
+    return _data_catalog.read(_data_catalog.check_name(name))
 
 
-def _set_dtypes(name: str, df: pd.DataFrame) -> pd.DataFrame:
-    """Give a data set the dtypes its simulator returns."""
-    out = df.copy()
-    for column in out.columns:
-        if name == "cgm1998" and column == "x2":
-            out[column] = pd.Categorical(
-                out[column].astype(str), categories=list(CGM1998_LEVELS), ordered=False
-            )
-        else:
-            out[column] = out[column].astype("float64")
-    return out
-
-
-def _check_n(n: object, low: int) -> int:
+def _check_n(n: object, low: int, label: str = "n") -> int:
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < low:
-        raise ArgumentError(f"n must be an integer >= {low}, got n={n!r}")
+        raise ArgumentError(f"{label} must be an integer >= {low}, got {label}={n!r}")
     return int(n)
 
 
@@ -342,35 +364,143 @@ def simulate_wu2007(
     return pd.DataFrame({"x1": x1, "x2": x2, "x3": x3, "y": y})
 
 
-def regenerate(directory: str | os.PathLike[str]) -> list[Path]:
-    """Write the shipped CSV files, ``simulate_<name>(seed=SHIPPED_SEEDS[name])``.
+def f_cgm_rjhmc(x0: np.ndarray | float, x1: np.ndarray | float) -> np.ndarray:
+    """Noiseless mean function of the RJHMC-Tree paper's CGM data (its figure 2, "<" read as "<=").
 
-    The package's files were made with ``regenerate("bartpy_suite/data")`` run from the
-    repository root. Floats are written with Python's shortest round-trip representation,
-    so :func:`load` gives back exactly the simulated values.
+    Parameters
+    ----------
+    x0, x1 : array_like of float
+        The two predictors (integers 1..10 in the shipped data).
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array, broadcast shape of ``x0`` and ``x1``:
+
+        ==========  ==================  =====
+        x1          x0                  f
+        ==========  ==================  =====
+        x1 <= 4     x0 <= 3             1
+        x1 <= 4     3 < x0 <= 7         5
+        x1 <= 4     x0 > 7              8
+        x1 > 4      x0 <= 5             8
+        x1 > 4      x0 > 5              2
+        ==========  ==================  =====
+
+        On integer inputs these are the published rules (``4 <= x0 <= 7``, ``x1 >= 5``).
+    """
+    x0 = np.asarray(x0, dtype=np.float64)
+    x1 = np.asarray(x1, dtype=np.float64)
+    low = np.where(x0 <= 3.0, 1.0, np.where(x0 <= 7.0, 5.0, 8.0))
+    high = np.where(x0 <= 5.0, 8.0, 2.0)
+    return np.where(x1 <= 4.0, low, high).astype(np.float64)
+
+
+def simulate_cgm_rjhmc(
+    n_train: int = 800,
+    n_test: int = 800,
+    seed: _SeedLike = SHIPPED_SEEDS["cgm_rjhmc"],
+    noise_sd: float = 0.2,
+) -> pd.DataFrame:
+    """Simulate the CGM data of the RJHMC-Tree paper (Cochrane, Wills and Johnson).
+
+    The paper ships this data set only as a pickle; its generator is not published. We
+    follow what that pickle shows: ``x0`` and ``x1`` independent integers uniform on 1..10,
+    ``y = f(x0, x1) + N(0, noise_sd^2)`` with ``f`` of :func:`f_cgm_rjhmc` (noise standard
+    deviation 0.2; the paper's "0.04" is the variance), 800 training and 800 test rows.
+
+    Parameters
+    ----------
+    n_train, n_test : int, default 800
+        Rows of each split (``n_train`` at least 1, ``n_test`` at least 0).
+    seed : int, SeedSequence, Generator or None, default 2022
+        Passed to :func:`numpy.random.default_rng`. The default is the seed of the shipped
+        file, so ``simulate_cgm_rjhmc()`` equals ``load("cgm_rjhmc")``.
+    noise_sd : float, default 0.2
+        Standard deviation of the noise (finite, >= 0).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``split`` (unordered category, levels train and test; the training rows
+        first), ``x0``, ``x1`` (int64) and ``y`` (float64). The random numbers are drawn in
+        this order, over all rows: ``x0`` (``rng.integers(1, 11, n)``), ``x1``, then the
+        standard normal noise.
+
+    Raises
+    ------
+    bartpy_suite.errors.ArgumentError
+        If a size is not an integer in range or ``noise_sd`` is not a finite number >= 0.
+
+    See Also
+    --------
+    f_cgm_rjhmc : the noiseless mean function.
+    """
+    n_train = _check_n(n_train, 1, "n_train")
+    n_test = _check_n(n_test, 0, "n_test")
+    if isinstance(noise_sd, bool) or not isinstance(noise_sd, (int, float, np.integer, np.floating)) or not (
+        np.isfinite(noise_sd) and noise_sd >= 0
+    ):
+        raise ArgumentError(f"noise_sd must be a finite number >= 0, got noise_sd={noise_sd!r}")
+    n = n_train + n_test
+    rng = np.random.default_rng(seed)
+    x0 = rng.integers(1, 11, n)
+    x1 = rng.integers(1, 11, n)
+    y = f_cgm_rjhmc(x0, x1) + float(noise_sd) * rng.standard_normal(n)
+    split = pd.Categorical.from_codes(np.repeat([0, 1], [n_train, n_test]), categories=["train", "test"])
+    return pd.DataFrame({"split": split, "x0": x0.astype(np.int64), "x1": x1.astype(np.int64), "y": y})
+
+
+def _shipped_simulation(name: str) -> pd.DataFrame:
+    """``simulate_<...>(seed=SHIPPED_SEEDS[name])``: the content of a shipped simulated file."""
+    seed = SHIPPED_SEEDS[name]
+    if name.startswith("hypercube"):
+        return simulate_hypercube(int(name.removeprefix("hypercube")), seed=seed)
+    simulators: dict[str, Callable[..., pd.DataFrame]] = {
+        "cgm1998": simulate_cgm1998,
+        "cgm_rjhmc": simulate_cgm_rjhmc,
+        "wu2007": simulate_wu2007,
+    }
+    return simulators[name](seed=seed)
+
+
+def regenerate(directory: str | os.PathLike[str], names: list[str] | None = None) -> list[Path]:
+    """Write the shipped simulated CSV files, ``simulate_<...>(seed=SHIPPED_SEEDS[name])``.
+
+    The repository's files were made with ``python3 data/make_simulated.py`` (which calls
+    ``regenerate("data")``). Floats are written with Python's shortest round-trip
+    representation, so :func:`load` gives back exactly the simulated values.
 
     Parameters
     ----------
     directory : str or path-like
         An existing directory; ``<name>.csv`` files in it are overwritten.
+    names : list of str, optional
+        Which simulated data sets to write (default: all of :data:`SHIPPED_SEEDS`, sorted).
 
     Returns
     -------
     list of pathlib.Path
-        The files written, one per name of :func:`available`.
+        The files written, in the order of ``names``.
 
     Raises
     ------
     bartpy_suite.errors.ArgumentError
-        If ``directory`` is not an existing directory.
+        If ``directory`` is not an existing directory, or a name is not a simulated data set.
     """
     directory = Path(directory)
     if not directory.is_dir():
         raise ArgumentError(f"directory={str(directory)!r} is not an existing directory")
-    simulators = {"cgm1998": simulate_cgm1998, "wu2007": simulate_wu2007}
+    if names is None:
+        names = sorted(SHIPPED_SEEDS)
+    bad = [name for name in names if name not in SHIPPED_SEEDS]
+    if bad:
+        raise ArgumentError(
+            f"names={bad!r} are not simulated data sets; valid names are: {', '.join(sorted(SHIPPED_SEEDS))}"
+        )
     written = []
-    for name in available():
+    for name in names:
         path = directory / f"{name}.csv"
-        simulators[name](seed=SHIPPED_SEEDS[name]).to_csv(path, index=False, lineterminator="\n")
+        _shipped_simulation(name).to_csv(path, index=False, lineterminator="\n")
         written.append(path)
     return written

@@ -10,8 +10,16 @@ from bartpy_suite import datasets
 from bartpy_suite.errors import ArgumentError
 
 
-def test_available_lists_both_sets():
-    assert datasets.available() == ["cgm1998", "wu2007"]
+def test_available_lists_every_set_with_a_description():
+    listed = datasets.available()
+    assert list(listed) == [
+        "breast_cancer", "cgm1998", "cgm_rjhmc", "hypercube2", "hypercube3", "hypercube4",
+        "hypercube5", "hypercube7", "iris", "raisin", "wine", "wu2007",
+    ]
+    # iterating gives the names (callers that treated it as a list keep working)
+    assert "cgm1998" in listed and sorted(listed) == list(listed)
+    for name, text in listed.items():
+        assert isinstance(text, str) and 20 < len(text) < 160 and "\n" not in text, name
 
 
 def test_load_cgm1998_shape_and_dtypes():
@@ -36,7 +44,7 @@ def test_load_wu2007_shape_and_dtypes():
     assert not df.isna().any().any()
 
 
-@pytest.mark.parametrize("name", ["cgm1998", "wu2007"])
+@pytest.mark.parametrize("name", ["cgm1998", "wu2007", "cgm_rjhmc"])
 def test_shipped_csv_equals_simulation_with_documented_seed(name):
     simulate = getattr(datasets, f"simulate_{name}")
     expected = simulate(seed=datasets.SHIPPED_SEEDS[name])
@@ -45,14 +53,27 @@ def test_shipped_csv_equals_simulation_with_documented_seed(name):
     pd.testing.assert_frame_equal(simulate(), expected, check_exact=True)
 
 
+@pytest.mark.parametrize("d", [2, 3, 4, 5, 7])
+def test_shipped_hypercubes_equal_simulation_with_documented_seed(d):
+    expected = datasets.simulate_hypercube(d, 10, seed=datasets.SHIPPED_SEEDS[f"hypercube{d}"])
+    assert datasets.SHIPPED_SEEDS[f"hypercube{d}"] == 1000 * d
+    pd.testing.assert_frame_equal(datasets.load(f"hypercube{d}"), expected, check_exact=True)
+    assert len(expected) == 10 * 2**d
+
+
 def test_regenerate_writes_the_shipped_bytes(tmp_path):
-    from importlib import resources
+    from bartpy_suite._data_catalog import data_files
 
     paths = datasets.regenerate(tmp_path)
-    assert [p.name for p in paths] == ["cgm1998.csv", "wu2007.csv"]
+    assert [p.name for p in paths] == [
+        "cgm1998.csv", "cgm_rjhmc.csv", "hypercube2.csv", "hypercube3.csv", "hypercube4.csv",
+        "hypercube5.csv", "hypercube7.csv", "wu2007.csv",
+    ]
     for path in paths:
-        shipped = resources.files("bartpy_suite").joinpath("data", path.name).read_bytes()
-        assert path.read_bytes() == shipped
+        assert path.read_bytes() == data_files().joinpath(path.name).read_bytes(), path.name
+    assert datasets.regenerate(tmp_path, names=["wu2007"]) == [tmp_path / "wu2007.csv"]
+    with pytest.raises(ArgumentError, match=r"names=\['iris'\] are not simulated data sets; valid names are: cgm1998, "):
+        datasets.regenerate(tmp_path, names=["iris"])
 
 
 def test_load_returns_a_fresh_copy():
@@ -62,8 +83,8 @@ def test_load_returns_a_fresh_copy():
 
 
 def test_unknown_name_lists_valid_names():
-    with pytest.raises(ArgumentError, match=r"unknown data set name='iris'; valid names are: cgm1998, wu2007"):
-        datasets.load("iris")
+    with pytest.raises(ArgumentError, match=r"unknown data set name='irises'; valid names are: breast_cancer, cgm1998, .*, wu2007$"):
+        datasets.load("irises")
     with pytest.raises(ArgumentError, match="valid names are"):
         datasets.load(None)  # type: ignore[arg-type]
 
@@ -195,3 +216,51 @@ def test_simulate_hypercube_layout_and_moments():
     assert simulate_hypercube(3, 10, seed=5).equals(df)
     with pytest.raises(ArgumentError, match="d must be an integer >= 1"):
         simulate_hypercube(0)
+
+
+# --- CGM data of the RJHMC-Tree paper (its figure 2, rjhmc spec section 4) ---------------------
+
+@pytest.mark.parametrize(
+    "x0, x1, f",
+    [
+        # x1 <= 4: 1 for x0 <= 3, 5 for 4 <= x0 <= 7, 8 otherwise ("<" of the figure read as "<=")
+        (1, 1, 1.0), (3, 4, 1.0), (4, 4, 5.0), (7, 1, 5.0), (8, 4, 8.0), (10, 2, 8.0),
+        # x1 >= 5: 8 for x0 <= 5, 2 otherwise
+        (1, 5, 8.0), (5, 10, 8.0), (6, 5, 2.0), (10, 10, 2.0),
+    ],
+)
+def test_f_cgm_rjhmc_at_known_points(x0, x1, f):
+    assert datasets.f_cgm_rjhmc(x0, x1) == f
+
+
+def test_simulate_cgm_rjhmc_layout_and_noise():
+    df = datasets.simulate_cgm_rjhmc(n_train=3000, n_test=1000, seed=9)
+    assert list(df.columns) == ["split", "x0", "x1", "y"]
+    assert list(df["split"].cat.categories) == ["train", "test"]
+    assert (df["split"].iloc[:3000] == "train").all() and (df["split"].iloc[3000:] == "test").all()
+    for column in ("x0", "x1"):
+        assert df[column].dtype == np.int64
+        # integers uniform on 1..10: every value present, each count ~ Binomial(4000, 0.1), sd 19
+        counts = df[column].value_counts()
+        assert sorted(counts.index) == list(range(1, 11))
+        assert ((counts - 400).abs() < 5 * 19).all()
+    resid = df["y"] - datasets.f_cgm_rjhmc(df["x0"], df["x1"])
+    # resid ~ N(0, 0.2^2), n = 4000: sd of the mean 0.0032, of the sd 0.0022; 5 standard errors
+    assert abs(resid.mean()) < 5 * 0.0032
+    assert abs(resid.std() - 0.2) < 5 * 0.0023
+    shipped = datasets.load("cgm_rjhmc")
+    assert shipped["split"].value_counts().to_dict() == {"train": 800, "test": 800}
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"n_train": 0}, r"n_train must be an integer >= 1, got n_train=0"),
+        ({"n_test": -1}, r"n_test must be an integer >= 0, got n_test=-1"),
+        ({"noise_sd": -0.1}, r"noise_sd must be a finite number >= 0, got noise_sd=-0.1"),
+        ({"noise_sd": "0.2"}, r"noise_sd must be a finite number >= 0, got noise_sd='0.2'"),
+    ],
+)
+def test_simulate_cgm_rjhmc_bad_arguments(kwargs, message):
+    with pytest.raises(ArgumentError, match=message):
+        datasets.simulate_cgm_rjhmc(**kwargs)
