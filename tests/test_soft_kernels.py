@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _soft_reference import make_conf, random_preorder_tree, reference_potential
 from scipy import special, stats
 
 from bartpy_suite._kernels import nuts
 from bartpy_suite._kernels import soft_tree as st
-
-from ._soft_reference import make_conf, random_preorder_tree, reference_potential
 
 
 def _problem(rng, mode, n_classes, n=40, nx=3, h=0.2, **conf_kw):

@@ -18,6 +18,6 @@ from .registry import SAMPLERS, Chain, Option, SamplerSpec, Statistic, get_sampl
 from .tempered import TEMPERED as _TEMPERED  # noqa: F401  (registers tempered)
 
 __all__ = [
-    "SAMPLERS", "BartProblem", "CartProblem", "SoftTreeProblem", "Chain", "Option", "SamplerSpec", "Statistic", "get_sampler",
-    "register", "samplers_for",
+    "SAMPLERS", "BartProblem", "CartProblem", "SoftTreeProblem", "Chain", "Option", "SamplerSpec", "Statistic",
+    "get_sampler", "register", "samplers_for",
 ]
