@@ -49,7 +49,9 @@ def attach(fit, nodes: dict, tree_nodes: np.ndarray, x_scaled: np.ndarray) -> No
     np.add.at(sums, sample[internal], nodes["prob"][internal])
     n_int = np.bincount(sample[internal], minlength=counts.size)[:, None]
     share = np.divide(sums, n_int, out=np.zeros_like(sums), where=n_int > 0)
-    fit.idata["posterior"]["variable_activity"] = (("chain", "draw", "predictor"), share.reshape(chains, draws, p))
+    post = fit.idata["posterior"].to_dataset()
+    post["variable_activity"] = post["variable_activity"].copy(data=share.reshape(chains, draws, p))
+    fit.idata["posterior"] = xr.DataTree(post)
 
 
 def _arrays(fit) -> dict:
