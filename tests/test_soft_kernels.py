@@ -150,7 +150,6 @@ def _rwm(tgt, q0, n_steps, scale_chol, rng):
     return out
 
 
-@pytest.mark.slow
 def test_nuts_soft_tree_fixed_topology_against_random_walk():
     # One split (DFI, 2 predictors) + 2 leaves + sigma: 5 unconstrained coordinates. Reference: a
     # 400,000-step random-walk Metropolis chain with a proposal shaped by a pilot NUTS run.
