@@ -1,6 +1,6 @@
 """bartpy_suite: Bayesian tree models (CART, BART) with a formula front-end.
 
-Re-exports the front door (:func:`cart`, :func:`bart`, :func:`load`), the array-level model
+Re-exports the front door (:func:`cart`, :func:`bart`, :func:`soft_tree`, :func:`load`), the array-level model
 classes, the posterior ``Fit``, :mod:`datasets` and :mod:`samplers` (the sampler registry).
 Imports flow one way: this module imports ``api``; nothing below imports this module.
 """
@@ -8,12 +8,12 @@ Imports flow one way: this module imports ``api``; nothing below imports this mo
 from __future__ import annotations
 
 from . import datasets, samplers
-from .api import bart, cart, load
+from .api import bart, cart, load, soft_tree
 from .errors import BartpySuiteWarning, MixingWarning
-from .models import BART, BayesianCART
+from .models import BART, BayesianCART, SoftTree
 from .posterior import Fit
 
 __version__ = "0.1.0"
 
-__all__ = ["BART", "BartpySuiteWarning", "BayesianCART", "Fit", "MixingWarning", "bart", "cart", "datasets", "load",
-           "samplers", "__version__"]
+__all__ = ["BART", "BartpySuiteWarning", "BayesianCART", "Fit", "MixingWarning", "SoftTree", "bart", "cart", "datasets",
+           "load", "samplers", "soft_tree", "__version__"]

@@ -25,6 +25,10 @@ _ALIAS_INTRO = {
         "Fit BART (sum of trees; Chipman, George & McCulloch 2010) from a formula: regression, or probit for "
         "a binary response."
     ),
+    "soft_tree": (
+        "Fit a soft decision tree by RJHMC-Tree (reversible-jump grow/prune with NUTS on the continuous "
+        "parameters; Cochrane et al.) from a formula: regression or classification."
+    ),
 }
 
 
@@ -59,6 +63,7 @@ def _formula_alias(name: str):
 
 cart = _formula_alias("cart")
 bart = _formula_alias("bart")
+soft_tree = _formula_alias("soft_tree")
 
 
 def load(path) -> Fit:

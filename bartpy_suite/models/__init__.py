@@ -1,4 +1,4 @@
-"""Array-level estimators: ``BayesianCART`` and ``BART`` fit numpy arrays and return a ``Fit``;
+"""Array-level estimators: ``BayesianCART``, ``BART`` and ``SoftTree`` fit numpy arrays and return a ``Fit``;
 ``Model.from_formula(formula, data, ...)`` fits a DataFrame. ``MODELS`` is the registry.
 
 Import rule: models import ``_kernels``, ``samplers``, ``priors``, ``posterior``, ``_binning``,
@@ -9,5 +9,6 @@ needs neither pandas nor formulaic); never ``api`` or ``cli``.
 from .bart import BART
 from .cart import BayesianCART
 from .registry import MODELS, get_model
+from .soft_tree import SoftTree
 
-__all__ = ["BART", "MODELS", "BayesianCART", "get_model"]
+__all__ = ["BART", "MODELS", "BayesianCART", "SoftTree", "get_model"]

@@ -374,6 +374,10 @@ class Fit:
         """
         if is_dask_frame(newdata):
             return predict_dask(self, newdata, kind=kind, level=level, samples=samples)
+        if self.config["model_type"] == "soft_tree":
+            from . import soft  # soft-routed trees (RJHMC-Tree): eq. 3 averages over the draws
+
+            return soft.predict(self, newdata, kind, level, samples)
         kind = check.check_choice("kind", kind, PREDICT_KINDS)
         level = check.check_open_unit("level", level)
         codes, index = self._codes(newdata)

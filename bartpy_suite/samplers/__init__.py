@@ -12,11 +12,12 @@ Import rule: samplers import ``_kernels``, ``_validation`` and ``errors`` only (
 from . import mh  # noqa: F401, I001  (registers cgm and grow_prune; first, so they lead the listings)
 from . import ctmc  # noqa: F401  (registers ctmc)
 from .particle import PG, SMC  # noqa: F401  (registers pg and smc)
-from .problems import BartProblem, CartProblem
+from . import hmc  # noqa: F401  (registers hmc_df and hmc_dfi)
+from .problems import BartProblem, CartProblem, SoftTreeProblem
 from .registry import SAMPLERS, Chain, Option, SamplerSpec, Statistic, get_sampler, register, samplers_for
 from .tempered import TEMPERED as _TEMPERED  # noqa: F401  (registers tempered)
 
 __all__ = [
-    "SAMPLERS", "BartProblem", "CartProblem", "Chain", "Option", "SamplerSpec", "Statistic", "get_sampler",
-    "register", "samplers_for",
+    "SAMPLERS", "BartProblem", "CartProblem", "SoftTreeProblem", "Chain", "Option", "SamplerSpec", "Statistic",
+    "get_sampler", "register", "samplers_for",
 ]

@@ -92,3 +92,38 @@ class MultinomialBartProblem:
     hyper: np.ndarray
     n_classes: int
     trees_per_class: int
+
+
+@dataclass(frozen=True)
+class SoftTreeProblem:
+    """A soft decision tree fit (RJHMC-Tree).
+
+    Attributes
+    ----------
+    x : ndarray of float64, shape (n, p)
+        Predictors min-max scaled with the training minimum and range (spec 1.3).
+    y : ndarray of float64, shape (n,)
+        Working response (regression) or zeros.
+    ycls : ndarray of int64, shape (n,)
+        Class codes (classification) or zeros.
+    n_classes : int
+        0 for regression.
+    conf : ndarray
+        The soft-tree density settings (``_kernels.soft_tree`` ``C_*`` slots: priors,
+        likelihood switch, DF/DFI is set by the sampler).
+    alpha_s, beta_s : float
+        Topology prior p_s(d) = alpha_s (1 + d)^-beta_s (eqs. 14-15).
+    h_init, h_final : float
+        Routing bandwidth at the start and end of each intermediate NUTS warm-up (eq. 20).
+    """
+
+    model: ClassVar[str] = "soft_tree"
+    x: np.ndarray
+    y: np.ndarray
+    ycls: np.ndarray
+    n_classes: int
+    conf: np.ndarray
+    alpha_s: float
+    beta_s: float
+    h_init: float
+    h_final: float

@@ -1,0 +1,446 @@
+"""The RJHMC-Tree transition (paper Alg. 1, spec 2): grow / prune / stay proposals, a NUTS run
+on the current topology, a warm start of the new dimensions, a NUTS run on the proposed
+topology and the reversible-jump acceptance (eq. 18 telescoped after warm-up, eq. 19 during it).
+
+A soft-tree state (``SoftState``) holds the topology in preorder (``right``, ``kappa``,
+``depth``) and the constrained node parameters (``tau``, ``delta``, ``mu``, ``sig``), plus the
+inverse metric carried per node for the cheap mode. Values move with their node when a node is
+inserted or removed, so the warm start maps values by node identity (spec 2.3); the code's
+positional mapping is reachable with ``code_quirks``.
+
+Import rule: numpy, numba, ``math`` and the soft-tree and NUTS kernels.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from . import nuts
+from .soft_tree import (
+    C_H,
+    C_LIK,
+    C_MODE,
+    C_MU_MEAN,
+    C_MU_SCALE,
+    C_N_CLASSES,
+    C_NX,
+    MODE_DFI,
+    layout,
+    pack,
+    unpack,
+)
+
+MOVE_GROW = 0
+MOVE_PRUNE = 1
+MOVE_STAY = 2
+
+# slots of the RJ settings ``rc``
+R_P_GROW_WARM = 0
+R_P_PRUNE_WARM = 1
+R_P_GROW = 2
+R_P_PRUNE = 3
+R_ALPHA_S = 4  # p_split(d) = alpha_s (1 + d)^-beta_s (eqs. 14-15)
+R_BETA_S = 5
+R_H_INIT = 6
+R_H_FINAL = 7
+R_WARMUP = 8  # NUTS warm-up transitions per intermediate run (500 in the paper's code)
+R_CARRY = 9  # 1: carry step size and inverse metric across iterations (cheap mode); 0: restart (faithful)
+R_CODE_QUIRKS = 10  # 1: the authors' code's prune warm start, prune rv and stump reverse probability
+R_CODE_SCHEDULE = 11  # 1: the code's h schedule (spec 3); 0: the recommended one
+R_KEEP_FIRST = 12  # 1: on rejection keep x' (the first NUTS run's state); 0: return to x as the code does
+N_RC = 13
+
+# slots of the per-iteration output ``it``
+I_MOVE = 0
+I_ACCEPTED = 1
+I_LOG_ALPHA = 2
+I_EPS = 3
+I_DEPTH_SUM = 4
+I_TRANSITIONS = 5
+I_LEAPFROG = 6
+I_DIVERGENT = 7
+I_ACCEPT_STAT = 8
+N_IT = 9
+
+
+class SoftState(NamedTuple):
+    """One soft tree with its constrained parameters (capacity ``cap`` nodes)."""
+
+    right: np.ndarray  # int64 (cap,) right child, -1 at leaves
+    kappa: np.ndarray  # int64 (cap,) split variable (DF)
+    depth: np.ndarray  # int64 (cap,)
+    tau: np.ndarray  # (cap,)
+    delta: np.ndarray  # (cap, nx)
+    mu: np.ndarray  # (cap,)
+    minv: np.ndarray  # (cap, nx) carried inverse metric per node coordinate
+    scal: np.ndarray  # (4,) sigma, its inverse metric, step size, spare
+    nn: np.ndarray  # int64 (1,) node count
+
+
+def new_state(cap: int, nx: int) -> SoftState:
+    """A stump with tau = 1/2, uniform direction, mu = 0, sigma = 1."""
+    s = SoftState(np.full(cap, -1, dtype=np.int64), np.zeros(cap, dtype=np.int64), np.zeros(cap, dtype=np.int64),
+                  np.full(cap, 0.5), np.full((cap, nx), 1.0 / nx), np.zeros(cap), np.ones((cap, nx)),
+                  np.array([1.0, 1.0, 1.0, 0.0]), np.ones(1, dtype=np.int64))
+    return s
+
+
+@njit(cache=True, nogil=True)
+def copy_state(src, dst):
+    """Copy the first ``src.nn[0]`` nodes of ``src`` into ``dst``."""
+    n = src.nn[0]
+    for j in range(n):
+        dst.right[j] = src.right[j]
+        dst.kappa[j] = src.kappa[j]
+        dst.depth[j] = src.depth[j]
+        dst.tau[j] = src.tau[j]
+        dst.mu[j] = src.mu[j]
+        for d in range(src.delta.shape[1]):
+            dst.delta[j, d] = src.delta[j, d]
+            dst.minv[j, d] = src.minv[j, d]
+    for k in range(4):
+        dst.scal[k] = src.scal[k]
+    dst.nn[0] = n
+
+
+@njit(cache=True, nogil=True)
+def _move_node(s, src, dst):
+    s.right[dst] = s.right[src]
+    s.kappa[dst] = s.kappa[src]
+    s.depth[dst] = s.depth[src]
+    s.tau[dst] = s.tau[src]
+    s.mu[dst] = s.mu[src]
+    for d in range(s.delta.shape[1]):
+        s.delta[dst, d] = s.delta[src, d]
+        s.minv[dst, d] = s.minv[src, d]
+
+
+@njit(cache=True, nogil=True)
+def grow_at(s, i):
+    """Make leaf i internal with two leaf children at i + 1 (left) and i + 2 (right); the left
+    child inherits i's mu. The new split and the right child's mu are left for the caller."""
+    n = s.nn[0]
+    for j in range(n - 1, i, -1):
+        _move_node(s, j, j + 2)
+    for j in range(n + 2):
+        if j != i and s.right[j] > i and not (i < j <= i + 2):
+            s.right[j] += 2
+    s.right[i] = i + 2
+    for c in (i + 1, i + 2):
+        s.right[c] = -1
+        s.depth[c] = s.depth[i] + 1
+        s.kappa[c] = 0
+        s.mu[c] = s.mu[i]
+        for d in range(s.delta.shape[1]):
+            s.minv[c, d] = 1.0
+            s.delta[c, d] = 0.0
+    for d in range(s.delta.shape[1]):
+        s.minv[i, d] = 1.0
+    s.nn[0] = n + 2
+
+
+@njit(cache=True, nogil=True)
+def prune_at(s, i):
+    """Make internal node i (whose children are leaves) a leaf keeping its left child's mu."""
+    n = s.nn[0]
+    s.mu[i] = s.mu[i + 1]
+    s.minv[i, 0] = s.minv[i + 1, 0]
+    s.right[i] = -1
+    for j in range(i + 3, n):
+        _move_node(s, j, j - 2)
+    s.nn[0] = n - 2
+    for j in range(n - 2):
+        if s.right[j] > i:
+            s.right[j] -= 2
+
+
+@njit(cache=True, nogil=True)
+def log_tree_prior(s, alpha_s, beta_s):
+    """log p(T) = sum over internal nodes of log p_s(d) + sum over leaves of log(1 - p_s(d)) (eqs. 14-15)."""
+    lp = 0.0
+    for j in range(s.nn[0]):
+        ps = alpha_s * (1.0 + s.depth[j]) ** (-beta_s)
+        if s.right[j] >= 0:
+            lp += math.log(ps)
+        else:
+            lp += math.log1p(-ps)
+    return lp
+
+
+@njit(cache=True, nogil=True)
+def count_nog(s):
+    """Internal nodes whose two children are leaves."""
+    c = 0
+    for j in range(s.nn[0]):
+        r = s.right[j]
+        if r >= 0 and s.right[j + 1] < 0 and s.right[r] < 0:
+            c += 1
+    return c
+
+
+@njit(cache=True, nogil=True)
+def count_leaves(s):
+    c = 0
+    for j in range(s.nn[0]):
+        if s.right[j] < 0:
+            c += 1
+    return c
+
+
+@njit(cache=True, nogil=True)
+def _log_split_prior(s, j, conf):
+    """log p of node j's split parameters: tau ~ Beta(1,1) (0), kappa uniform or Delta ~ Dir(1)."""
+    nx = int(conf[C_NX])
+    if int(conf[C_MODE]) == MODE_DFI:
+        return math.lgamma(nx)
+    return -math.log(nx)
+
+
+@njit(cache=True, nogil=True)
+def _log_mu_prior(m, conf):
+    m0, s0 = conf[C_MU_MEAN], conf[C_MU_SCALE]
+    z = (m - m0) / s0
+    return -0.5 * math.log(2.0 * math.pi) - math.log(s0) - 0.5 * z * z
+
+
+@njit(cache=True, nogil=True)
+def _draw_split(s, j, conf, rng):
+    """Prior draws of node j's split: tau ~ U(0,1), kappa ~ U{0..nx-1} or Delta ~ Dir(1)."""
+    nx = int(conf[C_NX])
+    s.tau[j] = rng.random()
+    if int(conf[C_MODE]) == MODE_DFI:
+        tot = 0.0
+        for d in range(nx):
+            e = -math.log(1.0 - rng.random())
+            s.delta[j, d] = e
+            tot += e
+        for d in range(nx):
+            s.delta[j, d] /= tot
+    else:
+        s.kappa[j] = min(int(rng.random() * nx), nx - 1)
+        for d in range(nx):
+            s.delta[j, d] = 0.0
+        s.delta[j, s.kappa[j]] = 1.0
+
+
+@njit(cache=True, nogil=True)
+def _positional_copy(src, dst):
+    """The code's warm start after a prune (spec 2.3 [QUIRK]): internal nodes of ``dst`` take the
+    values of ``src``'s internal nodes by preorder position, leaves those of ``src``'s leaves
+    left to right."""
+    ni = 0
+    nl = 0
+    ints = np.empty(src.nn[0], dtype=np.int64)
+    leaves = np.empty(src.nn[0], dtype=np.int64)
+    for j in range(src.nn[0]):
+        if src.right[j] >= 0:
+            ints[ni] = j
+            ni += 1
+        else:
+            leaves[nl] = j
+            nl += 1
+    a = 0
+    b = 0
+    for j in range(dst.nn[0]):
+        if dst.right[j] >= 0:
+            k = ints[a]
+            a += 1
+            dst.tau[j] = src.tau[k]
+            dst.kappa[j] = src.kappa[k]
+            for d in range(src.delta.shape[1]):
+                dst.delta[j, d] = src.delta[k, d]
+        else:
+            k = leaves[b]
+            b += 1
+            dst.mu[j] = src.mu[k]
+
+
+@njit(cache=True, nogil=True)
+def state_energy(s, conf, h, X, y, ycls, off, qbuf, gbuf, work):
+    """(U, log lik, log prior) of state ``s`` at bandwidth h; ``qbuf``/``gbuf`` are scratch."""
+    regression = conf[C_N_CLASSES] == 0
+    nx = int(conf[C_NX])
+    dim = layout(s.right, s.nn[0], nx, int(conf[C_MODE]), regression, off)
+    q = qbuf[:dim]
+    pack(s.right, s.nn[0], conf, off, s.tau, s.delta, s.mu, s.scal[0], q)
+    old = conf[C_H]
+    conf[C_H] = h
+    tgt = (X, y, ycls, s.right, s.kappa, off, s.nn, conf, work)
+    u = nuts.energy(q, gbuf[:dim], tgt, False)
+    conf[C_H] = old
+    return u, work.parts[0], work.parts[1]
+
+
+@njit(cache=True, nogil=True)
+def nuts_on(s, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, rs):
+    """One intermediate NUTS run on state ``s``, in place (spec 2.1, step 2): ``rc[R_WARMUP]``
+    adaptive transitions with the h ramp, then one transition kept. The faithful mode restarts
+    the adaptation (eps 1, identity metric); the cheap mode starts from the values carried by node."""
+    regression = conf[C_N_CLASSES] == 0
+    nx = int(conf[C_NX])
+    mode = int(conf[C_MODE])
+    n = s.nn[0]
+    dim = layout(s.right, n, nx, mode, regression, off)
+    q = bufs[0, :dim]
+    g = bufs[1, :dim]
+    minv = bufs[2, :dim]
+    out = np.empty((1, dim))
+    pack(s.right, n, conf, off, s.tau, s.delta, s.mu, s.scal[0], q)
+    carry = rc[R_CARRY] != 0.0
+    per_int = 1 + (nx - 1 if mode == MODE_DFI else 0)
+    for j in range(n):
+        o = off[j]
+        m = per_int if s.right[j] >= 0 else (1 if regression else 0)
+        for d in range(m):
+            minv[o + d] = s.minv[j, d] if carry else 1.0
+    if regression:
+        minv[dim - 1] = s.scal[1] if carry else 1.0
+    eps0 = s.scal[2] if carry else 1.0
+    W = int(rc[R_WARMUP])
+    h_i, h_f = rc[R_H_INIT], rc[R_H_FINAL]
+    conf[C_H] = h_i if W > 0 else h_f
+    tgt = (X, y, ycls, s.right, s.kappa, off, s.nn, conf, work)
+    u = np.empty(1)
+    u[0] = nuts.energy(q, g, tgt, True)
+    eps = nuts.run(q, g, u, eps0, minv, W, 1, out, h_i, h_f, rc[R_CODE_SCHEDULE] != 0.0, ad, tgt, scr, scs, tmp,
+                   rng, rs)
+    for a in range(dim):
+        q[a] = out[0, a]
+    sigma, _ = unpack(q, s.right, s.kappa, off, n, conf, s.tau, s.delta, s.mu)
+    s.scal[0] = sigma
+    s.scal[2] = eps
+    for j in range(n):
+        o = off[j]
+        m = per_int if s.right[j] >= 0 else (1 if regression else 0)
+        for d in range(m):
+            s.minv[j, d] = minv[o + d]
+    if regression:
+        s.scal[1] = minv[dim - 1]
+
+
+@njit(cache=True, nogil=True)
+def _propose(cur, prop, move, p_g, conf, rc, rng):
+    """Build T* in ``prop`` (a copy of ``cur`` holding x') for ``move``; return
+    (log q ratio + log rv ratio, move actually made). Spec 2.3."""
+    copy_state(cur, prop)
+    quirks = rc[R_CODE_QUIRKS] != 0.0
+    regression = conf[C_N_CLASSES] == 0
+    b = count_leaves(cur)
+    if move == MOVE_STAY:
+        return 0.0, MOVE_STAY
+    if move == MOVE_PRUNE and b == 1:
+        move = MOVE_GROW  # a stump can only grow
+    if move == MOVE_GROW:
+        target = min(int(rng.random() * b), b - 1)
+        i = -1
+        c = -1
+        for j in range(cur.nn[0]):
+            if cur.right[j] < 0:
+                c += 1
+                if c == target:
+                    i = j
+                    break
+        grow_at(prop, i)
+        _draw_split(prop, i, conf, rng)
+        log_rv = -_log_split_prior(prop, i, conf)
+        if regression:
+            prop.mu[i + 2] = conf[C_MU_MEAN] + conf[C_MU_SCALE] * rng.standard_normal()
+            log_rv -= _log_mu_prior(prop.mu[i + 2], conf)
+        pg_eff = 1.0 if b == 1 else p_g
+        log_q = math.log(1.0 - p_g) - math.log(count_nog(prop)) + math.log(b) - math.log(pg_eff)
+        return log_q + log_rv, MOVE_GROW
+    n_nog = count_nog(cur)
+    target = min(int(rng.random() * n_nog), n_nog - 1)
+    i = -1
+    c = -1
+    for j in range(cur.nn[0]):
+        r = cur.right[j]
+        if r >= 0 and cur.right[j + 1] < 0 and cur.right[r] < 0:
+            c += 1
+            if c == target:
+                i = j
+                break
+    log_rv = _log_split_prior(cur, i, conf)
+    if regression:
+        log_rv += _log_mu_prior(cur.mu[i + 2], conf)
+    prune_at(prop, i)
+    pg_rev = p_g if (quirks or b - 1 > 1) else 1.0
+    log_q = math.log(pg_rev) - math.log(b - 1) - math.log(1.0 - p_g) + math.log(n_nog)
+    return log_q + log_rv, MOVE_PRUNE
+
+
+@njit(cache=True, nogil=True)
+def iteration(cur, x1, prop, xs, warm, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, it):
+    """One RJHMC-Tree iteration (spec 2.1) from state ``cur`` = (T, x), in place.
+
+    ``x1``, ``prop``, ``xs`` are scratch states (x', (T*, x''), the x values before the code's
+    prune rv). ``warm`` selects the warm-up move probabilities and eq. 19. ``it`` receives
+    the move, acceptance, log alpha and the NUTS statistics of both runs.
+    """
+    if warm:
+        pg, pp = rc[R_P_GROW_WARM], rc[R_P_PRUNE_WARM]
+    else:
+        pg, pp = rc[R_P_GROW], rc[R_P_PRUNE]
+    u = rng.random()
+    move = MOVE_STAY
+    if u < pg + pp:
+        move = MOVE_GROW if rng.random() < pg / (pg + pp) else MOVE_PRUNE
+    p_g = pg / (pg + pp) if pg + pp > 0.0 else 0.5
+    rs = np.zeros(nuts.N_RUN_STATS)
+    h_f = rc[R_H_FINAL]
+    alpha_s, beta_s = rc[R_ALPHA_S], rc[R_BETA_S]
+    q0 = bufs[4]
+    g0 = bufs[5]
+    # S_m(x) and P(T) before the first run (eq. 19 needs them; the code's prune rv reads x)
+    u_x, ll_x, lp_x = state_energy(cur, conf, h_f, X, y, ycls, off, q0, g0, work)
+    lik = conf[C_LIK]
+    s_x = lik * ll_x + lp_x
+    log_pt = log_tree_prior(cur, alpha_s, beta_s)
+    # first NUTS run on T: x -> x'
+    copy_state(cur, x1)
+    nuts_on(x1, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, rs)
+    _, ll1, lp1 = state_energy(x1, conf, h_f, X, y, ycls, off, q0, g0, work)
+    s_x1 = lik * ll1 + lp1
+    # T* and x'' (warm start: survivors keep x' values by node; new coordinates from the prior)
+    if rc[R_CODE_QUIRKS] != 0.0 and move == MOVE_PRUNE:
+        ratio, move = _propose(cur, xs, move, p_g, conf, rc, rng)  # the code's rv at x
+        copy_state(xs, prop)
+        _positional_copy(x1, prop)
+        prop.scal[0] = x1.scal[0]
+    else:
+        ratio, move = _propose(x1, prop, move, p_g, conf, rc, rng)
+    log_pt_new = log_tree_prior(prop, alpha_s, beta_s)
+    _, ll2, lp2 = state_energy(prop, conf, h_f, X, y, ycls, off, q0, g0, work)
+    s_x2 = lik * ll2 + lp2
+    # second NUTS run on T*: x'' -> x*
+    nuts_on(prop, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, rs)
+    if warm:
+        _, ll3, lp3 = state_energy(prop, conf, h_f, X, y, ycls, off, q0, g0, work)
+        log_alpha = lik * ll3 + lp3 + log_pt_new - s_x - log_pt + ratio  # eq. 19
+    else:
+        log_alpha = s_x2 - s_x1 + log_pt_new - log_pt + ratio  # eq. 18, telescoped (spec 2.4)
+    accepted = math.log(rng.random()) < log_alpha
+    if accepted:
+        copy_state(prop, cur)
+    elif rc[R_KEEP_FIRST] != 0.0:
+        copy_state(x1, cur)
+    elif rc[R_CARRY] != 0.0:
+        cur.scal[1] = x1.scal[1]
+        cur.scal[2] = x1.scal[2]
+        for j in range(cur.nn[0]):
+            for d in range(cur.minv.shape[1]):
+                cur.minv[j, d] = x1.minv[j, d]
+    it[I_MOVE] = move
+    it[I_ACCEPTED] = 1.0 if accepted else 0.0
+    it[I_LOG_ALPHA] = log_alpha
+    it[I_EPS] = cur.scal[2]
+    it[I_DEPTH_SUM] = rs[nuts.R_DEPTH]
+    it[I_TRANSITIONS] = rs[nuts.R_TRANSITIONS]
+    it[I_LEAPFROG] = rs[nuts.R_LEAPFROG]
+    it[I_DIVERGENT] = rs[nuts.R_DIVERGENT]
+    it[I_ACCEPT_STAT] = rs[nuts.R_ACCEPT]
+    return u_x

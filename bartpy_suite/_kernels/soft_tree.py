@@ -1,0 +1,503 @@
+"""Soft decision trees (RJHMC-Tree, Cochrane et al.): routing, log density and its analytic
+gradient in unconstrained coordinates, float64 throughout.
+
+A soft tree is stored in preorder: ``right[j]`` is the right child of internal node j (its left
+child is j + 1) and -1 at a leaf. Internal node j routes row i right with probability
+psi_ij = expit(a_ij), a_ij = (x_i[kappa_j] - tau_j) / h (``MODE_DF``) or
+(x_i . Delta_j - tau_j) / h (``MODE_DFI``); a leaf's probability phi_ik is the product of the
+psi / (1 - psi) factors on its path (paper eq. 5; psi is P(go right), spec 1.1).
+
+The parameter vector ``q`` is unconstrained: per node in preorder, an internal node holds
+t_j (tau = expit(t)) and, in DFI, v_j (nx - 1 stick-breaking coordinates of Delta); a leaf holds
+mu_k (regression only); regression adds s = log sigma last. ``layout`` computes the offsets.
+The potential energy U(q) = -(log lik + log prior + log |J|) (spec 1.2, 1.4, 5).
+
+Import rule: numpy, numba and ``math`` only.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+MODE_DF = 0
+MODE_DFI = 1
+
+# slots of the float configuration vector ``conf``
+C_H = 0  # routing bandwidth h
+C_LIK = 1  # 1: likelihood on, 0: prior only
+C_MODE = 2  # MODE_DF or MODE_DFI
+C_MU_MEAN = 3
+C_MU_SCALE = 4
+C_SIG_A = 5  # sigma ~ InverseGamma(a, b) on sigma (not sigma^2), spec 1.2
+C_SIG_B = 6
+C_N_CLASSES = 7  # 0 for regression
+C_CLASS_ALPHA = 8  # symmetric Dirichlet alpha of the class likelihood (eq. 10)
+C_CLASS_CONST = 9  # 1: include lnGamma(A) - sum lnGamma(alpha) per leaf (eq. 10); 0: the code's version
+C_NX = 10
+C_KIND = 11  # target kind for ``nuts``: 0 soft tree, 1 Gaussian (tests)
+N_CONF = 12
+
+LOG_2PI = math.log(2.0 * math.pi)
+
+
+class SoftWork(NamedTuple):
+    """Scratch arrays of the density of one soft tree with at most ``cap`` nodes."""
+
+    P: np.ndarray  # (n, cap) probability of reaching each node
+    SP: np.ndarray  # (n, cap) expit(a) at internal nodes
+    SM: np.ndarray  # (n, cap) expit(-a)
+    B: np.ndarray  # (cap,) backward adjoints of one row
+    tau: np.ndarray  # (cap,)
+    delta: np.ndarray  # (cap, nx)
+    gtau: np.ndarray  # (cap,) d log lik / d tau
+    gdelta: np.ndarray  # (cap, nx)
+    mu: np.ndarray  # (cap,)
+    counts: np.ndarray  # (cap, n_classes) soft class counts
+    parts: np.ndarray  # (3,) log lik, log prior, log |J| of the last evaluation
+
+
+def new_work(n: int, cap: int, nx: int, n_classes: int) -> SoftWork:
+    """Scratch for ``n`` rows, ``cap`` nodes, ``nx`` predictors and ``n_classes`` classes (0: regression)."""
+    return SoftWork(np.zeros((n, cap)), np.zeros((n, cap)), np.zeros((n, cap)), np.zeros(cap), np.zeros(cap),
+                    np.zeros((cap, nx)), np.zeros(cap), np.zeros((cap, nx)), np.zeros(cap),
+                    np.zeros((cap, max(n_classes, 1))), np.zeros(3))
+
+
+@njit(cache=True, nogil=True)
+def expit(a):
+    """Branch-stable logistic function."""
+    if a >= 0.0:
+        return 1.0 / (1.0 + math.exp(-a))
+    e = math.exp(a)
+    return e / (1.0 + e)
+
+
+@njit(cache=True, nogil=True)
+def softplus(a):
+    """log(1 + e^a) without overflow."""
+    if a > 0.0:
+        return a + math.log1p(math.exp(-a))
+    return math.log1p(math.exp(a))
+
+
+@njit(cache=True, nogil=True)
+def digamma(x):
+    """psi_0(x) for x > 0: recurrence up to x >= 10, then the asymptotic series to x^-10 (spec 5,
+    pitfall 5; the first omitted term is below 3e-14 there)."""
+    r = 0.0
+    while x < 10.0:
+        r -= 1.0 / x
+        x += 1.0
+    f = 1.0 / (x * x)
+    return r + math.log(x) - 0.5 / x - f * (1.0 / 12.0 - f * (1.0 / 120.0 - f * (1.0 / 252.0 - f * (
+        1.0 / 240.0 - f / 132.0))))
+
+
+@njit(cache=True, nogil=True)
+def layout(right, n_nodes, nx, mode, regression, off):
+    """Fill ``off`` with each node's first parameter index; return the dimension of ``q``."""
+    k = 0
+    per_internal = 1 + (nx - 1 if mode == MODE_DFI else 0)
+    for j in range(n_nodes):
+        off[j] = k
+        if right[j] >= 0:
+            k += per_internal
+        elif regression:
+            k += 1
+    if regression:
+        k += 1
+    return k
+
+
+@njit(cache=True, nogil=True)
+def stick_forward(v, out_delta):
+    """Stick-breaking v (K-1) -> simplex Delta (K); return log |J| (spec 1.2)."""
+    K = out_delta.shape[0]
+    log_rem = 0.0
+    logj = 0.0
+    for k in range(K - 1):
+        a = v[k] - math.log(K - k - 1)
+        log_z = -softplus(-a)
+        log_1mz = -softplus(a)
+        out_delta[k] = math.exp(log_rem + log_z)
+        logj += log_z + log_1mz + log_rem
+        log_rem += log_1mz
+    out_delta[K - 1] = math.exp(log_rem)
+    return logj
+
+
+@njit(cache=True, nogil=True)
+def stick_inverse(delta, out_v):
+    """Simplex Delta (K) -> stick-breaking coordinates v (K-1)."""
+    K = delta.shape[0]
+    rem = 1.0
+    for k in range(K - 1):
+        z = min(max(delta[k] / rem, 1e-300), 1.0 - 1e-16) if rem > 0.0 else 0.5
+        out_v[k] = math.log(z) - math.log1p(-z) + math.log(K - k - 1)
+        rem -= delta[k]
+        if rem < 0.0:
+            rem = 0.0
+
+
+@njit(cache=True, nogil=True)
+def stick_backward(v, gdelta, out_gv):
+    """Gradient of f(Delta(v)) + log |J(v)| given ``gdelta`` = df/dDelta (spec 5)."""
+    K = gdelta.shape[0]
+    # forward quantities
+    zs = np.empty(K)
+    rems = np.empty(K)
+    rem = 1.0
+    for k in range(K - 1):
+        z = expit(v[k] - math.log(K - k - 1))
+        z = min(max(z, 1e-300), 1.0 - 1e-16)
+        zs[k] = z
+        rems[k] = rem
+        rem = rem * (1.0 - z)
+    g_rem = gdelta[K - 1]
+    for k in range(K - 2, -1, -1):
+        z = zs[k]
+        rk = rems[k]
+        g_z = rk * (gdelta[k] - g_rem) + 1.0 / z - 1.0 / (1.0 - z)
+        g_rem = z * gdelta[k] + (1.0 - z) * g_rem + (1.0 / rk if rk > 0.0 else 0.0)
+        out_gv[k] = g_z * z * (1.0 - z)
+
+
+@njit(cache=True, nogil=True)
+def unpack(q, right, kappa, off, n_nodes, conf, tau, delta, mu):
+    """Constrained node parameters from ``q``; return (sigma, log |J|)."""
+    nx = int(conf[C_NX])
+    mode = int(conf[C_MODE])
+    regression = conf[C_N_CLASSES] == 0
+    logj = 0.0
+    for j in range(n_nodes):
+        o = off[j]
+        if right[j] >= 0:
+            t = q[o]
+            tau[j] = expit(t)
+            logj += -softplus(-t) - softplus(t)
+            if mode == MODE_DFI:
+                logj += stick_forward(q[o + 1:o + nx], delta[j])
+            else:
+                for d in range(nx):
+                    delta[j, d] = 0.0
+                delta[j, kappa[j]] = 1.0
+        elif regression:
+            mu[j] = q[o]
+    sigma = 1.0
+    if regression:
+        s = q[q.shape[0] - 1]
+        sigma = math.exp(s)
+        logj += s
+    return sigma, logj
+
+
+@njit(cache=True, nogil=True)
+def route(X, right, kappa, n_nodes, tau, delta, h, mode, P, SP, SM):
+    """Forward pass: reach probabilities ``P`` (n, nodes) and expit(+-a) at internal nodes."""
+    n, nx = X.shape
+    for i in range(n):
+        P[i, 0] = 1.0
+        for j in range(n_nodes):
+            r = right[j]
+            if r < 0:
+                continue
+            if mode == MODE_DFI:
+                z = 0.0
+                for d in range(nx):
+                    z += X[i, d] * delta[j, d]
+            else:
+                z = X[i, kappa[j]]
+            a = (z - tau[j]) / h
+            sp = expit(a)
+            sm = expit(-a)
+            SP[i, j] = sp
+            SM[i, j] = sm
+            P[i, j + 1] = P[i, j] * sm
+            P[i, r] = P[i, j] * sp
+
+
+@njit(cache=True, nogil=True)
+def log_prior(right, n_nodes, conf, tau, delta, mu, sigma):
+    """log p(theta | T) in constrained coordinates, with every normalising constant (spec 5, pitfall 7)."""
+    nx = int(conf[C_NX])
+    mode = int(conf[C_MODE])
+    regression = conf[C_N_CLASSES] == 0
+    lp = 0.0
+    m0, s0 = conf[C_MU_MEAN], conf[C_MU_SCALE]
+    for j in range(n_nodes):
+        if right[j] >= 0:
+            # tau ~ Beta(1, 1): log density 0
+            if mode == MODE_DFI:
+                lp += math.lgamma(nx)  # Dirichlet(1) on the nx-simplex
+            else:
+                lp -= math.log(nx)  # kappa ~ Uniform{0..nx-1}
+        elif regression:
+            zz = (mu[j] - m0) / s0
+            lp += -0.5 * LOG_2PI - math.log(s0) - 0.5 * zz * zz
+    if regression:
+        a, b = conf[C_SIG_A], conf[C_SIG_B]
+        lp += a * math.log(b) - math.lgamma(a) - (a + 1.0) * math.log(sigma) - b / sigma
+    return lp
+
+
+@njit(cache=True, nogil=True)
+def log_lik_grad(X, y, ycls, right, kappa, n_nodes, conf, w, sigma, want_grad):
+    """log likelihood (eq. 12 regression, eq. 10 classification) at the parameters in ``w``.
+
+    With ``want_grad`` also d/dtau and d/dDelta (into ``w.gtau``, ``w.gdelta``) and, for
+    regression, d/dmu into ``w.counts[:, 0]``. Returns (log lik, d log lik / d s) with s = log sigma.
+    """
+    n, nx = X.shape
+    mode = int(conf[C_MODE])
+    h = conf[C_H]
+    ncls = int(conf[C_N_CLASSES])
+    P, SP, SM, B = w.P, w.SP, w.SM, w.B
+    route(X, right, kappa, n_nodes, w.tau, w.delta, h, mode, P, SP, SM)
+    if want_grad:
+        for j in range(n_nodes):
+            w.gtau[j] = 0.0
+            for d in range(nx):
+                w.gdelta[j, d] = 0.0
+    ll = 0.0
+    ds = 0.0
+    if ncls == 0:
+        var = sigma * sigma
+        for j in range(n_nodes):
+            w.counts[j, 0] = 0.0  # d log lik / d mu_j
+        ssr = 0.0
+        for i in range(n):
+            f = 0.0
+            for j in range(n_nodes):
+                if right[j] < 0:
+                    f += P[i, j] * w.mu[j]
+            r = f - y[i]
+            ssr += r * r
+            if want_grad:
+                for j in range(n_nodes - 1, -1, -1):
+                    if right[j] < 0:
+                        B[j] = -r * w.mu[j] / var
+                        w.counts[j, 0] -= r * P[i, j] / var
+                    else:
+                        B[j] = SM[i, j] * B[j + 1] + SP[i, j] * B[right[j]]
+                _backward_row(X, i, right, kappa, n_nodes, mode, h, P, SP, SM, B, w.gtau, w.gdelta)
+        ll = -0.5 * n * (LOG_2PI + 2.0 * math.log(sigma)) - 0.5 * ssr / var
+        ds = -n + ssr / var
+        return ll, ds
+    alpha = conf[C_CLASS_ALPHA]
+    A = alpha * ncls
+    C = w.counts
+    for j in range(n_nodes):
+        if right[j] < 0:
+            for m in range(ncls):
+                C[j, m] = 0.0
+    for i in range(n):
+        for j in range(n_nodes):
+            if right[j] < 0:
+                C[j, ycls[i]] += P[i, j]
+    const = math.lgamma(A) - ncls * math.lgamma(alpha) if conf[C_CLASS_CONST] != 0.0 else 0.0
+    for j in range(n_nodes):
+        if right[j] < 0:
+            tot = 0.0
+            for m in range(ncls):
+                tot += C[j, m]
+                ll += math.lgamma(C[j, m] + alpha)
+            ll += const - math.lgamma(tot + A)
+    if want_grad:
+        for i in range(n):
+            for j in range(n_nodes - 1, -1, -1):
+                if right[j] < 0:
+                    tot = 0.0
+                    for m in range(ncls):
+                        tot += C[j, m]
+                    B[j] = digamma(C[j, ycls[i]] + alpha) - digamma(tot + A)
+                else:
+                    B[j] = SM[i, j] * B[j + 1] + SP[i, j] * B[right[j]]
+            _backward_row(X, i, right, kappa, n_nodes, mode, h, P, SP, SM, B, w.gtau, w.gdelta)
+    return ll, ds
+
+
+@njit(cache=True, nogil=True)
+def _backward_row(X, i, right, kappa, n_nodes, mode, h, P, SP, SM, B, gtau, gdelta):
+    """Add row i's contribution to d log lik / d tau and d/dDelta (spec 5, backward pass)."""
+    nx = X.shape[1]
+    for j in range(n_nodes):
+        r = right[j]
+        if r < 0:
+            continue
+        G = P[i, j] * SP[i, j] * SM[i, j] * (B[r] - B[j + 1]) / h
+        gtau[j] -= G
+        if mode == MODE_DFI:
+            for d in range(nx):
+                gdelta[j, d] += G * X[i, d]
+
+
+@njit(cache=True, nogil=True)
+def potential(q, grad, X, y, ycls, right, kappa, off, n_nodes, conf, w, want_grad):
+    """U(q) = -(lik * log lik + log prior + log |J|); fills ``grad`` = dU/dq when ``want_grad``.
+
+    ``w.parts`` receives (log lik, log prior, log |J|), so S_T = parts[0] + parts[1] (spec 2.4).
+    """
+    nx = int(conf[C_NX])
+    mode = int(conf[C_MODE])
+    regression = conf[C_N_CLASSES] == 0
+    lik = conf[C_LIK] != 0.0
+    sigma, logj = unpack(q, right, kappa, off, n_nodes, conf, w.tau, w.delta, w.mu)
+    lp = log_prior(right, n_nodes, conf, w.tau, w.delta, w.mu, sigma)
+    ll = 0.0
+    ds = 0.0
+    if lik:
+        ll, ds = log_lik_grad(X, y, ycls, right, kappa, n_nodes, conf, w, sigma, want_grad)
+    w.parts[0] = ll
+    w.parts[1] = lp
+    w.parts[2] = logj
+    u = -(ll + lp + logj)
+    if u != u:
+        u = np.inf
+    if not want_grad:
+        return u
+    m0, s0 = conf[C_MU_MEAN], conf[C_MU_SCALE]
+    for j in range(n_nodes):
+        o = off[j]
+        if right[j] >= 0:
+            tau = w.tau[j]
+            g = (w.gtau[j] if lik else 0.0) * tau * (1.0 - tau) + (1.0 - 2.0 * tau)
+            grad[o] = -g
+            if mode == MODE_DFI and nx > 1:
+                if not lik:
+                    for d in range(nx):
+                        w.gdelta[j, d] = 0.0
+                gv = grad[o + 1:o + nx]
+                stick_backward(q[o + 1:o + nx], w.gdelta[j], gv)
+                for d in range(nx - 1):
+                    gv[d] = -gv[d]
+        elif regression:
+            g = -(w.mu[j] - m0) / (s0 * s0)
+            if lik:
+                g += w.counts[j, 0]
+            grad[o] = -g
+    if regression:
+        a, b = conf[C_SIG_A], conf[C_SIG_B]
+        grad[q.shape[0] - 1] = -(ds - a + b / sigma)
+    return u
+
+
+@njit(cache=True, nogil=True)
+def pack(right, n_nodes, conf, off, tau, delta, mu, sigma, q):
+    """Unconstrained ``q`` from constrained node parameters (the inverse of ``unpack``)."""
+    nx = int(conf[C_NX])
+    mode = int(conf[C_MODE])
+    regression = conf[C_N_CLASSES] == 0
+    for j in range(n_nodes):
+        o = off[j]
+        if right[j] >= 0:
+            t = min(max(tau[j], 1e-300), 1.0 - 1e-16)
+            q[o] = math.log(t) - math.log1p(-t)
+            if mode == MODE_DFI and nx > 1:
+                stick_inverse(delta[j], q[o + 1:o + nx])
+        elif regression:
+            q[o] = mu[j]
+    if regression:
+        q[q.shape[0] - 1] = math.log(sigma)
+
+
+@njit(cache=True, nogil=True)
+def leaf_probabilities(X, right, kappa, n_nodes, tau, delta, h, mode, P, SP, SM, phi):
+    """phi (n, n_leaves): each row's probability of each leaf, leaves left to right."""
+    route(X, right, kappa, n_nodes, tau, delta, h, mode, P, SP, SM)
+    k = 0
+    for j in range(n_nodes):
+        if right[j] < 0:
+            for i in range(X.shape[0]):
+                phi[i, k] = P[i, j]
+            k += 1
+
+
+@njit(cache=True, nogil=True)
+def _reach(X, i, first, count, node_var, right, tau, delta, h, mode, P):
+    """Reach probabilities of row i in the stored tree at flat slots first..first+count-1."""
+    nx = X.shape[1]
+    P[0] = 1.0
+    for j in range(first, first + count):
+        v = node_var[j]
+        if v < 0:
+            continue
+        if mode == MODE_DFI:
+            z = 0.0
+            for d in range(nx):
+                z += X[i, d] * delta[j, d]
+        else:
+            z = X[i, v]
+        a = (z - tau[j]) / h
+        P[j + 1 - first] = P[j - first] * expit(-a)
+        P[right[j] - first] = P[j - first] * expit(a)
+
+
+@njit(cache=True, nogil=True)
+def predict_samples(X, node_var, right, roots, counts, tau, delta, value, prob, h, mode, out_f, out_p):
+    """Soft-routed predictions of every stored tree (eq. 3 before the average over draws).
+
+    ``roots``/``counts`` (samples,) locate each draw's tree in the flat store (preorder;
+    ``right`` flat right children). Regression fills ``out_f`` (samples, n) with sum_k phi_k mu_k;
+    classification (``prob`` with columns) fills ``out_p`` (samples, n, classes) with
+    sum_k phi_k p_k.
+    """
+    n = X.shape[0]
+    k = prob.shape[1]
+    P = np.empty(max(counts.max(), 1) if counts.shape[0] > 0 else 1)
+    for s in range(roots.shape[0]):
+        first = roots[s]
+        c = counts[s]
+        for i in range(n):
+            _reach(X, i, first, c, node_var, right, tau, delta, h, mode, P)
+            f = 0.0
+            for m in range(k):
+                out_p[s, i, m] = 0.0
+            for j in range(first, first + c):
+                if node_var[j] < 0:
+                    pj = P[j - first]
+                    if k == 0:
+                        f += pj * value[j]
+                    else:
+                        for m in range(k):
+                            out_p[s, i, m] += pj * prob[j, m]
+            if k == 0:
+                out_f[s, i] = f
+
+
+@njit(cache=True, nogil=True)
+def argmax_leaves(X, node_var, right, roots, counts, tau, delta, h, mode, out):
+    """The paper's per-iteration routing (spec 4): each row's most probable leaf (flat slot)."""
+    n = X.shape[0]
+    P = np.empty(max(counts.max(), 1) if counts.shape[0] > 0 else 1)
+    for s in range(roots.shape[0]):
+        first = roots[s]
+        c = counts[s]
+        for i in range(n):
+            _reach(X, i, first, c, node_var, right, tau, delta, h, mode, P)
+            best = -1.0
+            for j in range(first, first + c):
+                if node_var[j] < 0 and P[j - first] > best:
+                    best = P[j - first]
+                    out[s, i] = j
+
+
+@njit(cache=True, nogil=True)
+def soft_class_counts(X, ycls, n_classes, node_var, right, roots, counts, tau, delta, h, mode, out):
+    """Soft class counts C_km of the training rows per stored leaf (flat slot, class)."""
+    n = X.shape[0]
+    P = np.empty(max(counts.max(), 1) if counts.shape[0] > 0 else 1)
+    for s in range(roots.shape[0]):
+        first = roots[s]
+        c = counts[s]
+        for j in range(first, first + c):
+            for m in range(n_classes):
+                out[j, m] = 0.0
+        for i in range(n):
+            _reach(X, i, first, c, node_var, right, tau, delta, h, mode, P)
+            for j in range(first, first + c):
+                if node_var[j] < 0:
+                    out[j, ycls[i]] += P[j - first]

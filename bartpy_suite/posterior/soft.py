@@ -1,0 +1,174 @@
+"""Soft-tree fits: the ``soft_trees`` group of the DataTree and soft-routed predictions.
+
+The ``trees`` group holds each kept soft tree's structure in preorder (``node_var``: the split
+variable for ``hmc_df``, the largest direction weight for ``hmc_dfi``; -1 at leaves) with leaf
+values (regression, original scale) or leaf class probabilities (a draw from Dirichlet(soft
+counts + alpha)). The ``soft_trees`` group adds the continuous split parameters on the same
+``node`` axis: ``node_tau`` (threshold) and ``node_delta`` (node, predictor) (the direction;
+one-hot for ``hmc_df``), and ``x_scaled`` (obs, predictor), the training predictors after
+min-max scaling with the training minimum and range kept in the configuration.
+
+Predictions average the soft-routed tree over the draws (paper eq. 3) at h_final.
+``paper_metric`` gives the paper's per-draw metric (argmax-leaf routing, spec 4).
+
+Import rule: imports ``_kernels``, ``_validation``, ``errors`` and this package's modules.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from .. import _validation as check
+from .._kernels import soft_tree as st
+from .._kernels.record import right_children, tree_roots
+from ..errors import ArgumentError, DataError
+from .weighted import weighted_quantiles
+
+SOFT_GROUP = "soft_trees"
+PREDICTIVE_SEED = 20_061_998
+
+
+def attach(fit, nodes: dict, tree_nodes: np.ndarray, x_scaled: np.ndarray) -> None:
+    """Add the ``soft_trees`` group to ``fit.idata`` and set ``variable_activity`` to the mean
+    direction weight of each predictor over a draw's internal nodes (the share of splits on it
+    for ``hmc_df``)."""
+    chains, draws = tree_nodes.shape[:2]
+    var = nodes["var"]
+    p = x_scaled.shape[1]
+    group = xr.Dataset(
+        {"tree_nodes": (("chain", "draw", "tree"), tree_nodes), "node_tau": (("node",), nodes["value"]),
+         "node_delta": (("node", "predictor"), nodes["prob"]), "x_scaled": (("obs", "predictor"), x_scaled)},
+        coords={"chain": np.arange(chains), "draw": np.arange(draws), "predictor": fit.predictors})
+    fit.idata[SOFT_GROUP] = xr.DataTree(group)
+    counts = tree_nodes.reshape(-1)
+    sample = np.repeat(np.arange(counts.size), counts)
+    internal = var >= 0
+    sums = np.zeros((counts.size, p))
+    np.add.at(sums, sample[internal], nodes["prob"][internal])
+    n_int = np.bincount(sample[internal], minlength=counts.size)[:, None]
+    share = np.divide(sums, n_int, out=np.zeros_like(sums), where=n_int > 0)
+    post = fit.idata["posterior"].to_dataset()
+    post["variable_activity"] = post["variable_activity"].copy(data=share.reshape(chains, draws, p))
+    fit.idata["posterior"] = xr.DataTree(post)
+
+
+def _arrays(fit) -> dict:
+    trees = fit.idata["trees"]
+    soft = fit.idata[SOFT_GROUP]
+    var = np.ascontiguousarray(trees["node_var"].values, dtype=np.int32)
+    counts = np.asarray(trees["tree_nodes"].values, dtype=np.int64).reshape(-1)
+    out = {"var": var, "counts": counts, "roots": tree_roots(counts), "right": right_children(var, counts),
+           "tau": np.ascontiguousarray(soft["node_tau"].values, dtype=np.float64),
+           "delta": np.ascontiguousarray(soft["node_delta"].values, dtype=np.float64)}
+    if "node_value" in trees:
+        out["value"] = np.ascontiguousarray(trees["node_value"].values, dtype=np.float64)
+    if "node_prob" in trees:
+        out["prob"] = np.ascontiguousarray(trees["node_prob"].values, dtype=np.float64)
+    return out
+
+
+def scaled_x(fit, newdata) -> tuple[np.ndarray, pd.Index]:
+    """The rows of ``newdata`` (None: the training rows) min-max scaled as in training."""
+    if newdata is None:
+        x = fit.idata[SOFT_GROUP]["x_scaled"].values
+        return np.ascontiguousarray(x, dtype=np.float64), pd.RangeIndex(x.shape[0])
+    if isinstance(newdata, pd.Series):
+        raise DataError("newdata must be a DataFrame or a 2-D array, got a pandas Series; "
+                        "for one row of a frame pass data.iloc[[i]] (double brackets)")
+    if isinstance(newdata, pd.DataFrame):
+        missing = [c for c in fit.predictors if fit.design is None and c not in newdata.columns]
+        if missing:
+            raise DataError(f"newdata lacks the predictor column(s) {missing}")
+        x = newdata[fit.predictors].to_numpy(dtype=float) if fit.design is None else fit.design.transform(newdata)
+        index = newdata.index
+    else:
+        x = np.asarray(newdata, dtype=float)
+        if x.ndim == 1:
+            x = x[None, :]
+        index = pd.RangeIndex(x.shape[0])
+    x = np.asarray(x, dtype=float)
+    if x.ndim != 2 or x.shape[1] != len(fit.predictors):
+        raise DataError(f"new data have {x.shape[-1]} columns; the model has {len(fit.predictors)} predictors")
+    if not np.isfinite(x).all():
+        row = int(np.argwhere(~np.isfinite(x))[0, 0])
+        raise DataError(f"new data hold non-finite values (first at row {row}); remove or impute them")
+    low = np.asarray(fit.config["x_min"])
+    width = np.asarray(fit.config["x_range"])
+    return np.ascontiguousarray((x - low) / width), index
+
+
+def samples(fit, x: np.ndarray) -> np.ndarray:
+    """Soft-routed f(x) (samples, n) for regression or class probabilities (samples, n, K)."""
+    a = _arrays(fit)
+    h = float(fit.config["h_final"])
+    mode = st.MODE_DFI if fit.config["sampler"] == "hmc_dfi" else st.MODE_DF
+    n_samples = a["counts"].size
+    k = a["prob"].shape[1] if "prob" in a else 0
+    out_f = np.zeros((n_samples, x.shape[0]) if k == 0 else (0, 0))
+    out_p = np.zeros((n_samples, x.shape[0], k) if k else (0, 0, 0))
+    value = a.get("value", np.zeros(a["var"].shape[0]))
+    prob = a.get("prob", np.zeros((a["var"].shape[0], 0)))
+    st.predict_samples(x, a["var"], a["right"], a["roots"], a["counts"], a["tau"], a["delta"], value, prob, h, mode,
+                       out_f, out_p)
+    return out_p if k else out_f
+
+
+def predict(fit, newdata=None, kind: str = "mean", level: float = 0.95, as_samples: bool = False):
+    """``Fit.predict`` for soft trees (same contract; see ``Fit.predict``)."""
+    kind = check.check_choice("kind", kind, ("mean", "predictive", "prob", "class"))
+    level = check.check_open_unit("level", level)
+    x, index = scaled_x(fit, newdata)
+    chains, draws = fit.posterior.sizes["chain"], fit.posterior.sizes["draw"]
+    w = fit.weights.values.reshape(-1)
+    probs = [(1 - level) / 2, (1 + level) / 2]
+    values = samples(fit, x)
+    if fit.is_classification:
+        labels = fit.config["class_labels"]
+        if as_samples:
+            return xr.DataArray(values.reshape(chains, draws, -1, len(labels)), dims=("chain", "draw", "obs", "class"),
+                                coords={"class": [str(c) for c in labels]}, name="prob")
+        mean = np.tensordot(w / w.sum(), values, axes=(0, 0))
+        out = {}
+        for k, label in enumerate(labels):
+            q = weighted_quantiles(values[:, :, k], w, probs)
+            out[f"prob_{label}"] = mean[:, k]
+            if kind != "class":
+                out[f"prob_{label}_lower"] = q[0]
+                out[f"prob_{label}_upper"] = q[1]
+        frame = pd.DataFrame(out, index=index)
+        frame["class"] = pd.Series(np.asarray(labels, dtype=object)[np.argmax(mean, axis=1)], index=index)
+        return frame[["class"]] if kind == "class" else frame
+    if kind in ("prob", "class"):
+        raise ArgumentError(f"kind={kind!r} needs a categorical response; use 'mean' or 'predictive' for regression")
+    f = values
+    if kind == "predictive":
+        sigma = fit.posterior["sigma"].values.reshape(-1)
+        rng = np.random.default_rng(PREDICTIVE_SEED)
+        values = f + sigma[:, None] * rng.standard_normal(f.shape)
+    if as_samples:
+        return xr.DataArray(values.reshape(chains, draws, -1), dims=("chain", "draw", "obs"), name=kind)
+    q = weighted_quantiles(values, w, probs)
+    return pd.DataFrame({"mean": (w / w.sum()) @ f, "lower": q[0], "upper": q[1]}, index=index)
+
+
+def paper_metric(fit, newdata=None) -> np.ndarray:
+    """Per-draw predictions by the paper's metric (spec 4): each row goes to its most probable
+    leaf; regression returns that leaf's value (samples, n), classification the class code with the
+    most soft training counts in that leaf (samples, n)."""
+    a = _arrays(fit)
+    x, _ = scaled_x(fit, newdata)
+    h = float(fit.config["h_final"])
+    mode = st.MODE_DFI if fit.config["sampler"] == "hmc_dfi" else st.MODE_DF
+    leaf = np.zeros((a["counts"].size, x.shape[0]), dtype=np.int64)
+    st.argmax_leaves(x, a["var"], a["right"], a["roots"], a["counts"], a["tau"], a["delta"], h, mode, leaf)
+    if not fit.is_classification:
+        return a["value"][leaf]
+    k = len(fit.config["class_labels"])
+    xt = np.ascontiguousarray(fit.idata[SOFT_GROUP]["x_scaled"].values, dtype=np.float64)
+    ycls = np.ascontiguousarray(fit.idata["observed_data"]["y"].values, dtype=np.int64)
+    counts = np.zeros((a["var"].shape[0], k))
+    st.soft_class_counts(xt, ycls, k, a["var"], a["right"], a["roots"], a["counts"], a["tau"], a["delta"], h, mode,
+                         counts)
+    return np.argmax(counts, axis=1)[leaf]

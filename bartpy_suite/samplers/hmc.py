@@ -1,0 +1,253 @@
+"""RJHMC-Tree samplers of soft decision trees: ``hmc_df`` (a split variable per node, updated
+by Metropolis-within-Gibbs, and a soft threshold) and ``hmc_dfi`` (a split direction on the
+simplex and a threshold). Each iteration is the reversible-jump transition of
+``_kernels.rjhmc`` (paper Alg. 1) with NUTS (``_kernels.nuts``) on the continuous parameters.
+
+Two ways to run the intermediate NUTS runs: ``adaptation="restart"`` with ``warmup=500`` is
+the authors' code (every run re-adapts from eps = 1 and an identity metric: about 1,000 NUTS
+transitions per iteration); the default ``adaptation="carry"`` with ``warmup=100`` carries the
+step size and the inverse metric across iterations by node and runs a fifth of the warm-up.
+
+Import rule: imports ``_kernels``, ``_validation``, ``errors`` and this package's modules.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._kernels import nuts, rjhmc
+from .._kernels import soft_tree as st
+from .._kernels.record import grow_store, new_store, trim_store
+from .._validation import check_choice, check_int_at_least, check_moves, check_open_unit
+from ..errors import ArgumentError
+from .draws import ChainDraws
+from .problems import SoftTreeProblem
+from .registry import Option, SamplerSpec, Statistic, register
+
+MOVE_NAMES = ("grow", "prune", "stay")
+FIRST_CAPACITY = 31
+
+
+def _int_option(low):
+    def check(name, value):
+        return check_int_at_least(name, value, low)
+    return check
+
+
+def _bool_option(name, value):
+    if not isinstance(value, (bool, np.bool_)):
+        raise ArgumentError(f"sampler option {name!r} must be True or False; got {value!r}")
+    return bool(value)
+
+
+def _choice_option(options):
+    def check(name, value):
+        return check_choice(name, value, options)
+    return check
+
+
+def _moves_option(name, value):
+    out = check_moves(value, {"grow": 1.0, "prune": 1.0, "stay": 1.0}, paired=[("grow", "prune")],
+                      required=["grow"], name=name)
+    return out
+
+
+OPTIONS = (
+    Option("warmup", 100, _int_option(0),
+           "NUTS warm-up transitions of each intermediate run (default 100; the authors' code: 500)"),
+    Option("adaptation", "carry", _choice_option(("carry", "restart")),
+           "'carry' (default): step size and inverse metric carried across iterations by node; 'restart': "
+           "every intermediate run adapts from eps = 1 and an identity metric, as the authors' code"),
+    Option("max_tree_depth", 10, _int_option(1), "NUTS maximum tree depth (default 10: 1,023 leapfrog steps)"),
+    Option("target_accept", 0.8, check_open_unit, "dual-averaging target acceptance statistic (default 0.8)"),
+    Option("init_stepsize", False, _bool_option,
+           "Stan's step-size doubling/halving heuristic at the start of each run and after each window"),
+    Option("h_schedule", "recommended", _choice_option(("recommended", "code")),
+           "h annealing during warm-up: 'recommended' (reaches h_final) or 'code' (the authors' version, "
+           "ends 1/274 of the range below h_final; spec 3)"),
+    Option("code_quirks", False, _bool_option,
+           "reproduce the authors' code: positional warm start after a prune, the prune's rv ratio at x rather "
+           "than x', and p_grow as the reverse probability of a prune to a stump (spec 2.3)"),
+    Option("keep_first_run", False, _bool_option,
+           "on rejection keep x' (the first NUTS run's state) instead of returning to x as the code does"),
+    Option("moves_tune", {"grow": 0.5, "prune": 0.25, "stay": 0.25}, _moves_option,
+           "move probabilities during tune (default .5/.25/.25, the code's)"),
+    Option("moves", {"grow": 0.2, "prune": 0.2, "stay": 0.6}, _moves_option,
+           "move probabilities after tune (default .2/.2/.6, the code's)"),
+)
+
+STATISTICS = (
+    Statistic("move", (), "move tried at the kept iteration (index into the move coordinate)"),
+    Statistic("accepted", (), "1 if that move was accepted"),
+    Statistic("log_alpha", (), "log acceptance ratio of the move (eq. 18 after tune, eq. 19 during it)"),
+    Statistic("step_size", (), "NUTS step size after the iteration's last run"),
+    Statistic("tree_depth", (), "mean NUTS tree depth over the iteration's transitions"),
+    Statistic("n_leapfrog", (), "leapfrog steps of the iteration's two NUTS runs"),
+    Statistic("diverging", (), "divergent NUTS transitions in the iteration"),
+    Statistic("acceptance_rate", (), "mean NUTS adaptation statistic over the iteration's transitions"),
+)
+
+
+class SoftTreeChain:
+    """One RJHMC-Tree chain: the soft tree, the NUTS scratch and the draw buffers."""
+
+    def __init__(self, problem: SoftTreeProblem, options: dict, rng: np.random.Generator, mode: int):
+        self.x = np.ascontiguousarray(problem.x, dtype=np.float64)
+        self.y = np.ascontiguousarray(problem.y, dtype=np.float64)
+        self.ycls = np.ascontiguousarray(problem.ycls, dtype=np.int64)
+        self.n_classes = int(problem.n_classes)
+        self.rng = rng
+        self.n, self.nx = self.x.shape
+        self.conf = np.array(problem.conf, dtype=np.float64)
+        self.conf[st.C_MODE] = mode
+        self.conf[st.C_NX] = self.nx
+        self.conf[st.C_N_CLASSES] = self.n_classes
+        self.conf[st.C_H] = problem.h_final
+        self.mode = mode
+        rc = np.zeros(rjhmc.N_RC)
+        tune_moves, moves = options["moves_tune"], options["moves"]
+        rc[rjhmc.R_P_GROW_WARM], rc[rjhmc.R_P_PRUNE_WARM] = tune_moves["grow"], tune_moves["prune"]
+        rc[rjhmc.R_P_GROW], rc[rjhmc.R_P_PRUNE] = moves["grow"], moves["prune"]
+        rc[rjhmc.R_ALPHA_S], rc[rjhmc.R_BETA_S] = problem.alpha_s, problem.beta_s
+        rc[rjhmc.R_H_INIT], rc[rjhmc.R_H_FINAL] = problem.h_init, problem.h_final
+        rc[rjhmc.R_WARMUP] = options["warmup"]
+        rc[rjhmc.R_CARRY] = options["adaptation"] == "carry"
+        rc[rjhmc.R_CODE_QUIRKS] = options["code_quirks"]
+        rc[rjhmc.R_CODE_SCHEDULE] = options["h_schedule"] == "code"
+        rc[rjhmc.R_KEEP_FIRST] = options["keep_first_run"]
+        self.rc = rc
+        self.max_depth = int(options["max_tree_depth"])
+        self.ad = nuts.default_adapt(options["target_accept"], self.max_depth, options["init_stepsize"])
+        self._allocate_state(FIRST_CAPACITY)
+        # the code's start (spec 2.5): a stump at U(-2, 2) on the unconstrained scale, then one NUTS run
+        s = self.cur
+        s.mu[0] = rng.uniform(-2.0, 2.0)
+        s.scal[0] = math.exp(rng.uniform(-2.0, 2.0))
+        self.started = False
+        self.it = np.zeros(rjhmc.N_IT)
+
+    def _allocate_state(self, cap: int) -> None:
+        old = getattr(self, "cur", None)
+        self.cap = cap
+        self.cur = rjhmc.new_state(cap, self.nx)
+        if old is not None:
+            rjhmc.copy_state(old, self.cur)
+        self.x1 = rjhmc.new_state(cap, self.nx)
+        self.prop = rjhmc.new_state(cap, self.nx)
+        self.xs = rjhmc.new_state(cap, self.nx)
+        self.work = st.new_work(self.n, cap, self.nx, self.n_classes)
+        dim = cap * self.nx + 1
+        self.bufs = np.zeros((6, dim))
+        self.off = np.zeros(cap, dtype=np.int64)
+        self.scr, self.scs, self.tmp = nuts.new_scratch(dim, self.max_depth)
+
+    # -- the chain protocol ------------------------------------------------------------------
+    def allocate(self, draws: int) -> None:
+        self.post = {"sigma": np.full(draws, np.nan), "n_leaves": np.zeros(draws, dtype=np.int64),
+                     "depth": np.zeros(draws, dtype=np.int64), "log_posterior": np.zeros(draws)}
+        self.stats = {"move": np.zeros(draws, dtype=np.int8), "accepted": np.zeros(draws, dtype=np.int8),
+                      "log_alpha": np.zeros(draws), "step_size": np.zeros(draws), "tree_depth": np.zeros(draws),
+                      "n_leapfrog": np.zeros(draws, dtype=np.int64), "diverging": np.zeros(draws, dtype=np.int64),
+                      "acceptance_rate": np.zeros(draws)}
+        k = self.n_classes
+        self.store = new_store(draws, 1, 16 * min(draws, 4096), n_classes=k)
+        self.soft_store = new_store(draws, 1, 16 * min(draws, 4096), n_classes=self.nx)
+
+    def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
+        if not self.started:
+            rs = np.zeros(nuts.N_RUN_STATS)
+            rjhmc.nuts_on(self.cur, self.rc, self.ad, self.conf, self.x, self.y, self.ycls, self.off, self.bufs,
+                          self.work, self.scr, self.scs, self.tmp, self.rng, rs)
+            self.started = True
+        for it in range(first_iter, first_iter + n_iter):
+            if int(self.cur.nn[0]) + 2 > self.cap:
+                self._allocate_state(2 * self.cap + 1)
+            rjhmc.iteration(self.cur, self.x1, self.prop, self.xs, it < tune, self.rc, self.ad, self.conf, self.x,
+                            self.y, self.ycls, self.off, self.bufs, self.work, self.scr, self.scs, self.tmp, self.rng,
+                            self.it)
+            if it >= tune and (it - tune) % thin == 0:
+                d = (it - tune) // thin
+                if d < self.post["n_leaves"].shape[0]:
+                    self._record(d)
+
+    def _record(self, d: int) -> None:
+        s = self.cur
+        n = int(s.nn[0])
+        right = s.right[:n]
+        leaves = right < 0
+        self.post["n_leaves"][d] = int(leaves.sum())
+        self.post["depth"][d] = int(s.depth[:n].max())
+        u, ll, lp = rjhmc.state_energy(s, self.conf, self.rc[rjhmc.R_H_FINAL], self.x, self.y, self.ycls, self.off,
+                                       self.bufs[4], self.bufs[5], self.work)
+        self.post["log_posterior"][d] = self.conf[st.C_LIK] * ll + lp + rjhmc.log_tree_prior(
+            s, self.rc[rjhmc.R_ALPHA_S], self.rc[rjhmc.R_BETA_S])
+        if self.n_classes == 0:
+            self.post["sigma"][d] = s.scal[0]
+        it = self.it
+        self.stats["move"][d] = int(it[rjhmc.I_MOVE])
+        self.stats["accepted"][d] = int(it[rjhmc.I_ACCEPTED])
+        self.stats["log_alpha"][d] = it[rjhmc.I_LOG_ALPHA]
+        self.stats["step_size"][d] = it[rjhmc.I_EPS]
+        self.stats["tree_depth"][d] = it[rjhmc.I_DEPTH_SUM] / max(it[rjhmc.I_TRANSITIONS], 1.0)
+        self.stats["n_leapfrog"][d] = int(it[rjhmc.I_LEAPFROG])
+        self.stats["diverging"][d] = int(it[rjhmc.I_DIVERGENT])
+        self.stats["acceptance_rate"][d] = it[rjhmc.I_ACCEPT_STAT] / max(it[rjhmc.I_TRANSITIONS], 1.0)
+        self.store = grow_store(self.store, n, d)
+        self.soft_store = grow_store(self.soft_store, n, d)
+        f = int(self.store.fill[0])
+        delta = s.delta[:n]
+        var = np.where(leaves, -1, np.argmax(delta, axis=1) if self.mode == st.MODE_DFI else s.kappa[:n])
+        for store in (self.store, self.soft_store):
+            store.var[f:f + n] = var
+            store.cut[f:f + n] = 0
+            store.tree_nodes[d, 0] = n
+            store.fill[0] = f + n
+        self.store.value[f:f + n] = np.where(leaves, s.mu[:n], np.nan)
+        self.soft_store.value[f:f + n] = np.where(leaves, np.nan, s.tau[:n])
+        self.soft_store.prob[f:f + n] = np.where(leaves[:, None], np.nan, delta)
+        if self.n_classes:
+            self.store.prob[f:f + n] = self._leaf_class_draws(n, leaves)
+
+    def _leaf_class_draws(self, n: int, leaves: np.ndarray) -> np.ndarray:
+        """A draw of each leaf's class probabilities given its soft class counts: Dirichlet(C_k + alpha)."""
+        s = self.cur
+        w = self.work
+        phi = np.empty((self.n, int(leaves.sum())))
+        st.leaf_probabilities(self.x, s.right, s.kappa, n, s.tau, s.delta, self.rc[rjhmc.R_H_FINAL], self.mode,
+                              w.P, w.SP, w.SM, phi)
+        counts = np.zeros((phi.shape[1], self.n_classes))
+        for m in range(self.n_classes):
+            counts[:, m] = phi[self.ycls == m].sum(axis=0)
+        out = np.full((n, self.n_classes), np.nan)
+        alpha = self.conf[st.C_CLASS_ALPHA] if self.conf[st.C_LIK] else 0.0
+        out[leaves] = self.rng.dirichlet(np.ones(self.n_classes), size=phi.shape[1]) if not self.conf[st.C_LIK] \
+            else np.vstack([self.rng.dirichlet(c + alpha) for c in counts])
+        return out
+
+    def collect(self, kept: int) -> ChainDraws:
+        post = {k: v[:kept].copy() for k, v in self.post.items()}
+        stats = {k: v[:kept].copy() for k, v in self.stats.items()}
+        out = ChainDraws(post, stats, trim_store(self.store, kept),
+                         extra_stores={"soft_trees": ("tree", trim_store(self.soft_store, kept))})
+        self.store = self.soft_store = None
+        return out
+
+
+def _builder(mode: int):
+    def build(problem, options, rng):
+        return SoftTreeChain(problem, options, rng, mode)
+    return build
+
+
+HMC_DF = register(SamplerSpec(
+    "hmc_df", "hmc", "RJHMC-Tree with per-node split variables (MH within Gibbs) and NUTS on thresholds and leaves",
+    builders={"soft_tree": _builder(st.MODE_DF)}, options=OPTIONS, statistics={"soft_tree": STATISTICS},
+    coords={"move": MOVE_NAMES},
+))
+HMC_DFI = register(SamplerSpec(
+    "hmc_dfi", "hmc", "RJHMC-Tree with split directions on the simplex; NUTS on directions, thresholds and leaves",
+    builders={"soft_tree": _builder(st.MODE_DFI)}, options=OPTIONS, statistics={"soft_tree": STATISTICS},
+    coords={"move": MOVE_NAMES},
+))

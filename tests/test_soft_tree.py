@@ -1,0 +1,179 @@
+"""``bps.soft_tree`` with the RJHMC-Tree samplers ``hmc_df`` and ``hmc_dfi``: the topology prior
+with the likelihood off, the user contract (summary, predictions, variable activity, save/load,
+seeds, bad input), classification and the command line. Data are simulated here."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+import bartpy_suite as bps
+from bartpy_suite.cli import main
+from bartpy_suite.errors import ArgumentError, DataError
+from bartpy_suite.posterior import soft
+
+FAST = {"warmup": 25}
+
+
+def smooth_steps(n, seed):
+    """Continuous x0, x1 on (0, 10) and a two-split step function with noise sd 0.3: no grid, so
+    small bandwidths do not make the posterior flat between data points (spec 5, pitfall 2)."""
+    rng = np.random.default_rng(seed)
+    x0, x1 = 10 * rng.random(n), 10 * rng.random(n)
+    f = np.where(x1 <= 4, np.where(x0 <= 5, 1.0, 5.0), 8.0)
+    return pd.DataFrame({"x0": x0, "x1": x1, "y": f + 0.3 * rng.standard_normal(n)}), f
+
+
+@pytest.fixture(scope="module")
+def reg():
+    df, f = smooth_steps(60, 1)
+    fit = bps.soft_tree("y ~ x0 + x1", data=df, sampler="hmc_dfi", chains=2, draws=30, tune=30, seed=3,
+                        h_init=0.1, h_final=0.05, sampler_options=FAST, progress=False)
+    return df, f, fit
+
+
+def prior_leaf_pmf(alpha, beta, max_leaves, depth=40):
+    """P(number of leaves = k), k = 0..max_leaves, under p_split(d) = alpha (1 + d)^-beta (no depth limit)."""
+    dist = np.zeros(max_leaves + 1)
+    dist[1] = 1.0
+    for d in range(depth, -1, -1):
+        ps = alpha * (1 + d) ** -beta
+        both = np.convolve(dist, dist)[: max_leaves + 1]
+        dist = ps * both
+        dist[1] += 1 - ps
+    return dist
+
+
+@pytest.mark.parametrize("sampler,draws", [("hmc_dfi", 300), pytest.param("hmc_df", 600, marks=pytest.mark.slow)])
+def test_prior_only_leaf_counts_follow_topology_prior(sampler, draws):
+    # Likelihood off, quirks off: the ratios of spec 2.3 make the leaf count's stationary law the
+    # topology prior exactly. 4 chains x `draws` draws, every 4th iteration of grow/prune-only moves.
+    # G-test on 1, 2, 3, 4, >= 5 leaves: p > 0.001.
+    rng = np.random.default_rng(0)
+    x = rng.random((30, 3))
+    fit = bps.SoftTree(sampler=sampler, chains=4, draws=draws, thin=4, tune=100, seed=12, alpha=0.6, beta=1.0,
+                       likelihood=False, progress=False,
+                       sampler_options={"warmup": 10, "moves": {"grow": 0.5, "prune": 0.5, "stay": 0.0}}
+                       ).fit(x, rng.normal(size=30))
+    leaves = fit.posterior["n_leaves"].values.reshape(-1)
+    pmf = prior_leaf_pmf(0.6, 1.0, 4)
+    expected = np.append(pmf[1:5], 1 - pmf[1:5].sum()) * leaves.size
+    observed = np.array([(leaves == k).sum() for k in range(1, 5)] + [(leaves >= 5).sum()])
+    g, p = stats.power_divergence(observed, expected, lambda_="log-likelihood")
+    assert p > 0.001, (observed, expected.round(1))
+
+
+def test_regression_contract(reg):
+    df, f, fit = reg
+    summary = fit.summary()
+    assert {"sigma", "n_leaves", "depth"} <= set(summary.index)
+    assert np.isfinite(summary.loc["sigma", "mean"])
+    pred = fit.predict(df, level=0.9)
+    assert list(pred.columns) == ["mean", "lower", "upper"]
+    assert (pred["lower"] <= pred["mean"]).all() and (pred["mean"] <= pred["upper"]).all()
+    # A step function with noise sd 0.3: the posterior-averaged soft tree (eq. 3) must explain most
+    # of the variance (a sampler stuck at the stump explains none).
+    r2 = 1 - np.mean((pred["mean"] - df["y"]) ** 2) / np.var(df["y"])
+    assert r2 > 0.6
+    predictive = fit.predict(df, kind="predictive", level=0.9)
+    assert ((predictive["upper"] - predictive["lower"]) >= (pred["upper"] - pred["lower"]) - 1e-12).all()
+    act = fit.variable_activity()
+    assert list(act.index) == ["x0", "x1"]
+    assert 0.99 <= act["mean"].sum() <= 1.0 + 1e-9 or fit.posterior["n_leaves"].values.min() == 1
+    acc = fit.acceptance()
+    assert set(acc.index) <= {"grow", "prune", "stay"} and len(acc) >= 2
+    assert {"step_size", "tree_depth", "diverging", "n_leapfrog"} <= set(fit.sample_stats.data_vars)
+    with pytest.raises(ArgumentError, match="categorical response"):
+        fit.predict(df, kind="prob")
+
+
+def test_paper_metric_and_arrays(reg):
+    df, f, fit = reg
+    per_draw = soft.paper_metric(fit, df)
+    assert per_draw.shape == (fit.posterior.sizes["chain"] * fit.posterior.sizes["draw"], len(df))
+    draws = fit.predict(df, samples=True)
+    assert draws.dims == ("chain", "draw", "obs")
+
+
+def test_save_load_same_predictions(reg, tmp_path):
+    df, _, fit = reg
+    path = tmp_path / "soft.nc"
+    fit.to_netcdf(path)
+    back = bps.load(path)
+    pd.testing.assert_frame_equal(back.predict(df.head(7), level=0.8), fit.predict(df.head(7), level=0.8))
+    pd.testing.assert_frame_equal(back.variable_activity(), fit.variable_activity())
+
+
+def test_same_seed_same_draws_and_data_untouched():
+    df, _ = smooth_steps(30, 2)
+    before = df.copy()
+    kw = dict(sampler="hmc_df", chains=2, draws=5, tune=5, seed=9, sampler_options={"warmup": 20}, progress=False)
+    a = bps.soft_tree("y ~ .", data=df, threads=1, **kw)
+    b = bps.soft_tree("y ~ .", data=df, threads=2, **kw)
+    pd.testing.assert_frame_equal(df, before)
+    np.testing.assert_array_equal(a.posterior["sigma"].values, b.posterior["sigma"].values)
+    np.testing.assert_array_equal(a.idata["soft_trees"]["node_tau"].values, b.idata["soft_trees"]["node_tau"].values)
+
+
+def test_bad_inputs():
+    df, _ = smooth_steps(30, 4)
+    with pytest.raises(ArgumentError, match="h_init"):
+        bps.soft_tree("y ~ .", data=df, h_init=-1.0)
+    with pytest.raises(ArgumentError, match="hmc_df"):
+        bps.soft_tree("y ~ .", data=df, sampler="cgm")
+    with pytest.raises(ArgumentError, match="did you mean 'warmup'|Did you mean 'warmup'"):
+        bps.soft_tree("y ~ .", data=df, sampler_options={"warmpu": 10})
+    with pytest.raises(ArgumentError, match="adaptation"):
+        bps.soft_tree("y ~ .", data=df, sampler_options={"adaptation": "sometimes"})
+    with pytest.raises(ArgumentError, match="'grow'"):
+        bps.soft_tree("y ~ .", data=df, sampler_options={"moves": {"grow": 0, "prune": 0, "stay": 1}})
+    factor = df.assign(g=np.where(df["x0"] > 5, "a", "b"))
+    with pytest.raises(DataError, match=r"'C\(g\)' is a factor"):
+        bps.soft_tree("y ~ x0 + C(g)", data=factor, progress=False)
+    fit = bps.soft_tree("y ~ .", data=df, chains=1, draws=2, tune=1, seed=1, sampler_options={"warmup": 5},
+                        progress=False)
+    with pytest.raises(DataError, match="non-finite"):
+        fit.predict(np.array([[1.0, np.nan]]))
+    with pytest.raises(DataError, match="columns"):
+        fit.predict(np.ones((2, 3)))
+
+
+def test_classification_three_classes():
+    # Three classes separated by x0 < 1/3, 1/3..2/3, > 2/3 with 10% label noise: the soft tree
+    # must classify the training rows far better than chance (0.33); it reaches about 0.85.
+    rng = np.random.default_rng(6)
+    n = 60
+    x = rng.random((n, 2))
+    code = np.digitize(x[:, 0], [1 / 3, 2 / 3])
+    flip = rng.random(n) < 0.1
+    code[flip] = rng.integers(0, 3, flip.sum())
+    df = pd.DataFrame({"a": x[:, 0], "b": x[:, 1], "label": np.array(["lo", "mid", "hi"])[code]})
+    fit = bps.soft_tree("label ~ a + b", data=df, sampler="hmc_df", chains=2, draws=25, tune=25, seed=2,
+                        h_init=0.1, h_final=0.05, alpha=0.9, sampler_options=FAST, progress=False)
+    prob = fit.predict(df, kind="prob")
+    cols = [c for c in prob.columns if c.startswith("prob_") and not c.endswith(("_lower", "_upper"))]
+    assert sorted(cols) == ["prob_hi", "prob_lo", "prob_mid"]
+    np.testing.assert_allclose(prob[cols].sum(axis=1), 1.0, atol=1e-9)
+    assert (prob["class"] == df["label"]).mean() > 0.6
+    assert "sigma" not in fit.summary().index
+    labels = soft.paper_metric(fit, df)
+    assert labels.min() >= 0 and labels.max() <= 2
+
+
+def test_cli_fits_soft_tree(tmp_path):
+    df, _ = smooth_steps(30, 5)
+    csv = tmp_path / "d.csv"
+    df.to_csv(csv, index=False)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        status = main(["fit", "y ~ .", str(csv), "--model", "soft_tree", "--chains", "1", "--draws", "3", "--tune",
+                       "2", "--seed", "1", "--no-progress", "--sampler-option", "warmup=5", "--out",
+                       str(tmp_path / "f.nc")])
+    assert status == 0
+    assert "n_leaves" in out.getvalue()
+    assert bps.load(tmp_path / "f.nc").config["model_type"] == "soft_tree"
