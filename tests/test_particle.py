@@ -342,7 +342,8 @@ def test_pg_and_smc_through_the_api():
     ({"particles": 1}, "'particles' must be an integer >= 2"),
     ({"particles": 2.5}, "'particles' must be an integer >= 2"),
     ({"resampling": "stratified"}, "'resampling' must be one of 'systematic', 'multinomial'"),
-    ({"ancestor_sampling": True}, "sampler 'pg' has no option 'ancestor_sampling'"),
+    ({"ancestor_sampling": "yes"}, "'ancestor_sampling' must be True or False"),
+    ({"ancestor": True}, "sampler 'pg' has no option 'ancestor'"),
 ])
 def test_pg_bad_options(options, match):
     with pytest.raises(ArgumentError, match=match):
