@@ -70,7 +70,7 @@ def island_without_resampling(dataset, model, particles, seed):
     return reps, canon, w
 
 
-@pytest.mark.parametrize("model", ["mean_shift", "mean_variance_shift"])
+@pytest.mark.parametrize("model", ["mean_shift", pytest.param("mean_variance_shift", marks=pytest.mark.slow)])
 def test_optimal_proposal_law_and_weights_match_enumeration(model):
     """5,000 particles of one island without resampling (a few seconds).
 
