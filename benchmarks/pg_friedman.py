@@ -6,10 +6,12 @@ noiseless f). ``pg`` uses 10 particles, pymc-bart's default ``num_particles``. `
 are measured in this run, one after the other in this process (one thread each, compilation
 excluded by a warm-up fit); s/sweep is the chain runner's time over burn-in + kept sweeps.
 
-pymc-bart (its sampler is particle Gibbs too) is not installed in the development environment,
-so its row is copied from ``results/bart_vs_peers.json`` (an earlier run of ``bart_vs_peers.py``
-on this machine, n = 1,000 only, 50 + 100 sweeps) and labelled as such; the ratio to it is
-therefore across runs.
+pymc-bart (its sampler is particle Gibbs too, 10 particles by default) is measured in the same
+run, in its own process through the peers' virtual environment (``--pymc-python``; ``_peers.py
+--package pymc-bart``, the same data and priors), at the sizes of ``--pymc-sizes`` with
+``--pymc-tune`` + ``--pymc-draws`` sweeps (it takes 0.5-1 s per sweep at n = 1,000 on a quiet
+machine). Without that interpreter its row is copied from ``results/bart_vs_peers.json`` and
+labelled as recorded (the ratio to it is then across runs).
 
 Run from the repository root: ``python3 benchmarks/pg_friedman.py --out
 benchmarks/results/pg_friedman.md`` (about 3 minutes).
@@ -20,11 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _peers  # noqa: E402
+from _tables import emit, markdown_table  # noqa: E402
 
 SCHEDULE = {1000: (200, 500), 10000: (50, 100)}
 
@@ -63,9 +68,33 @@ def run_ours(data: dict, prior: dict, tune: int, draws: int, sampler: str) -> di
             "sigma": fit.posterior["sigma"].values.reshape(-1)}
 
 
+def run_pymc(python: str, n: int, tune: int, draws: int) -> dict:
+    """pymc-bart on Friedman #1 in its own process (``_peers.py``); its JSON record."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    with tempfile.TemporaryDirectory() as tmp:
+        result = os.path.join(tmp, "r.json")
+        subprocess.run([python, os.path.join(here, "_peers.py"), "--package", "pymc-bart", "--task", "friedman",
+                        "--n", str(n), "--tune", str(tune), "--draws", str(draws), "--result", result],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(result) as fh:
+            return json.load(fh)
+
+
+def recorded_pymc() -> list[dict]:
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "results", "bart_vs_peers.json")) as fh:
+        recorded = json.load(fh)["records"]
+    return [dict(r, who="pymc-bart (recorded, bart_vs_peers.json)") for r in recorded
+            if r.get("package") == "pymc-bart" and r.get("task") == "friedman"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
+    parser.add_argument("--pymc-python", default="/work/benchvenv/bin/python")
+    parser.add_argument("--pymc-sizes", type=int, nargs="*", default=[1000])
+    parser.add_argument("--pymc-tune", type=int, default=50)
+    parser.add_argument("--pymc-draws", type=int, default=100)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     rows = []
@@ -80,29 +109,33 @@ def main() -> None:
                    **_peers.regression_metrics(out["f"], data["f_test"], out["sigma"])}
             rows.append(rec)
             print(json.dumps(rec), flush=True)
-    here = os.path.dirname(os.path.abspath(__file__))
-    with open(os.path.join(here, "results", "bart_vs_peers.json")) as fh:
-        recorded = json.load(fh)["records"]
-    for r in recorded:
-        if r.get("package") == "pymc-bart" and r.get("task") == "friedman":
-            rows.append({"who": "pymc-bart (recorded, bart_vs_peers.json)", "n": r["n"],
-                         "schedule": f"{r['tune']}+{r['draws']}", "s_per_sweep": r["s_per_sweep"],
-                         "rmse": r["rmse"], "coverage95": r["coverage95"], "width95": r["width95"],
-                         "sigma_mean": r["sigma_mean"]})
+    if os.path.exists(args.pymc_python):
+        for n in args.pymc_sizes:
+            r = run_pymc(args.pymc_python, n, args.pymc_tune, args.pymc_draws)
+            rows.append(dict(r, who="pymc-bart (this run)"))
+            print(json.dumps({k: v for k, v in rows[-1].items() if k in ("who", "n", "s_per_sweep", "rmse")}),
+                  flush=True)
+    else:
+        rows += recorded_pymc()
+    for r in rows:
+        r.setdefault("schedule", f"{r.get('tune')}+{r.get('draws')}")
+    cgm = {r["n"]: r["s_per_sweep"] for r in rows if r["who"] == "bartpy_suite cgm"}
+    pg = {r["n"]: r["s_per_sweep"] for r in rows if r["who"] == "bartpy_suite pg"}
+
+    def ratio(table, r):
+        return f"{r['s_per_sweep'] / table[r['n']]:.1f}" if r["n"] in table else "-"
+
     lines = ["# BART with particle Gibbs on Friedman #1 (`benchmarks/pg_friedman.py`)", "",
              "200 trees, CGM 2010 priors, 10 particles; one thread; RMSE and 95% coverage of f on 5,000 test rows.",
-             "", "| sampler | n | burn-in+draws | s/sweep | ratio to cgm | RMSE | cover95 | width95 | sigma |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    cgm = {r["n"]: r["s_per_sweep"] for r in rows if r["who"] == "bartpy_suite cgm"}
-    for r in rows:
-        ratio = f"{r['s_per_sweep'] / cgm[r['n']]:.1f}" if r["n"] in cgm and r["who"] != "bartpy_suite cgm" else "-"
-        lines.append(f"| {r['who']} | {r['n']:,} | {r['schedule']} | {r['s_per_sweep']:.4f} | {ratio} | "
-                     f"{r['rmse']:.3f} | {r['coverage95']:.3f} | {r['width95']:.3f} | {r['sigma_mean']:.3f} |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text)
+             ""]
+    lines += markdown_table(
+        ["sampler", "n", "burn-in+draws", "s/sweep", "ratio to cgm", "ratio to our pg", "RMSE", "cover95", "width95",
+         "sigma"],
+        [[r["who"], f"{r['n']:,}", r["schedule"], f"{r['s_per_sweep']:.4f}",
+          "-" if r["who"] == "bartpy_suite cgm" else ratio(cgm, r), ratio(pg, r) if "pymc" in r["who"] else "-",
+          f"{r['rmse']:.3f}", f"{r['coverage95']:.3f}", f"{r['width95']:.3f}", f"{r['sigma_mean']:.3f}"]
+         for r in rows])
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":

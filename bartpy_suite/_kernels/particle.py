@@ -48,7 +48,9 @@ from .tree import (
     global_term,
     has_available_rule,
     leaf_terms,
+    node_rule_counts,
     p_split,
+    rule_log_prob,
     sample_rule,
     split_leaf,
 )
@@ -79,7 +81,10 @@ class Work(NamedTuple):
     w: np.ndarray  # float64[N]: normalised weights
     anc: np.ndarray  # int64[N]: ancestors at a resampling step
     ref_map: np.ndarray  # int32[capacity]: node of T* replayed by each node of particle 0
-    out: np.ndarray  # float64[3]: ESS of the last weights, stages, returned particle
+    out: np.ndarray  # float64[3]: csmc: ESS of the last weights, stages, 1 if T* was returned
+    ref_var: np.ndarray  # int64[capacity]: ancestor sampling: T*'s decision at each stage (LEAF: stop)
+    ref_cut: np.ndarray  # int64[capacity]
+    as_logw: np.ndarray  # float64[N]: ancestor-sampling log weights
 
 
 @njit(cache=True, nogil=True)
@@ -290,16 +295,18 @@ def _inverse_cdf(w, u, k, acc):
 
 
 @njit(cache=True, nogil=True)
-def resample(rng, w, anc, first, scheme, conditional):
+def resample(rng, w, anc, first, scheme, ref_anc):
     """Ancestors ``anc[first:]`` from the normalised weights ``w``.
 
-    Multinomial: independent draws. Systematic: the points (j + U) / N. With ``conditional``
-    (``first`` = 1, slot 0 holding the reference with ancestor 0), the systematic grid is drawn
-    given that one of its points falls in particle 0's interval [0, w[0]) (the conditional
-    systematic resampling of Chopin & Singh 2015): the point s ~ U(0, w[0]) fixes U, the grid
-    slot j0 = floor(N s) is the reference's, and the other N - 1 points give ``anc[1:]``.
-    This keeps the law of the other ancestors exactly that of systematic resampling with
-    randomly permuted slots conditioned on the reference's ancestor, as conditional SMC needs.
+    Multinomial: independent draws. Systematic: the points (j + U) / N. With ``ref_anc >= 0``
+    (``first`` = 1, slot 0 holding the reference, whose ancestor is ``ref_anc``), the systematic
+    grid is drawn given that one of its points falls in that particle's interval (the
+    conditional systematic resampling of Chopin & Singh 2015): the point s ~ U over the
+    interval fixes U, the grid slot j0 = floor(N s) is the reference's, and the other N - 1
+    points give ``anc[1:]``. This keeps the law of the other ancestors exactly that of
+    systematic resampling with randomly permuted slots conditioned on the reference's ancestor,
+    as conditional SMC needs (with ancestor sampling, ``ref_anc`` is drawn first from its
+    marginal conditional, so this completes a blocked Gibbs step on all the ancestors).
     """
     n = w.shape[0]
     if scheme == RESAMPLE_MULTINOMIAL:
@@ -312,8 +319,11 @@ def resample(rng, w, anc, first, scheme, conditional):
                 acc += w[k]
             anc[s] = k
         return
-    if conditional:
-        s0 = rng.random() * w[0]
+    if ref_anc >= 0:
+        below = 0.0
+        for k in range(ref_anc):
+            below += w[k]
+        s0 = below + rng.random() * w[ref_anc]
         j0 = int(s0 * n)
         if j0 >= n:
             j0 = n - 1
@@ -333,6 +343,22 @@ def resample(rng, w, anc, first, scheme, conditional):
 
 
 @njit(cache=True, nogil=True)
+def _resample_into(rng, cur, nxt, work, scheme, ref_anc):
+    """Resample ``cur`` into ``nxt`` by the normalised weights ``work.w`` and reset the log
+    weights to 0 (equal). ``ref_anc < 0``: all N particles (SMC); else slot 0 is the reference
+    and gets particle ``ref_anc`` (conditional SMC, Algorithm 2 lines 15-16)."""
+    n_part = work.logw.shape[0]
+    if ref_anc < 0:
+        resample(rng, work.w, work.anc, 0, scheme, -1)
+    else:
+        resample(rng, work.w, work.anc, 1, scheme, ref_anc)
+        work.anc[0] = ref_anc
+    for i in range(n_part):
+        copy_particle(cur, work.anc[i], nxt, i)
+        work.logw[i] = 0.0
+
+
+@njit(cache=True, nogil=True)
 def _all_done(p, count):
     for i in range(count):
         if p.head[i] < p.tail[i]:
@@ -349,18 +375,155 @@ def _root_terms(p, xt, is_cat, nbins, y, ycls, hyper, scratch):
     return lm, b, _eligible(t, 0, xt, is_cat, nbins, hyper, scratch)
 
 
+# -- ancestor sampling (Lindsten, Jordan & Schon 2014) --------------------------------------------
+# A particle's path is its sequence of stage decisions (stop, or a stored rule (v, cut)) at the
+# nodes it pops breadth-first. T*'s decisions d*_0, d*_1, ... (``reference_decisions``) can be
+# applied to any partial tree: the concatenation of particle i's first s decisions with
+# d*_s, d*_s+1, ... is a valid path when every rule is available at the node it lands on and
+# the decisions use up the queue exactly.
+
+
 @njit(cache=True, nogil=True)
-def csmc_update(rng, ref, pa, pb, work, xt, is_cat, nbins, y, ycls, hyper, scratch, scheme, fstate):
+def reference_decisions(ref, pc, work, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total):
+    """Replay T* (``ref``) on the one-particle set ``pc`` and store its decision at each stage in
+    ``work.ref_var`` / ``work.ref_cut`` (LEAF for a stop); returns the number of stages."""
+    root_lm, root_b, root_ok = _root_terms(pc, xt, is_cat, nbins, y, ycls, hyper, scratch)
+    reset_root(pc, 0, root_lm, root_b, root_ok)
+    work.ref_map[0] = 0
+    stages = 0
+    while pc.head[0] < pc.tail[0]:
+        r = work.ref_map[pc.queue[0, pc.head[0]]]
+        work.ref_var[stages] = ref.var[r]
+        work.ref_cut[stages] = ref.cut[r]
+        replay_step(pc, ref, work.ref_map, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total)
+        stages += 1
+    return stages
+
+
+@njit(cache=True, nogil=True)
+def _rule_log_prior(t, node, v, cut, is_cat, nbins, hyper, scratch):
+    """log p_RULE of the stored rule (v, cut) at ``node`` (``tree.rule_log_prob``), or -inf if
+    the rule is not available there (a side with fewer than m rows)."""
+    m = int(hyper[H_MIN_LEAF])
+    s0 = t.start[node]
+    e0 = t.end[node]
+    n_vars = node_rule_counts(scratch.codes_by_row, t.perm, s0, e0, is_cat, nbins, m, scratch.hist2d, scratch.sums,
+                              scratch.counts, scratch.lows, scratch.extras)
+    count = scratch.counts[v]
+    if count <= 0:
+        return -np.inf
+    if is_cat[v]:
+        left = 0
+        for k in range(nbins[v]):
+            if (cut >> k) & 1:
+                left += scratch.hist2d[v, k]
+        if left < m or left > (e0 - s0) - m:
+            return -np.inf
+    else:
+        lo = scratch.lows[v]
+        if cut < lo or cut >= lo + count:
+            return -np.inf
+    return rule_log_prob(n_vars, count, scratch.extras[v], is_cat[v])
+
+
+@njit(cache=True, nogil=True)
+def forced_step(p, i, v, cut, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total, with_prior):
+    """Pop particle i's head node and apply the decision (v, cut) (``v == LEAF``: stop). Returns
+    the change of log L (eq. 11), plus the decision's log prior if ``with_prior``; -inf when
+    the rule is not available at the node (checked only ``with_prior``) or the node capacity is
+    exhausted."""
+    t = particle_view(p, i)
+    node = p.queue[i, p.head[i]]
+    p.head[i] += 1
+    out = 0.0
+    if with_prior:
+        ps = p_split(hyper[H_ALPHA], hyper[H_BETA], t.depth[node])
+        if v == LEAF:
+            return math.log1p(-ps)
+        lp = _rule_log_prior(t, node, v, cut, is_cat, nbins, hyper, scratch)
+        if lp == -np.inf:
+            return -np.inf
+        out = math.log(ps) + lp
+    elif v == LEAF:
+        return 0.0
+    delta, lc = _apply_split(p, i, t, node, v, cut, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total)
+    if lc < 0:
+        return -np.inf
+    return out + delta
+
+
+@njit(cache=True, nogil=True)
+def completion_log_ratio(src, i, pc, work, first, n_dec, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total):
+    """log [gamma(x^i_{<first}, d*_{first:}) / gamma(x^i_{<first})]: prior times likelihood of
+    particle i's partial tree completed by T*'s decisions from stage ``first`` on, over those of
+    the partial tree (-inf if the completion is not a valid path). Works on the scratch set
+    ``pc``."""
+    if src.head[i] >= src.tail[i]:
+        return 0.0 if first >= n_dec else -np.inf
+    # Each decision consumes one queued node: a longer queue cannot be used up.
+    if src.tail[i] - src.head[i] > n_dec - first:
+        return -np.inf
+    copy_particle(src, i, pc, 0)
+    total = 0.0
+    for d in range(first, n_dec):
+        if pc.head[0] >= pc.tail[0]:
+            return -np.inf
+        total += forced_step(pc, 0, work.ref_var[d], work.ref_cut[d], xt, is_cat, nbins, y, ycls, hyper, scratch,
+                             n_total, True)
+        if total == -np.inf or pc.tail[0] - pc.head[0] > n_dec - d - 1:
+            return -np.inf
+    return total
+
+
+@njit(cache=True, nogil=True)
+def ancestor_draw(rng, cur, pc, work, stage, n_dec, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total):
+    """Draw the reference's ancestor before ``stage`` (Lindsten, Jordan & Schon 2014, the
+    ancestor-sampling weights of non-Markovian models): P(i) proportional to
+    w_i * gamma(x^i, d*_{stage:}) / gamma(x^i)."""
+    n_part = work.logw.shape[0]
+    for i in range(n_part):
+        work.as_logw[i] = work.logw[i] + completion_log_ratio(cur, i, pc, work, stage, n_dec, xt, is_cat, nbins, y,
+                                                              ycls, hyper, scratch, n_total)
+    mx = -np.inf
+    for i in range(n_part):
+        if work.as_logw[i] > mx:
+            mx = work.as_logw[i]
+    total = 0.0
+    for i in range(n_part):
+        total += math.exp(work.as_logw[i] - mx)
+    u = rng.random() * total
+    acc = 0.0
+    last = 0
+    for i in range(n_part):
+        e = math.exp(work.as_logw[i] - mx)
+        if e > 0.0:
+            last = i
+            acc += e
+            if u < acc:
+                return i
+    return last
+
+
+@njit(cache=True, nogil=True)
+def csmc_update(rng, ref, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, hyper, scratch, scheme, ancestor, fstate):
     """Particle Gibbs update of the tree ``ref`` (Algorithm 2): conditional SMC with particle 0
     clamped to ``ref``, then ``ref`` is overwritten by a particle drawn from the final weights
     (``fstate`` gets its leaf-term sums). Returns True if ``ref``'s partition may have changed.
 
+    With ``ancestor`` (particle Gibbs with ancestor sampling), before each resampling the
+    reference's ancestor is drawn by ``ancestor_draw`` instead of being kept, and particle 0
+    applies T*'s decision of the stage to the partial tree it inherits; ``pc`` is a one-particle
+    scratch set.
+
     ``ref`` must hold its leaf terms (lm, b) under the current response ``y`` only where the
     caller reads them afterwards; the replay recomputes every node it splits. ``work.out``
-    receives (ESS of the last stage's weights, stages, returned particle index).
+    receives (ESS of the last stage's weights, stages, 1 if T* itself was returned else 0).
     """
     n_part = work.logw.shape[0]
     n_total = float(y.shape[0])
+    n_dec = 0
+    if ancestor:
+        n_dec = reference_decisions(ref, pc, work, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total)
     root_lm, root_b, root_ok = _root_terms(pa, xt, is_cat, nbins, y, ycls, hyper, scratch)
     for i in range(n_part):
         reset_root(pa, i, root_lm, root_b, root_ok)
@@ -370,19 +533,23 @@ def csmc_update(rng, ref, pa, pb, work, xt, is_cat, nbins, y, ycls, hyper, scrat
     nxt = pb
     stages = 0
     ess = float(n_part)
+    switched = False
     while not _all_done(cur, n_part):
         if stages > 0:
-            # Algorithm 2 lines 15-16: resample all but the clamped particle; equal weights.
-            resample(rng, work.w, work.anc, 1, scheme, True)
-            work.anc[0] = 0
-            for i in range(n_part):
-                copy_particle(cur, work.anc[i], nxt, i)
-                work.logw[i] = 0.0
+            ref_anc = 0
+            if ancestor:
+                ref_anc = ancestor_draw(rng, cur, pc, work, stages, n_dec, xt, is_cat, nbins, y, ycls, hyper,
+                                        scratch, n_total)
+                switched = switched or ref_anc != 0
+            _resample_into(rng, cur, nxt, work, scheme, ref_anc)
             cur, nxt = nxt, cur
         for i in range(n_part):
             if cur.head[i] >= cur.tail[i]:
                 continue
-            if i == 0:
+            if i == 0 and ancestor:
+                delta = forced_step(cur, 0, work.ref_var[stages], work.ref_cut[stages], xt, is_cat, nbins, y, ycls,
+                                    hyper, scratch, n_total, False)
+            elif i == 0:
                 delta = replay_step(cur, ref, work.ref_map, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total)
             else:
                 delta = grow_step(rng, cur, i, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total)
@@ -397,18 +564,15 @@ def csmc_update(rng, ref, pa, pb, work, xt, is_cat, nbins, y, ycls, hyper, scrat
     while acc <= u and chosen < n_part - 1:
         chosen += 1
         acc += work.w[chosen]
+    kept = chosen == 0 and not switched
     work.out[0] = ess
     work.out[1] = stages
-    work.out[2] = chosen
-    changed = chosen != 0
-    if changed:
-        copy_tree(particle_view(cur, chosen), ref)
-    else:
-        # The replayed particle 0 is T* with its leaf terms under the current response.
-        copy_tree(particle_view(cur, 0), ref)
+    work.out[2] = 1.0 if kept else 0.0
+    # Particle 0 unswitched is T* with its leaf terms under the current response.
+    copy_tree(particle_view(cur, chosen), ref)
     fstate[0] = cur.lm_sum[chosen]
     fstate[1] = cur.b_sum[chosen]
-    return changed
+    return not kept
 
 
 @njit(cache=True, nogil=True)
@@ -435,10 +599,7 @@ def smc_run(rng, pa, pb, work, xt, is_cat, nbins, y, ycls, hyper, scratch, schem
         if stages > 0 and ess <= ess_threshold * n_part:
             lse, _ = normalise(work.logw, work.w)
             log_z += lse - math.log(n_part)
-            resample(rng, work.w, work.anc, 0, scheme, False)
-            for i in range(n_part):
-                copy_particle(cur, work.anc[i], nxt, i)
-                work.logw[i] = 0.0
+            _resample_into(rng, cur, nxt, work, scheme, -1)
             cur, nxt = nxt, cur
         for i in range(n_part):
             if cur.head[i] >= cur.tail[i]:

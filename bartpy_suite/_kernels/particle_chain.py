@@ -21,8 +21,8 @@ S_STAGES = 2
 
 
 @njit(cache=True, nogil=True)
-def run_pg_cart_chain(rng, tree, pa, pb, work, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, scheme,
-                      first_iter, n_iter, tune, thin, draws, out_stats, store, order):
+def run_pg_cart_chain(rng, tree, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, scheme,
+                      ancestor, first_iter, n_iter, tune, thin, draws, out_stats, store, order):
     """Advance a particle Gibbs CART chain by up to ``n_iter`` iterations (one conditional SMC
     update of the tree, Algorithm 2, then the leaf parameters at kept iterations).
 
@@ -32,14 +32,14 @@ def run_pg_cart_chain(rng, tree, pa, pb, work, xt, is_cat, nbins, y, ycls, hyper
     """
     for step in range(n_iter):
         it = first_iter + step
-        csmc_update(rng, tree, pa, pb, work, xt, is_cat, nbins, y, ycls, hyper, scratch, scheme, fstate)
+        csmc_update(rng, tree, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, hyper, scratch, scheme, ancestor, fstate)
         if it < tune or (it - tune) % thin != 0:
             continue
         d = (it - tune) // thin
         if d >= out_stats.shape[0]:
             continue
         out_stats[d, S_ESS] = work.out[0]
-        out_stats[d, S_KEPT_REFERENCE] = 1.0 if work.out[2] == 0 else 0.0
+        out_stats[d, S_KEPT_REFERENCE] = work.out[2]
         out_stats[d, S_STAGES] = work.out[1]
         if not record_cart_draw(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, draws, store, d,
                                 order):
@@ -48,7 +48,7 @@ def run_pg_cart_chain(rng, tree, pa, pb, work, xt, is_cat, nbins, y, ycls, hyper
 
 
 @njit(cache=True, nogil=True)
-def pg_bart_sweep(rng, forest, state, pa, pb, work, xt, is_cat, nbins, scratch, scheme, stats):
+def pg_bart_sweep(rng, forest, state, pa, pb, pc, work, xt, is_cat, nbins, scratch, scheme, ancestor, stats):
     """One backfitting sweep (Algorithm 1) with a conditional SMC update of every tree against
     its partial residual (Algorithm 2), then sigma (or the probit latents). ``stats`` gets the
     means over the trees of (last-stage ESS, clamped particle returned, stages)."""
@@ -57,24 +57,24 @@ def pg_bart_sweep(rng, forest, state, pa, pb, work, xt, is_cat, nbins, scratch, 
     begin_sweep(state, forest)
     for j in range(n_trees):
         tree = prepare_tree(state, forest, j)
-        changed = csmc_update(rng, tree, pa, pb, work, xt, is_cat, nbins, state.resid, state.ycls, state.hyper,
-                              scratch, scheme, state.fstate)
+        changed = csmc_update(rng, tree, pa, pb, pc, work, xt, is_cat, nbins, state.resid, state.ycls, state.hyper,
+                              scratch, scheme, ancestor, state.fstate)
         stats[S_ESS] += work.out[0] / n_trees
-        stats[S_KEPT_REFERENCE] += (1.0 if work.out[2] == 0 else 0.0) / n_trees
+        stats[S_KEPT_REFERENCE] += work.out[2] / n_trees
         stats[S_STAGES] += work.out[1] / n_trees
         finish_tree(rng, state, forest, j, changed)
     draw_noise(rng, state)
 
 
 @njit(cache=True, nogil=True)
-def run_pg_bart_chain(rng, forest, state, pa, pb, work, xt, is_cat, nbins, scratch, scheme, first_iter, n_iter,
-                      tune, thin, out_sigma, out_stats, out_leaves, out_depth, store, nodes, order):
+def run_pg_bart_chain(rng, forest, state, pa, pb, pc, work, xt, is_cat, nbins, scratch, scheme, ancestor, first_iter,
+                      n_iter, tune, thin, out_sigma, out_stats, out_leaves, out_depth, store, nodes, order):
     """Advance a particle Gibbs BART chain by up to ``n_iter`` sweeps (see ``run_bart_chain``
     for the recording and the pending-draw protocol)."""
     stats = np.zeros(3)
     for step in range(n_iter):
         it = first_iter + step
-        pg_bart_sweep(rng, forest, state, pa, pb, work, xt, is_cat, nbins, scratch, scheme, stats)
+        pg_bart_sweep(rng, forest, state, pa, pb, pc, work, xt, is_cat, nbins, scratch, scheme, ancestor, stats)
         if it < tune or (it - tune) % thin != 0:
             continue
         d = (it - tune) // thin

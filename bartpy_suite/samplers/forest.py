@@ -31,7 +31,8 @@ def new_forest(n_trees: int, n_rows: int, capacity: int) -> _tree.TreeArrays:
 
 class ForestBuffers:
     """The draw buffers of a chain over a stacked forest (``self.forest``, ``self.scratch``,
-    ``self.order``): the chain protocol's ``allocate`` / ``collect`` and ``record_pending``.
+    ``self.order``): the chain protocol's ``allocate`` / ``collect``, ``record_pending`` and the
+    chunk loop around a sampler's kernel, ``run_kernel``.
     Per draw it keeps each tree's leaf count and depth, the trees, and ``model_buffers``."""
 
     @property
@@ -49,6 +50,26 @@ class ForestBuffers:
         self.out = {**self.model_buffers(draws), "n_leaves": np.zeros((draws, t), dtype=np.int32),
                     "depth": np.zeros((draws, t), dtype=np.int32)}
         self.store = new_store(draws, t, INITIAL_NODES_PER_TREE * t * min(draws, 256))
+
+    def run_kernel(self, kernel, args: tuple, stats: tuple, first_iter: int, n_iter: int, tune: int,
+                   thin: int) -> None:
+        """Advance ``n_iter`` iterations with a chunk-running kernel, recording kept draws.
+
+        The kernel is called as ``kernel(*args, first, count, tune, thin, *model outputs, *stats,
+        n_leaves, depth, store, nodes, order)`` (the model outputs are the ``model_buffers``
+        arrays, e.g. sigma) and returns ``(iterations done, pending draw)``: a draw it could not
+        record because the store was full is recorded here after growing the store, and the
+        kernel is called again for the iterations left.
+        """
+        done = 0
+        while done < n_iter:
+            model = tuple(v for k, v in self.out.items() if k not in ("n_leaves", "depth"))
+            steps, pending = kernel(*args, first_iter + done, n_iter - done, tune, thin, *model, *stats,
+                                    self.out["n_leaves"], self.out["depth"], self.store, self.scratch.nodes,
+                                    self.order)
+            done += steps
+            if pending >= 0:
+                self.record_pending(pending)
 
     def record_pending(self, d: int) -> None:
         """Grow the store and record the current forest as draw d (after a kernel found no room)."""

@@ -160,16 +160,9 @@ class BartChain(ForestChain):
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
         """Advance ``n_iter`` sweeps, recording kept draws (the store grows on demand)."""
-        done = 0
-        while done < n_iter:
-            steps, pending = run_bart_chain(
-                self.rng, self.forest, self.state, self.codes, self.is_categorical, self.nbins, self.move_probs,
-                self.scratch, first_iter + done, n_iter - done, tune, thin, self.out["sigma"], self.counts,
-                self.out["n_leaves"], self.out["depth"], self.store, self.scratch.nodes, self.order,
-            )
-            done += steps
-            if pending >= 0:
-                self.record_pending(pending)
+        self.run_kernel(run_bart_chain, (self.rng, self.forest, self.state, self.codes, self.is_categorical,
+                                         self.nbins, self.move_probs, self.scratch),
+                        (self.counts,), first_iter, n_iter, tune, thin)
 
     def sampler_stats(self, kept: int) -> dict:
         """Proposals and acceptances per move type over the trees of each kept sweep."""
@@ -198,16 +191,9 @@ class MultinomialMHChain(MultinomialChain):
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
         """Advance ``n_iter`` sweeps, recording kept draws (the store grows on demand)."""
-        done = 0
-        while done < n_iter:
-            steps, pending = run_multinomial_chain(
-                self.rng, self.forest, self.state, self.codes, self.is_categorical, self.nbins, self.move_probs,
-                self.scratch, first_iter + done, n_iter - done, tune, thin, self.counts, self.out["n_leaves"],
-                self.out["depth"], self.store, self.scratch.nodes, self.order,
-            )
-            done += steps
-            if pending >= 0:
-                self.record_pending(pending)
+        self.run_kernel(run_multinomial_chain, (self.rng, self.forest, self.state, self.codes, self.is_categorical,
+                                                self.nbins, self.move_probs, self.scratch),
+                        (self.counts,), first_iter, n_iter, tune, thin)
 
     sampler_stats = BartChain.sampler_stats
 

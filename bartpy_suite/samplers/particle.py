@@ -2,11 +2,14 @@
 Algorithm 2) for Bayesian CART and BART, and ``smc`` (the top-down particle filter of
 Lakshminarayanan, Roy & Teh 2013) for Bayesian CART.
 
-``pg`` options: ``particles`` (N, default 10) and ``resampling`` ("systematic", the
-conditional systematic scheme, or "multinomial"). Statistics per kept draw: ``ess`` (Kish ESS
-of the particle weights at the last stage, in particles), ``kept_reference`` (1 if the clamped
-particle, the previous tree, was returned) and ``stages``; for BART their means over the trees
-of the sweep.
+``pg`` options: ``particles`` (N, default 10), ``resampling`` ("systematic", the
+conditional systematic scheme, or "multinomial") and ``ancestor_sampling`` (particle Gibbs with
+ancestor sampling, Lindsten, Jordan & Schon 2014: at each stage the reference's ancestor is
+redrawn among all particles, weighted by how well each partial tree completed with the
+reference's remaining decisions explains the data; default False). Statistics per kept draw:
+``ess`` (Kish ESS of the particle weights at the last stage, in particles), ``kept_reference``
+(1 if the previous tree was returned) and ``stages``; for BART their means over the trees of
+the sweep.
 
 ``smc``: each chain is an island, an independent filter whose ``draws`` particles become the
 chain's draws with their normalised importance weights (``weight``); ``tune`` and ``thin`` do
@@ -57,19 +60,42 @@ def new_particles(count: int, n_rows: int, capacity: int, n_classes: int = 1) ->
 def new_work(count: int, capacity: int) -> Work:
     """Work arrays of an update with ``count`` particles."""
     return Work(np.zeros(count), np.zeros(count), np.zeros(count, dtype=np.int64),
-                np.zeros(capacity, dtype=np.int32), np.zeros(3))
+                np.zeros(capacity, dtype=np.int32), np.zeros(3), np.zeros(capacity, dtype=np.int64),
+                np.zeros(capacity, dtype=np.int64), np.zeros(count))
 
 
 class _ParticleSets:
-    """The two particle sets (resampling copies from one into the other) and the work arrays."""
+    """The two particle sets (resampling copies from one into the other), a one-particle
+    scratch set (ancestor sampling completes partial trees in it) and the work arrays."""
 
     def _init_particles(self, count: int, n_rows: int, capacity: int, n_classes: int = 1) -> None:
         self.pa = new_particles(count, n_rows, capacity, n_classes)
         self.pb = new_particles(count, n_rows, capacity, n_classes)
+        self.pc = new_particles(1, n_rows, capacity, n_classes)
         self.work = new_work(count, capacity)
 
 
-class PgCartChain(TreeChain, _ParticleSets):
+class _PgChain(_ParticleSets):
+    """What the particle Gibbs chains of CART and BART share: the settings and the statistics."""
+
+    def _init_pg(self, particles: int, resampling: str, ancestor_sampling: bool, n_rows: int,
+                 n_classes: int = 1) -> None:
+        self.scheme = RESAMPLING_NAMES.index(resampling)
+        self.ancestor = bool(ancestor_sampling)
+        self._init_particles(particles, n_rows, self.capacity, n_classes)
+
+    def allocate(self, draws: int) -> None:
+        """Buffers for ``draws`` kept draws (the model's and the particle statistics)."""
+        super().allocate(draws)
+        self.stats = np.zeros((draws, 3))
+
+    def sampler_stats(self, kept: int) -> dict:
+        """``ess``, ``kept_reference`` and ``stages`` per draw (BART: means over the trees)."""
+        s = self.stats[:kept]
+        return {"ess": s[:, 0].copy(), "kept_reference": s[:, 1].copy(), "stages": s[:, 2].copy()}
+
+
+class PgCartChain(_PgChain, TreeChain):
     """One particle Gibbs chain on a single tree (Bayesian CART).
 
     Parameters
@@ -79,37 +105,30 @@ class PgCartChain(TreeChain, _ParticleSets):
         Particles per conditional SMC update (the clamped one included).
     resampling : {"systematic", "multinomial"}
     rng : numpy.random.Generator
+    ancestor_sampling : bool
+        Redraw the reference's ancestor at every stage (particle Gibbs with ancestor sampling).
     """
 
-    def __init__(self, problem: CartProblem, particles: int, resampling: str, rng: np.random.Generator):
-        super().__init__(problem, rng)
-        self.scheme = RESAMPLING_NAMES.index(resampling)
-        self._init_particles(particles, self.y.shape[0], self.capacity, self.n_classes)
-
-    def allocate(self, draws: int) -> None:
-        """Buffers for ``draws`` kept draws (the model's and the particle statistics)."""
-        super().allocate(draws)
-        self.stats = np.zeros((draws, 3))
+    def __init__(self, problem: CartProblem, particles: int, resampling: str, rng: np.random.Generator,
+                 ancestor_sampling: bool = False):
+        TreeChain.__init__(self, problem, rng)
+        self._init_pg(particles, resampling, ancestor_sampling, self.y.shape[0], self.n_classes)
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
         """Advance ``n_iter`` particle Gibbs iterations, recording kept draws."""
         done = 0
         while done < n_iter:
             steps, pending = run_pg_cart_chain(
-                self.rng, self.tree, self.pa, self.pb, self.work, self.codes, self.is_categorical, self.nbins,
-                self.y, self.ycls, self.hyper, self.fstate, self.scratch, self.scheme, first_iter + done,
-                n_iter - done, tune, thin, self.draws, self.stats, self.store, self.order,
+                self.rng, self.tree, self.pa, self.pb, self.pc, self.work, self.codes, self.is_categorical,
+                self.nbins, self.y, self.ycls, self.hyper, self.fstate, self.scratch, self.scheme, self.ancestor,
+                first_iter + done, n_iter - done, tune, thin, self.draws, self.stats, self.store, self.order,
             )
             done += steps
             if pending >= 0:
                 self.record_pending(pending)
 
-    def sampler_stats(self, kept: int) -> dict:
-        """``ess``, ``kept_reference`` and ``stages`` per draw."""
-        return _pg_stats(self.stats[:kept])
 
-
-class PgBartChain(ForestChain, _ParticleSets):
+class PgBartChain(_PgChain, ForestChain):
     """One BART chain with a conditional SMC update of each tree.
 
     Parameters
@@ -118,47 +137,28 @@ class PgBartChain(ForestChain, _ParticleSets):
     particles : int
     resampling : {"systematic", "multinomial"}
     rng : numpy.random.Generator
+    ancestor_sampling : bool
     """
 
-    def __init__(self, problem: BartProblem, particles: int, resampling: str, rng: np.random.Generator):
-        super().__init__(problem, rng)
-        self.scheme = RESAMPLING_NAMES.index(resampling)
-        self._init_particles(particles, self.resid.shape[0], self.capacity)
-
-    def allocate(self, draws: int) -> None:
-        """Buffers for ``draws`` kept draws (the model's and the particle statistics)."""
-        super().allocate(draws)
-        self.stats = np.zeros((draws, 3))
+    def __init__(self, problem: BartProblem, particles: int, resampling: str, rng: np.random.Generator,
+                 ancestor_sampling: bool = False):
+        ForestChain.__init__(self, problem, rng)
+        self._init_pg(particles, resampling, ancestor_sampling, self.resid.shape[0])
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
         """Advance ``n_iter`` sweeps, recording kept draws."""
-        done = 0
-        while done < n_iter:
-            steps, pending = run_pg_bart_chain(
-                self.rng, self.forest, self.state, self.pa, self.pb, self.work, self.codes, self.is_categorical,
-                self.nbins, self.scratch, self.scheme, first_iter + done, n_iter - done, tune, thin,
-                self.out["sigma"], self.stats, self.out["n_leaves"], self.out["depth"], self.store,
-                self.scratch.nodes, self.order,
-            )
-            done += steps
-            if pending >= 0:
-                self.record_pending(pending)
+        self.run_kernel(run_pg_bart_chain, (self.rng, self.forest, self.state, self.pa, self.pb, self.pc, self.work,
+                                            self.codes, self.is_categorical, self.nbins, self.scratch, self.scheme,
+                                            self.ancestor),
+                        (self.stats,), first_iter, n_iter, tune, thin)
 
     def sweep(self) -> np.ndarray:
         """One backfitting sweep (nothing recorded); returns the sweep's (ess, kept_reference,
         stages) means over the trees."""
         stats = np.zeros(3)
-        pg_bart_sweep(self.rng, self.forest, self.state, self.pa, self.pb, self.work, self.codes,
-                      self.is_categorical, self.nbins, self.scratch, self.scheme, stats)
+        pg_bart_sweep(self.rng, self.forest, self.state, self.pa, self.pb, self.pc, self.work, self.codes,
+                      self.is_categorical, self.nbins, self.scratch, self.scheme, self.ancestor, stats)
         return stats
-
-    def sampler_stats(self, kept: int) -> dict:
-        """Means over the trees of each kept sweep of ``ess``, ``kept_reference``, ``stages``."""
-        return _pg_stats(self.stats[:kept])
-
-
-def _pg_stats(stats: np.ndarray) -> dict:
-    return {"ess": stats[:, 0].copy(), "kept_reference": stats[:, 1].copy(), "stages": stats[:, 2].copy()}
 
 
 class SmcCartChain(TreeChain, _ParticleSets):
@@ -240,18 +240,20 @@ def _check_particles(name: str, value) -> int:
     return int(value)
 
 
-def _check_resampling(name: str, value) -> str:
-    if value not in RESAMPLING_NAMES:
-        raise ArgumentError(f"sampler option {name!r} must be one of {', '.join(map(repr, RESAMPLING_NAMES))}; "
-                            f"got {value!r}")
-    return str(value)
+def _choice(names: tuple):
+    """Check of an option whose value is one of ``names``."""
+    def check(name: str, value) -> str:
+        if not isinstance(value, str) or value not in names:
+            raise ArgumentError(f"sampler option {name!r} must be one of {', '.join(map(repr, names))}; "
+                                f"got {value!r}")
+        return value
+    return check
 
 
-def _check_proposal(name: str, value) -> str:
-    if value not in PROPOSAL_NAMES:
-        raise ArgumentError(f"sampler option {name!r} must be one of {', '.join(map(repr, PROPOSAL_NAMES))}; "
-                            f"got {value!r}")
-    return str(value)
+def _check_bool(name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ArgumentError(f"sampler option {name!r} must be True or False; got {value!r}")
+    return bool(value)
 
 
 def _check_threshold(name: str, value) -> float:
@@ -267,30 +269,38 @@ def _check_threshold(name: str, value) -> float:
 
 PARTICLES = Option("particles", DEFAULT_PARTICLES, _check_particles,
                    f"particles per conditional SMC update, the clamped one included (default {DEFAULT_PARTICLES})")
-RESAMPLING = Option("resampling", "systematic", _check_resampling,
+RESAMPLING = Option("resampling", "systematic", _choice(RESAMPLING_NAMES),
                     "resampling scheme: 'systematic' (default; conditional systematic for pg) or 'multinomial'")
 ESS_THRESHOLD = Option("ess_threshold", DEFAULT_ESS_THRESHOLD, _check_threshold,
                        "resample before a stage when the weights' Kish ESS is at most this fraction of the "
                        f"particles (default {DEFAULT_ESS_THRESHOLD}; 1 resamples at every stage, 0 never)")
-
-PROPOSAL = Option("proposal", "prior", _check_proposal,
+ANCESTOR_SAMPLING = Option("ancestor_sampling", False, _check_bool,
+                           "particle Gibbs with ancestor sampling (Lindsten, Jordan & Schon 2014): redraw the "
+                           "reference's ancestor at every stage (default False; each stage then completes every "
+                           "particle with the reference's remaining decisions, a cost of about the reference's "
+                           "stages / 2 particle updates per stage)")
+PROPOSAL = Option("proposal", "prior", _choice(PROPOSAL_NAMES),
                   "node proposal: 'prior' (default; the weights are likelihood ratios) or 'optimal' (one-step "
                   "optimal: every rule scored by prior x likelihood ratio, 2^levels scores for a factor)")
 
 _PG_STATS = (
     Statistic("ess", (), "Kish ESS of the particle weights at the last stage (particles; BART: mean over trees)"),
-    Statistic("kept_reference", (), "1 if the clamped particle (the previous tree) was returned (BART: share)"),
+    Statistic("kept_reference", (), "1 if the previous tree was returned (BART: share of the trees)"),
     Statistic("stages", (), "stages of the conditional SMC (BART: mean over trees)"),
 )
+
+
+def _build_pg(chain_type):
+    def build(problem, options, rng):
+        return chain_type(problem, options["particles"], options["resampling"], rng, options["ancestor_sampling"])
+    return build
+
 
 PG = register(SamplerSpec(
     name="pg", family="particle",
     description="particle Gibbs: conditional SMC over whole trees (PG-BART, Algorithm 2)",
-    builders={
-        "cart": lambda problem, options, rng: PgCartChain(problem, options["particles"], options["resampling"], rng),
-        "bart": lambda problem, options, rng: PgBartChain(problem, options["particles"], options["resampling"], rng),
-    },
-    options=(PARTICLES, RESAMPLING),
+    builders={"cart": _build_pg(PgCartChain), "bart": _build_pg(PgBartChain)},
+    options=(PARTICLES, RESAMPLING, ANCESTOR_SAMPLING),
     statistics={"cart": _PG_STATS, "bart": _PG_STATS},
 ))
 
