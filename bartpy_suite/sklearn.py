@@ -38,7 +38,8 @@ from ._validation import check_choice, check_open_unit
 from .errors import DataError
 from .models import MODELS
 
-__all__ = ["BARTClassifier", "BARTRegressor", "CARTClassifier", "CARTRegressor"]
+__all__ = ["BARTClassifier", "BARTRegressor", "CARTClassifier", "CARTRegressor", "SoftTreeClassifier",
+           "SoftTreeRegressor"]
 
 INTERVAL_KINDS = ("mean", "predictive")
 
@@ -241,3 +242,9 @@ BARTRegressor = _estimator("BARTRegressor", "bart", _Regressor,
 BARTClassifier = _estimator("BARTClassifier", "bart", _Classifier,
                             "BART classification (``bps.BART``: probit for two classes, multinomial for more) "
                             "as a scikit-learn classifier.")
+SoftTreeRegressor = _estimator("SoftTreeRegressor", "soft_tree", _Regressor,
+                               "Soft decision tree regression (``bps.SoftTree``, RJHMC-Tree) as a scikit-learn "
+                               "regressor.")
+SoftTreeClassifier = _estimator("SoftTreeClassifier", "soft_tree", _Classifier,
+                                "Soft decision tree classification (``bps.SoftTree``, RJHMC-Tree) as a scikit-learn "
+                                "classifier.")

@@ -15,17 +15,27 @@ from sklearn.preprocessing import OrdinalEncoder  # noqa: E402
 from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
 import bartpy_suite as bps  # noqa: E402
-from bartpy_suite.sklearn import BARTClassifier, BARTRegressor, CARTClassifier, CARTRegressor  # noqa: E402
+from bartpy_suite.sklearn import (  # noqa: E402
+    BARTClassifier,
+    BARTRegressor,
+    CARTClassifier,
+    CARTRegressor,
+    SoftTreeClassifier,
+    SoftTreeRegressor,
+)
 
 # One chain of a few dozen draws (BART: 5 trees) keeps scikit-learn's ~50 checks per estimator
 # to a few seconds; the checks test the estimator protocol, not the posterior.
 TINY = {"chains": 1, "draws": 30, "tune": 30, "seed": 0, "progress": False, "check_mixing": False,
         "log_likelihood": False}
 TINY_BART = {**TINY, "trees": 5}
+# soft trees: a handful of RJ iterations, each with a short NUTS warm-up
+TINY_SOFT = {**TINY, "draws": 5, "tune": 5, "sampler_options": {"warmup": 5, "max_tree_depth": 4}}
 
 
 @parametrize_with_checks([CARTRegressor(**TINY), CARTClassifier(**TINY), BARTRegressor(**TINY_BART),
-                          BARTClassifier(**TINY_BART)])
+                          BARTClassifier(**TINY_BART), SoftTreeRegressor(**TINY_SOFT),
+                          SoftTreeClassifier(**TINY_SOFT)])
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
 

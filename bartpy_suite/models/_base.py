@@ -202,10 +202,12 @@ class TreeModel:
             raise KeyboardInterrupt("sampling was interrupted before the first kept draw")
         return min(kept, self.draws)
 
-    def _sample(self, problem, *, binned, y, config: dict, design, derived=None):
+    def _sample(self, problem, *, binned, y, config: dict, design, derived=None, attach=None):
         """Run ``self.chains`` chains of the sampler on ``problem`` and build the ``Fit``.
 
-        ``derived(posterior)`` may add model quantities computed from the stacked draws.
+        ``derived(posterior)`` may add model quantities computed from the stacked draws;
+        ``attach(draws)`` may take model-specific stores out of the draws and returns a function
+        that adds them to the built ``Fit`` (before its log-likelihood is computed).
         """
         if problem.model not in self.spec.builders:
             able = [name for name, spec in SAMPLERS.items() if problem.model in spec.builders]
@@ -225,9 +227,10 @@ class TreeModel:
                                                 progress=self.progress))
         if derived is not None:
             derived(draws.posterior)
+        finish = attach(draws) if attach is not None else None
         fit = build_fit(draws, statistics=self.spec.statistics[problem.model], coords=self.spec.coords,
                         ess_method=self.spec.ess_method,
-                        binned=binned, y=np.asarray(y), config=config, design=design)
+                        binned=binned, y=np.asarray(y), config=config, design=design, finish=finish)
         if self.check_mixing:
             warn_if_poor_mixing(fit, stacklevel=_user_stacklevel())
         return fit

@@ -8,10 +8,8 @@ from .. import _validation as check
 from .._kernels import soft_tree as st
 from ..errors import ArgumentError, DataError
 from ..posterior import soft
-from ..posterior.build import build_fit
-from ..samplers.draws import stack_draws
 from ..samplers.problems import SoftTreeProblem
-from ._base import TreeModel, plain, spawn_generators
+from ._base import TreeModel, plain
 from .registry import register
 
 
@@ -62,6 +60,15 @@ class SoftTree(TreeModel):
         Progress bar in an interactive terminal.
     threads : int or None
         Worker threads (default one per chain); the draws do not depend on it.
+    check_mixing : bool
+        After the fit, warn (``bartpy_suite.MixingWarning``) when a scalar quantity has r_hat >
+        1.01 or a bulk ESS below 100 per chain (default True).
+    log_likelihood : bool or None
+        Store the pointwise log-likelihood of the training rows (soft-routed) in
+        ``idata["log_likelihood"]``: True, False, or None (default) when chains x draws x rows is
+        at most 10 million.
+    executor : dask.distributed.Client, concurrent.futures.Executor or None
+        Where the chains run (see ``bartpy_suite.BART``); None: one thread per chain.
     """
 
     model_type = "soft_tree"
@@ -69,10 +76,11 @@ class SoftTree(TreeModel):
     def __init__(self, *, sampler="hmc_dfi", chains=4, draws=500, tune=200, thin=1, seed=None, alpha=0.95, beta=1.0,
                  h_init=0.1, h_final=0.005, mu_mean=0.0, mu_scale=1.0, sigma_a=1.5, sigma_b=1.5, class_alpha=1.0,
                  class_constant=True, standardize=True, sampler_options=None, likelihood=True, progress=True,
-                 threads=None):
+                 threads=None, check_mixing=True, log_likelihood=None, executor=None):
         self._init_mcmc(sampler=sampler, chains=chains, draws=draws, tune=tune, thin=thin, seed=seed, alpha=alpha,
                         beta=beta, min_leaf_size=1, max_cuts=None, moves=None, sampler_options=sampler_options,
-                        likelihood=likelihood, progress=progress, threads=threads)
+                        likelihood=likelihood, progress=progress, threads=threads, check_mixing=check_mixing,
+                        log_likelihood=log_likelihood, executor=executor)
         self.h_init = check.check_positive("h_init", h_init)
         self.h_final = check.check_positive("h_final", h_final)
         self.mu_mean = float(mu_mean)
@@ -156,16 +164,11 @@ class SoftTree(TreeModel):
         return self._sample_soft(problem, binned=binned, y=y, xs=xs, config=config, design=design)
 
     def _sample_soft(self, problem, *, binned, y, xs, config, design):
-        """Run the chains, build the Fit and attach the soft split parameters."""
-        rngs = spawn_generators(self.seed, self.chains)
-        chains = [self.spec.make_chain(problem, self.sampler_options, rng) for rng in rngs]
-        kept = self._run(chains)
-        draws = stack_draws([chain.collect(kept) for chain in chains])
-        del chains
-        _, nodes, counts = draws.extra_stores.pop(soft.SOFT_GROUP)
-        fit = build_fit(draws, statistics=self.spec.statistics[problem.model], coords=self.spec.coords,
-                        ess_method=self.spec.ess_method, binned=binned, y=np.asarray(y), config=config,
-                        design=design)
-        soft.attach(fit, nodes, counts, xs)
-        return fit
+        """Run the chains and build the Fit with the soft split parameters attached."""
+
+        def attach(draws):
+            _, nodes, counts = draws.extra_stores.pop(soft.SOFT_GROUP)
+            return lambda fit: soft.attach(fit, nodes, counts, xs)
+
+        return self._sample(problem, binned=binned, y=y, config=config, design=design, attach=attach)
 

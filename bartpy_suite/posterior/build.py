@@ -50,7 +50,7 @@ def variable_activity(var: np.ndarray, tree_nodes: np.ndarray, p: int) -> np.nda
 
 
 def build_fit(draws, *, statistics, coords: dict, binned, y: np.ndarray, config: dict, design=None,
-              ess_method: str = "autocorrelation") -> Fit:
+              ess_method: str = "autocorrelation", finish=None) -> Fit:
     """Build the DataTree of a tree-model fit.
 
     Parameters
@@ -74,6 +74,9 @@ def build_fit(draws, *, statistics, coords: dict, binned, y: np.ndarray, config:
     ess_method : {"autocorrelation", "kish"}
         The sampler's ``SamplerSpec.ess_method``, kept in ``sample_stats.attrs["ess_method"]``
         for ``Fit.summary``.
+    finish : callable, optional
+        ``finish(fit)`` adds model-specific groups (soft trees' split parameters) before the
+        log-likelihood is computed from the fit.
 
     Raises
     ------
@@ -144,6 +147,8 @@ def build_fit(draws, *, statistics, coords: dict, binned, y: np.ndarray, config:
         attrs[DESIGN_ATTR] = design.to_json()
     idata["constant_data"].attrs.update(attrs)
     fit = Fit(idata, design=design)
+    if finish is not None:
+        finish(fit)
     if wants_log_likelihood(config.get("log_likelihood"), n_chains, n_draws, len(y_obs)):
         fit.add_log_likelihood()
     return fit

@@ -313,8 +313,23 @@ class Fit:
 
     def function_samples(self, newdata=None) -> np.ndarray:
         """Posterior samples of f(x) (regression) as an array (samples, rows), chain-major."""
+        if self._is_soft:
+            from . import soft
+
+            return soft.samples(self, soft.scaled_x(self, newdata)[0])
         codes, _ = self._codes(newdata)
         return self._f_samples(codes)
+
+    @property
+    def _is_soft(self) -> bool:
+        return self.config["model_type"] == "soft_tree"
+
+    def _refuse_soft(self, what: str) -> None:
+        if self._is_soft:
+            raise ArgumentError(
+                f"{what} prints a hard tree; a soft tree's splits are soft (thresholds and directions in "
+                "fit.idata['soft_trees'], structure in fit.tree_arrays()), so it has no rpart-style printout"
+            )
 
     def _f_samples(self, codes: np.ndarray, trees: slice = slice(None)) -> np.ndarray:
         """Sum of the trees ``trees`` (all by default) per (sample, row)."""
@@ -374,7 +389,7 @@ class Fit:
         """
         if is_dask_frame(newdata):
             return predict_dask(self, newdata, kind=kind, level=level, samples=samples)
-        if self.config["model_type"] == "soft_tree":
+        if self._is_soft:
             from . import soft  # soft-routed trees (RJHMC-Tree): eq. 3 averages over the draws
 
             return soft.predict(self, newdata, kind, level, samples)
@@ -488,6 +503,7 @@ class Fit:
         -------
         TreeText
         """
+        self._refuse_soft("tree()")
         sizes = {"chain": self.posterior.sizes["chain"], "draw": self.posterior.sizes["draw"],
                  "tree": self._store["counts"].shape[1]}
         for name, value in (("chain", chain), ("draw", draw), ("tree", tree)):
@@ -508,6 +524,7 @@ class Fit:
         TreeText
             Prints like R's rpart: node number, split, rows, fitted value; leaves marked ``*``.
         """
+        self._refuse_soft("map_tree()")
         if "log_posterior" not in self.sample_stats:
             raise ArgumentError(
                 f"map_tree needs the log posterior of each draw, which a {self.config['model_type']} fit does not "

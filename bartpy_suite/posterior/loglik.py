@@ -29,9 +29,11 @@ def wants_log_likelihood(option, chains: int, draws: int, rows: int) -> bool:
 
 def pointwise_log_likelihood(fit) -> np.ndarray:
     """log p(y_i | draw) of each training row, shape (chain, draw, obs)."""
-    codes = fit._binned.codes
     chains, draws = fit.posterior.sizes["chain"], fit.posterior.sizes["draw"]
     y = fit.idata["observed_data"]["y"].values
+    if fit.config["model_type"] == "soft_tree":
+        return _soft_pointwise(fit, y).reshape(chains, draws, -1)
+    codes = fit._binned.codes
     if fit.is_classification:
         p = fit._class_prob_samples(codes)
         picked = np.take_along_axis(p, y.astype(np.int64)[None, :, None], axis=2)[:, :, 0]
@@ -53,3 +55,17 @@ def log_likelihood_group(fit) -> xr.DataTree:
                     coords={"chain": post["chain"].values, "draw": post["draw"].values,
                             "obs": np.arange(values.shape[2])})
     return xr.DataTree(ds)
+
+
+def _soft_pointwise(fit, y: np.ndarray) -> np.ndarray:
+    """Soft trees: the training rows routed softly (RJHMC-Tree eq. 3's per-draw term)."""
+    from . import soft
+
+    values = soft.samples(fit, soft.scaled_x(fit, None)[0])
+    if fit.is_classification:
+        picked = np.take_along_axis(values, y.astype(np.int64)[None, :, None], axis=2)[:, :, 0]
+        with np.errstate(divide="ignore"):
+            return np.log(picked)
+    sd = fit.posterior["sigma"].values.reshape(-1)[:, None]
+    z = (y[None, :] - values) / sd
+    return -0.5 * z * z - np.log(sd) - 0.5 * np.log(2.0 * np.pi)

@@ -13,6 +13,7 @@ Import rule: imports ``_kernels``, ``_validation``, ``errors`` and this package'
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -235,10 +236,13 @@ class SoftTreeChain:
         return out
 
 
+def _build_chain(problem, options, rng, mode: int):
+    return SoftTreeChain(problem, options, rng, mode)
+
+
 def _builder(mode: int):
-    def build(problem, options, rng):
-        return SoftTreeChain(problem, options, rng, mode)
-    return build
+    # a partial of a module-level function, so that models holding the spec pickle
+    return functools.partial(_build_chain, mode=mode)
 
 
 HMC_DF = register(SamplerSpec(
