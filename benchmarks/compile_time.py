@@ -58,6 +58,28 @@ def since(t):
 
 plan = json.loads(sys.argv[1])
 out = {"steps": []}
+compiles = []
+if plan.get("profile"):
+    from numba.core import event
+
+    class Compiles(event.Listener):
+        # numba:compile events nest (a kernel compiles its callees while typing): self time is
+        # the event's time less its children's.
+        stack = []
+
+        def on_start(self, ev):
+            self.stack.append([time.process_time(), 0.0])
+
+        def on_end(self, ev):
+            c0, child = self.stack.pop()
+            spent = time.process_time() - c0
+            if self.stack:
+                self.stack[-1][1] += spent
+            fn = ev.data["dispatcher"].py_func
+            compiles.append({"function": f"{fn.__module__}.{fn.__qualname__}", "cpu": spent,
+                             "self_cpu": spent - child, "args": str(ev.data["args"])})
+
+    event.register("numba:compile", Compiles())
 t = clock()
 import numpy as np
 import pandas as pd
@@ -133,6 +155,8 @@ if plan["speed"]:
                  progress=False, threads=1)
         best = min(best, spent[0] / sweeps)
     out["bart_cpu_s_per_sweep"] = best
+if plan.get("profile"):
+    out["compiles"] = compiles
 print("RESULT " + json.dumps(out))
 """
 
@@ -156,12 +180,41 @@ def measure(label: str, source: Path, models: list[str], which: str, args) -> di
         fits += [(model, s) for s in samplers]
     record = {"label": label, "source": str(source)}
     with tempfile.TemporaryDirectory(prefix="numba_cold_") as cache:
-        cold = run_child(source, cache, {"fits": fits, "speed": False}, args.timeout)
+        cold = run_child(source, cache, {"fits": fits, "speed": False, "profile": args.profile}, args.timeout)
         warm = run_child(source, cache, {"fits": fits, "speed": not args.no_speed, "repeats": args.repeats,
                                          "cart_steps": args.cart_steps, "bart_sweeps": args.bart_sweeps},
                          args.timeout)
     record.update(cold=cold, warm=warm)
     return record
+
+
+def profile_lines(record: dict, top: int = 25) -> list[str]:
+    """Per-kernel compile CPU seconds of the cold run and the functions compiled more than once."""
+    from collections import defaultdict
+
+    compiles = record["cold"].get("compiles")
+    if not compiles:
+        return []
+    ours = [c for c in compiles if c["function"].startswith("bartpy_suite.")]
+    self_by = defaultdict(float)
+    count = defaultdict(int)
+    for c in ours:
+        self_by[c["function"]] += c["self_cpu"]
+        count[c["function"]] += 1
+    total = sum(c["self_cpu"] for c in compiles)
+    lines = ["", f"## Where the cold compile goes ({record['label']})", "",
+             f"{len(compiles)} numba compilations, {len(ours)} of them this package's kernels, "
+             f"{total:.1f} CPU s in all (self time: a kernel's compile less its callees' compiles, which "
+             "includes optimising and generating the machine code of the callees linked into it).", "",
+             "| kernel | compilations | self CPU s |", "|---|---|---|"]
+    for name in sorted(self_by, key=self_by.get, reverse=True)[:top]:
+        lines.append(f"| {name.removeprefix('bartpy_suite.')} | {count[name]} | {self_by[name]:.1f} |")
+    multi = {name: n for name, n in count.items() if n > 1}
+    if multi:
+        lines += ["", "Kernels compiled for more than one signature (integer widths, literal constants): "
+                  + ", ".join(f"{name.removeprefix('bartpy_suite._kernels.')} x{n}"
+                              for name, n in sorted(multi.items(), key=lambda kv: -kv[1])) + "."]
+    return lines
 
 
 def report(records: list[dict], header: list[str]) -> str:
@@ -181,12 +234,15 @@ def report(records: list[dict], header: list[str]) -> str:
                          f"{w['wall']:.2f} | {w['cpu']:.2f} |")
     if any("cart_steps_per_cpu_s" in r["warm"] for r in records):
         lines += ["", "## Speed per sweep (warm process)", "",
-                  "| source | CART cgm MH steps per CPU s (cgm1998) | BART cgm CPU s per sweep (n = 1,000, 200 trees) |",
+                  "| source | CART cgm MH steps per CPU s (cgm1998) "
+                  "| BART cgm CPU s per sweep (n = 1,000, 200 trees) |",
                   "|---|---|---|"]
         for r in records:
             w = r["warm"]
             if "cart_steps_per_cpu_s" in w:
                 lines.append(f"| {r['label']} | {w['cart_steps_per_cpu_s']:,.0f} | {w['bart_cpu_s_per_sweep']:.4f} |")
+    for r in records:
+        lines += profile_lines(r)
     return "\n".join(lines) + "\n"
 
 
@@ -197,6 +253,8 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default="cart,bart", help="comma separated: cart, bart")
     ap.add_argument("--samplers", choices=("default", "all"), default="all",
                     help="default: each model's default sampler only; all: every sampler of the model in turn")
+    ap.add_argument("--profile", action="store_true",
+                    help="record numba's compile events in the cold run: CPU seconds per kernel, repeated signatures")
     ap.add_argument("--no-speed", action="store_true", help="skip the speed-per-sweep measurement")
     ap.add_argument("--repeats", type=int, default=3, help="speed: best of this many runs")
     ap.add_argument("--cart-steps", type=int, default=100_000, help="speed: MH steps per CART timing run")
