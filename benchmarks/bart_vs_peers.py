@@ -59,6 +59,17 @@ Each package x size runs in its own subprocess (``benchmarks/_peers.py``), one a
   ``width95``: coverage of f and mean width of the equal-tailed 95% credible intervals of f(x)
   (quantiles of the draws); ``sigma``: posterior mean of the noise sd (true value 1).
 
+ESS per second (``--tasks friedman_ess``)
+----------------------------------------
+Friedman #1 at each size of ``--sizes``: every BART sampler of ours (``bartpy_suite`` = cgm,
+``-gp``, ``-pg``, ``-ctmc``, ``-tempered``) and every peer runs ``--chains`` (4) chains from their
+own seeds, one after the other on one thread, with the priors below and the iterations above. The
+record holds the ESS of sigma and of f(x) at the first 100 test rows over the chains together
+(``bartpy_suite.posterior.weighted.weighted_ess``: arviz-stats' bulk ESS for equal weights, the
+delta-method ESS of the weighted mean for ctmc's Rao-Blackwellized weights), the median and 5th
+percentile over the points, and each divided by the CPU seconds of sampling (compilation excluded;
+this package's chain runner, stochtree's and bartz's fit calls, pymc-bart's ``pm.sample``).
+
 Priors (CGM 2010) and how each package gets them
 ------------------------------------------------
 Common: 200 trees, p(split at depth d) = 0.95 (1 + d)^-2; the response mapped to [-0.5, 0.5]
