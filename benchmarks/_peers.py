@@ -43,8 +43,13 @@ os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_
 import numpy as np  # noqa: E402
 from scipy import stats  # noqa: E402
 
-PACKAGES = ("bartpy_suite", "bartpy_suite-gp", "stochtree", "bartz", "pymc-bart")
-TASKS = ("friedman", "breast_cancer")
+PACKAGES = ("bartpy_suite", "bartpy_suite-gp", "bartpy_suite-pg", "bartpy_suite-ctmc", "bartpy_suite-tempered",
+            "stochtree", "bartz", "pymc-bart")
+#: This package's BART sampler behind each of its package names.
+OUR_SAMPLERS = {"bartpy_suite": "cgm", "bartpy_suite-gp": "grow_prune", "bartpy_suite-pg": "pg",
+                "bartpy_suite-ctmc": "ctmc", "bartpy_suite-tempered": "tempered"}
+TASKS = ("friedman", "breast_cancer", "friedman_ess")
+ESS_POINTS = 100  # test points whose f(x) ESS is reported (the first rows of the Friedman test set)
 
 TREES = 200
 ALPHA, BETA = 0.95, 2.0
@@ -345,6 +350,179 @@ def run_pymc_bart(task, data, prior, tune, draws):
     return out
 
 
+# -- ESS per second (task friedman_ess) ------------------------------------------------------------
+# Each runner returns: f (chains, draws, ESS_POINTS) on the original scale, sigma (chains, draws),
+# weights (chains, draws) or None (uniform), sample_cpu_s and sample_wall_s (all chains, sampling
+# only, compilation excluded) and a note on what those seconds cover.
+
+
+def ess_bartpy_suite(data, prior, tune, draws, chains, sampler):
+    import bartpy_suite as bps
+    from bartpy_suite.models import _base
+
+    spent = {"cpu": 0.0, "wall": 0.0}
+    original_run = _base.TreeModel._run
+
+    def timed_run(self, *args, **kwargs):
+        t0, c0 = time.perf_counter(), time.process_time()
+        try:
+            return original_run(self, *args, **kwargs)
+        finally:
+            spent["wall"] += time.perf_counter() - t0
+            spent["cpu"] += time.process_time() - c0
+
+    _base.TreeModel._run = timed_run
+    df = _frame(data["x"], data["y"])
+    test = _frame(data["x_test"][:ESS_POINTS])
+    kw = dict(trees=TREES, sampler=sampler, alpha=ALPHA, beta=BETA, k=K, max_cuts=MAX_CUTS, min_leaf_size=MIN_LEAF,
+              progress=False, threads=1, nu=NU, q=Q, sigma_hat=prior["sigma_hat"])
+    bps.bart("y ~ .", data=df, chains=1, draws=2, tune=1, seed=MCMC_SEED + 100, **kw).function_samples(test)
+    spent.update(cpu=0.0, wall=0.0)
+    fit = bps.bart("y ~ .", data=df, chains=chains, draws=draws, tune=tune, seed=MCMC_SEED, **kw)
+    f = fit.function_samples(test).reshape(chains, draws, -1)
+    return dict(f=f, sigma=fit.posterior["sigma"].values.reshape(chains, draws),
+                weights=fit.weights.values.reshape(chains, draws), sample_cpu_s=spent["cpu"],
+                sample_wall_s=spent["wall"], timed="the chain runner (chains=4, threads=1: one after the other)")
+
+
+def ess_stochtree(data, prior, tune, draws, chains):
+    from stochtree import BARTModel
+
+    y = (data["y"] - prior["center"]) / prior["scale"]
+    forest = dict(num_trees=TREES, alpha=ALPHA, beta=BETA, min_samples_leaf=MIN_LEAF, max_depth=-1,
+                  sample_sigma2_leaf=False, sigma2_leaf_init=float(prior["leaf_sd_scaled"] ** 2))
+    fs, sigmas, cpu, wall = [], [], 0.0, 0.0
+    for c in range(chains):
+        general = dict(cutpoint_grid_size=MAX_CUTS, random_seed=MCMC_SEED + c, num_threads=1, keep_every=1,
+                       num_chains=1, standardize=False, sigma2_init=float(prior["sigma_hat_scaled"] ** 2),
+                       sigma2_global_shape=NU / 2, sigma2_global_scale=NU * prior["lam_scaled"] / 2)
+        model = BARTModel()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with Timer() as t:
+                model.sample(data["x"], y, num_gfr=0, num_burnin=tune, num_mcmc=draws, general_params=general,
+                             mean_forest_params=forest)
+            f = np.asarray(model.predict(data["x_test"][:ESS_POINTS], type="posterior", terms="y_hat"))
+        cpu, wall = cpu + t.cpu, wall + t.wall
+        fs.append(prior["center"] + prior["scale"] * f.T)
+        sigmas.append(prior["scale"] * np.sqrt(np.asarray(model.global_var_samples)))
+    return dict(f=np.stack(fs), sigma=np.stack(sigmas), weights=None, sample_cpu_s=cpu, sample_wall_s=wall,
+                timed="the fit calls, one per chain (binning and set-up included)")
+
+
+def ess_bartz(data, prior, tune, draws, chains):
+    import jax
+    from bartz.BART import gbart
+
+    kw = dict(ntree=TREES, base=ALPHA, power=BETA, k=K, usequants=True, numcut=MAX_CUTS, nskip=tune, ndpost=draws,
+              keepevery=1, printevery=None, type="wbart", sigest=prior["sigma_hat"], sigdf=NU, sigquant=Q,
+              offset=prior["center"],
+              bart_kwargs=dict(precompute_predict_train=False, init_kw=dict(min_points_per_leaf=MIN_LEAF)))
+    x_test = data["x_test"][:ESS_POINTS]
+
+    def one(seed):
+        with Timer() as t:
+            model = gbart(data["x"], data["y"], seed=seed, **kw)
+            jax.block_until_ready(model._bart._main_trace)  # noqa: SLF001  (the MCMC runs asynchronously)
+        f = np.asarray(jax.block_until_ready(model.predict(x_test)))
+        return f, np.asarray(model.sigma_).reshape(-1), t
+
+    one(MCMC_SEED + 100)  # warm-up on the same shapes: compiles the program the timed chains reuse
+    fs, sigmas, cpu, wall = [], [], 0.0, 0.0
+    for c in range(chains):
+        f, sigma, t = one(MCMC_SEED + c)
+        fs.append(f)
+        sigmas.append(sigma)
+        cpu, wall = cpu + t.cpu, wall + t.wall
+    return dict(f=np.stack(fs), sigma=np.stack(sigmas), weights=None, sample_cpu_s=cpu, sample_wall_s=wall,
+                timed="the fit calls, one per chain, after a warm-up fit that compiles")
+
+
+def ess_pymc_bart(data, prior, tune, draws, chains):
+    import logging
+
+    import pymc as pm
+    import pymc_bart as pmb
+
+    logging.getLogger("pymc").setLevel(logging.ERROR)
+    y = (data["y"] - prior["center"]) / prior["scale"]
+
+    def build():
+        with pm.Model() as model:
+            x = pm.Data("X", data["x"])
+            mu = pmb.BART("mu", x, y, m=TREES, alpha=ALPHA, beta=BETA)
+            s2 = pm.InverseGamma("sigma2", alpha=NU / 2, beta=NU * prior["lam_scaled"] / 2,
+                                 initval=prior["sigma_hat_scaled"] ** 2)
+            pm.Normal("y", mu=mu, sigma=pm.math.sqrt(s2), observed=y, shape=mu.shape)
+            step = pmb.PGBART([mu], batch=(1.0, 1.0))
+        return model, step
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model, step = build()
+        with model:  # warm-up: compiles PyTensor's functions (kept in its on-disk cache)
+            pm.sample(draws=2, tune=1, chains=1, cores=1, step=[step], random_seed=MCMC_SEED + 100,
+                      progressbar=False, compute_convergence_checks=False)
+        model, step = build()
+        with model, Timer() as t:
+            idata = pm.sample(draws=draws, tune=tune, chains=chains, cores=1, step=[step], random_seed=MCMC_SEED,
+                              progressbar=False, compute_convergence_checks=False)
+        with model:
+            pm.set_data({"X": data["x_test"][:ESS_POINTS]})
+            pp = pm.sample_posterior_predictive(idata, var_names=["mu"], random_seed=MCMC_SEED, progressbar=False)
+    latent = pp.posterior_predictive["mu"].values.reshape(chains, draws, -1)
+    return dict(f=prior["center"] + prior["scale"] * latent,
+                sigma=prior["scale"] * np.sqrt(idata.posterior["sigma2"].values.reshape(chains, draws)),
+                weights=None, sample_cpu_s=t.cpu, sample_wall_s=t.wall,
+                timed="pm.sample with chains=4, cores=1 (one after the other)")
+
+
+def ess_figures(out: dict) -> dict:
+    """ESS of sigma and of f at each test point, and per sampling CPU second.
+
+    The ESS is this package's ``weighted_ess``: with uniform weights it is arviz-stats' bulk ESS
+    (split chains, rank-normalised, Vehtari et al. 2021) over the chains together; with the
+    Rao-Blackwellized weights of a weighted sampler (``ctmc``, ``pg``) it is the delta-method ESS
+    of the weighted mean.
+    """
+    from bartpy_suite.posterior.weighted import weighted_ess
+
+    w = out["weights"] if out["weights"] is not None else np.ones_like(out["sigma"])
+    ess_sigma = float(weighted_ess(out["sigma"], w))
+    ess_f = np.array([weighted_ess(out["f"][:, :, i], w) for i in range(out["f"].shape[2])])
+    cpu = out["sample_cpu_s"]
+    return {
+        "ess_sigma": ess_sigma,
+        "ess_f_median": float(np.nanmedian(ess_f)),
+        "ess_f_p5": float(np.nanpercentile(ess_f, 5)),
+        "ess_sigma_per_s": ess_sigma / cpu,
+        "ess_f_median_per_s": float(np.nanmedian(ess_f)) / cpu,
+        "ess_f_p5_per_s": float(np.nanpercentile(ess_f, 5)) / cpu,
+        "sample_cpu_s": cpu,
+        "sample_wall_s": out["sample_wall_s"],
+        "timed": out["timed"],
+        "chains": int(out["sigma"].shape[0]),
+        "sigma_mean": float(np.mean(out["sigma"])),
+    }
+
+
+def run_ess(package: str, n: int, tune: int, draws: int, chains: int) -> dict:
+    data = friedman_data(n)
+    prior = cgm_prior(data["x"], data["y"], probit=False)
+    if package in OUR_SAMPLERS:
+        out = ess_bartpy_suite(data, prior, tune, draws, chains, OUR_SAMPLERS[package])
+    elif package == "stochtree":
+        out = ess_stochtree(data, prior, tune, draws, chains)
+    elif package == "bartz":
+        out = ess_bartz(data, prior, tune, draws, chains)
+    else:
+        out = ess_pymc_bart(data, prior, tune, draws, chains)
+    record = ess_figures(out)
+    record.update(package=package, task="friedman_ess", n=n, tune=tune, draws=draws, sweeps=chains * (tune + draws))
+    record["cpu_s_per_sweep"] = record["sample_cpu_s"] / record["sweeps"]
+    return record
+
+
 # -- metrics ---------------------------------------------------------------------------------------
 def regression_metrics(f: np.ndarray, f_test: np.ndarray, sigma: np.ndarray) -> dict:
     """RMSE of the posterior mean against the noiseless f; coverage and mean width of the
@@ -368,17 +546,17 @@ def probit_metrics(p_mean: np.ndarray, y_test: np.ndarray) -> dict:
     }
 
 
-def run(package: str, task: str, n: int, tune: int, draws: int) -> dict:
+def run(package: str, task: str, n: int, tune: int, draws: int, chains: int = 1) -> dict:
+    if task == "friedman_ess":
+        return run_ess(package, n, tune, draws, chains)
     if task == "friedman":
         data = friedman_data(n)
         prior = cgm_prior(data["x"], data["y"], probit=False)
     else:
         data = breast_cancer_data()
         prior = cgm_prior(data["x"], data["y"], probit=True)
-    if package == "bartpy_suite":
-        out = run_bartpy_suite(task, data, prior, tune, draws, "cgm")
-    elif package == "bartpy_suite-gp":
-        out = run_bartpy_suite(task, data, prior, tune, draws, "grow_prune")
+    if package in OUR_SAMPLERS:
+        out = run_bartpy_suite(task, data, prior, tune, draws, OUR_SAMPLERS[package])
     elif package == "stochtree":
         out = run_stochtree(task, data, prior, tune, draws)
     elif package == "bartz":
@@ -410,11 +588,12 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=1000, help="training rows (friedman)")
     ap.add_argument("--tune", type=int, required=True)
     ap.add_argument("--draws", type=int, required=True)
+    ap.add_argument("--chains", type=int, default=1, help="chains (task friedman_ess only)")
     ap.add_argument("--result", required=True, help="JSON file to write")
     ap.add_argument("--cpu", type=int, default=-1, help="pin the process to this logical CPU (-1: no pinning)")
     args = ap.parse_args(argv)
     try:
-        record = run(args.package, args.task, args.n, args.tune, args.draws)
+        record = run(args.package, args.task, args.n, args.tune, args.draws, args.chains)
         record["ok"] = True
     except Exception as exc:  # noqa: BLE001  (reported in the table, the run goes on)
         traceback.print_exc()

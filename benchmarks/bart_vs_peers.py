@@ -59,6 +59,17 @@ Each package x size runs in its own subprocess (``benchmarks/_peers.py``), one a
   ``width95``: coverage of f and mean width of the equal-tailed 95% credible intervals of f(x)
   (quantiles of the draws); ``sigma``: posterior mean of the noise sd (true value 1).
 
+ESS per second (``--tasks friedman_ess``)
+----------------------------------------
+Friedman #1 at each size of ``--sizes``: every BART sampler of ours (``bartpy_suite`` = cgm,
+``-gp``, ``-pg``, ``-ctmc``, ``-tempered``) and every peer runs ``--chains`` (4) chains from their
+own seeds, one after the other on one thread, with the priors below and the iterations above. The
+record holds the ESS of sigma and of f(x) at the first 100 test rows over the chains together
+(``bartpy_suite.posterior.weighted.weighted_ess``: arviz-stats' bulk ESS for equal weights, the
+delta-method ESS of the weighted mean for ctmc's Rao-Blackwellized weights), the median and 5th
+percentile over the points, and each divided by the CPU seconds of sampling (compilation excluded;
+this package's chain runner, stochtree's and bartz's fit calls, pymc-bart's ``pm.sample``).
+
 Priors (CGM 2010) and how each package gets them
 ------------------------------------------------
 Common: 200 trees, p(split at depth d) = 0.95 (1 + d)^-2; the response mapped to [-0.5, 0.5]
@@ -127,9 +138,16 @@ REPO = HERE.parent
 RUNNER = HERE / "_peers.py"
 
 PACKAGES = ("bartpy_suite", "bartpy_suite-gp", "stochtree", "bartz", "pymc-bart")
+# ESS per second (task friedman_ess): every BART sampler of ours, then the peers.
+ESS_PACKAGES = ("bartpy_suite", "bartpy_suite-gp", "bartpy_suite-pg", "bartpy_suite-ctmc", "bartpy_suite-tempered",
+                "stochtree", "bartz", "pymc-bart")
+ESS_SAMPLER = {"bartpy_suite": "cgm (default)", "bartpy_suite-gp": "grow_prune", "bartpy_suite-pg": "pg",
+               "bartpy_suite-ctmc": "ctmc", "bartpy_suite-tempered": "tempered"}
+TASKS = ("friedman", "breast_cancer", "friedman_ess")
 OURS = "bartpy_suite"
 SCHEDULE = {1_000: (200, 500), 10_000: (100, 200), 100_000: (20, 50)}
-DISTRIBUTIONS = {"bartpy_suite": "bartpy-suite", "bartpy_suite-gp": "bartpy-suite", "stochtree": "stochtree",
+DISTRIBUTIONS = {"bartpy_suite": "bartpy-suite", "bartpy_suite-gp": "bartpy-suite", "bartpy_suite-pg": "bartpy-suite",
+                 "bartpy_suite-ctmc": "bartpy-suite", "bartpy_suite-tempered": "bartpy-suite", "stochtree": "stochtree",
                  "bartz": "bartz", "pymc-bart": "pymc-bart"}
 EXTRA_DISTRIBUTIONS = ("jax", "jaxlib", "pymc", "pytensor", "numba", "numpy", "scikit-learn")
 THREAD_ENV = {
@@ -216,13 +234,13 @@ def cold_compile(env: dict, timeout: float, cpu: int) -> dict | None:
 
 
 def run_one(package: str, task: str, n: int, tune: int, draws: int, env: dict, log_dir: Path,
-            timeout: float, cpu: int) -> dict:
+            timeout: float, cpu: int, chains: int = 1) -> dict:
     """One subprocess; returns its JSON record plus the wall time of the whole process."""
     tag = f"{task}-{package}-{n}"
     result = log_dir / f"{tag}.json"
     log = log_dir / f"{tag}.log"
     cmd = [sys.executable, str(RUNNER), "--package", package, "--task", task, "--n", str(n), "--tune", str(tune),
-           "--draws", str(draws), "--result", str(result), "--cpu", str(cpu)]
+           "--draws", str(draws), "--result", str(result), "--cpu", str(cpu), "--chains", str(chains)]
     t0 = time.perf_counter()
     with open(log, "w") as fh:
         try:
@@ -258,8 +276,11 @@ def _ratio(value) -> str:
 
 
 def add_ratios(records: list[dict]) -> None:
-    ours = {(r["task"], r["n"]): r["s_per_sweep"] for r in records if r["package"] == OURS and r.get("ok")}
+    ours = {(r["task"], r["n"]): r["s_per_sweep"] for r in records
+            if r["package"] == OURS and r.get("ok") and "s_per_sweep" in r}
     for r in records:
+        if r["task"] == "friedman_ess":
+            continue
         base = ours.get((r["task"], r["n"]))
         r["ratio"] = base / r["s_per_sweep"] if base and r.get("ok") and r.get("s_per_sweep") else None
 
@@ -294,10 +315,37 @@ def probit_table(records: list[dict]) -> list[str]:
     return _table(records, "n train", [("accuracy", "accuracy"), ("log loss", "log_loss")])
 
 
+def ess_table(records: list[dict]) -> list[str]:
+    """Markdown rows of the ESS-per-second task, with each row's ratio to our default (cgm) at that n."""
+    head = ["package", "sampler", "n", "chains x (burn-in+draws)", "sampling CPU s", "CPU s/sweep", "ESS sigma",
+            "ESS f median", "ESS f 5%", "ESS/s sigma", "ESS/s f median", "ESS/s f 5%",
+            "cgm/row: sigma", "cgm/row: f median", "cgm/row: f 5%", "sigma mean"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    ours = {r["n"]: r for r in records if r["package"] == OURS and r.get("ok")}
+    for r in records:
+        if not r.get("ok"):
+            lines.append(f"| {r['package']} | {ESS_SAMPLER.get(r['package'], '-')} | {r['n']:,} | failed: "
+                         f"{r.get('error', '?')} |" + " |" * (len(head) - 4))
+            continue
+        base = ours.get(r["n"])
+        ratios = [_ratio(base[key] / r[key]) if base and r[key] > 0 else "-"
+                  for key in ("ess_sigma_per_s", "ess_f_median_per_s", "ess_f_p5_per_s")]
+        cells = [r["package"], ESS_SAMPLER.get(r["package"], "-"), f"{r['n']:,}",
+                 f"{r['chains']} x ({r['tune']}+{r['draws']})", _fmt(r["sample_cpu_s"], ".1f"),
+                 _fmt(r["cpu_s_per_sweep"], ".4f"), _fmt(r["ess_sigma"], ".0f"), _fmt(r["ess_f_median"], ".0f"),
+                 _fmt(r["ess_f_p5"], ".0f"), _fmt(r["ess_sigma_per_s"], ".1f"), _fmt(r["ess_f_median_per_s"], ".1f"),
+                 _fmt(r["ess_f_p5_per_s"], ".1f")] + ratios + [_fmt(r["sigma_mean"], ".3f")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def report(records: list[dict], header: list[str], notes: list[str]) -> str:
     out = ["# BART: bartpy_suite vs stochtree, bartz and pymc-bart", ""] + header + [""]
     reg = [r for r in records if r["task"] == "friedman"]
     bc = [r for r in records if r["task"] == "breast_cancer"]
+    ess = [r for r in records if r["task"] == "friedman_ess"]
+    if ess:
+        out += ["## ESS per second: Friedman #1, sigma and f(x) at 100 test points", ""] + ess_table(ess) + [""]
     if reg:
         out += ["## Friedman #1 regression (p = 10, noise sd 1, 5,000 test rows)", ""] + regression_table(reg) + [""]
     if bc:
@@ -315,8 +363,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="BART speed and accuracy: bartpy_suite vs stochtree, bartz, pymc-bart "
                                  "(one thread each, same data, priors and iterations).")
     ap.add_argument("--sizes", default="1000,10000,100000", help="training rows of Friedman #1, comma separated")
-    ap.add_argument("--packages", default=",".join(PACKAGES), help=f"comma separated, from {', '.join(PACKAGES)}")
-    ap.add_argument("--tasks", default="friedman,breast_cancer", help="friedman, breast_cancer or both")
+    ap.add_argument("--packages", default=None,
+                    help=f"comma separated, from {', '.join(ESS_PACKAGES)} (default: {', '.join(PACKAGES)}; "
+                    "for friedman_ess alone, all of them)")
+    ap.add_argument("--tasks", default="friedman,breast_cancer",
+                    help="comma separated, from friedman, breast_cancer, friedman_ess (ESS per second)")
+    ap.add_argument("--chains", type=int, default=4, help="chains per package in friedman_ess (default 4)")
     ap.add_argument("--tune", type=int, default=None, help="burn-in for every size (default: by n, see docstring)")
     ap.add_argument("--draws", type=int, default=None, help="kept draws for every size (default: by n)")
     ap.add_argument("--pymc-max-n", type=int, default=1000, help="largest n at which pymc-bart runs (default 1000)")
@@ -335,9 +387,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     sizes = parse_list(args.sizes, int)
-    packages = parse_list(args.packages)
     tasks = parse_list(args.tasks)
-    bad = [p for p in packages if p not in PACKAGES] + [t for t in tasks if t not in ("friedman", "breast_cancer")]
+    default_packages = ESS_PACKAGES if tasks == ["friedman_ess"] else PACKAGES
+    packages = parse_list(args.packages) if args.packages else list(default_packages)
+    bad = [p for p in packages if p not in ESS_PACKAGES] + [t for t in tasks if t not in TASKS]
     if bad:
         ap.error(f"unknown package or task: {', '.join(bad)}")
 
@@ -366,7 +419,7 @@ def main(argv=None) -> int:
     print("\n".join(header), flush=True)
     notes: list[str] = []
 
-    if any(p.startswith(OURS) for p in packages) and cache:
+    if any(p.startswith(OURS) for p in packages) and cache and tasks != ["friedman_ess"]:
         cold = cold_compile(env, args.timeout, cpu)
         if cold:
             line = (f"bartpy_suite cold compile (empty numba cache, first calls in a fresh process): "
@@ -389,6 +442,17 @@ def main(argv=None) -> int:
                     jobs.append((package, "friedman", n, args.pymc_tune, args.pymc_draws))
                 else:
                     jobs.append((package, "friedman", n, tune, draws))
+    if "friedman_ess" in tasks:
+        for n in sizes:
+            tune, draws = schedule_for(n)
+            tune = args.tune if args.tune is not None else tune
+            draws = args.draws if args.draws is not None else draws
+            for package in packages:
+                if package == "pymc-bart":
+                    if n <= args.pymc_max_n:
+                        jobs.append((package, "friedman_ess", n, args.pymc_tune, args.pymc_draws))
+                else:
+                    jobs.append((package, "friedman_ess", n, tune, draws))
     if "breast_cancer" in tasks:
         tune = args.tune if args.tune is not None else SCHEDULE[1_000][0]
         draws = args.draws if args.draws is not None else SCHEDULE[1_000][1]
@@ -414,14 +478,28 @@ def main(argv=None) -> int:
         f"Logs and raw records: {log_dir}.",
     ]
 
+    if "friedman_ess" in tasks:
+        notes += [
+            f"ESS per second: {args.chains} chains per package, each from its own seed, run one after the other on one "
+            "thread; ESS over the chains together (bulk ESS: split chains, rank-normalised, as arviz-stats; the "
+            "delta-method ESS of the weighted mean for ctmc's Rao-Blackwellized weights); f(x) at the first 100 "
+            "rows of the Friedman test set, median and 5th percentile of the 100 ESS; per CPU second of sampling "
+            "(compilation excluded): for bartpy_suite the chain runner, for stochtree and bartz the fit calls, for "
+            "pymc-bart pm.sample.",
+            "cgm/row: our default's ESS per second over the row's (above 1: our default is ahead).",
+        ]
     records = []
     t_start = time.perf_counter()
     for i, (package, task, n, tune, draws) in enumerate(jobs, 1):
-        label = f"{task} n={n:,}" if task == "friedman" else task
+        label = f"{task} n={n:,}" if task.startswith("friedman") else task
         print(f"[{i}/{len(jobs)}] {package:16s} {label:20s} {tune}+{draws} ...", end=" ", flush=True)
-        record = run_one(package, task, n, tune, draws, env, log_dir, args.timeout, cpu)
+        chains = args.chains if task == "friedman_ess" else 1
+        record = run_one(package, task, n, tune, draws, env, log_dir, args.timeout, cpu, chains)
         records.append(record)
-        if record.get("ok"):
+        if record.get("ok") and task == "friedman_ess":
+            print(f"ESS/s sigma {record['ess_sigma_per_s']:.1f}, f median {record['ess_f_median_per_s']:.1f}, "
+                  f"f 5% {record['ess_f_p5_per_s']:.1f}; {record['total_s']:.0f} s in all", flush=True)
+        elif record.get("ok"):
             extra = (f"RMSE {record['rmse']:.3f}" if task == "friedman"
                      else f"accuracy {record['accuracy']:.3f}")
             print(f"{record['s_per_sweep']:.4f} s/sweep, {extra}, {record['total_s']:.0f} s in all", flush=True)
