@@ -42,6 +42,14 @@ def mixing_problems(fit) -> pd.DataFrame:
     return table[bad_rhat | bad_ess]
 
 
+# what to try instead, per model type (the samplers that fit it)
+_OTHER_SAMPLERS = {
+    "cart": "'tempered' escapes local modes of a single tree, 'ctmc' and 'smc' give weighted draws",
+    "bart": "'pg' makes larger moves inside BART, 'tempered' runs a ladder of heated chains",
+    "soft_tree": "'hmc_df' and 'hmc_dfi' differ in how a split picks its predictor",
+}
+
+
 def mixing_message(fit, problems: pd.DataFrame) -> str:
     """The text of the mixing warning for the rows of ``mixing_problems``."""
     parts = []
@@ -53,7 +61,7 @@ def mixing_message(fit, problems: pd.DataFrame) -> str:
         f"the chains have not mixed: {'; '.join(parts)}; the thresholds are r_hat <= {RHAT_MAX} and bulk ESS >= "
         f"{ESS_PER_CHAIN_MIN} per chain. Do not trust the intervals yet: run a longer tune (tune={cfg['tune']} now) "
         f"and more draws (draws={cfg['draws']} now), or another sampler (sampler={cfg['sampler']!r} now; "
-        "'tempered' escapes local modes of a single tree, 'pg' makes larger moves inside BART). "
+        f"{_OTHER_SAMPLERS.get(cfg['model_type'], 'see the README')}). "
         "Silence this check with check_mixing=False or "
         "warnings.filterwarnings('ignore', category=bartpy_suite.MixingWarning)"
     )

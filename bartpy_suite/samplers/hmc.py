@@ -32,9 +32,12 @@ FIRST_CAPACITY = 31
 
 
 def _int_option(low):
-    def check(name, value):
-        return check_int_at_least(name, value, low)
-    return check
+    # partials of module-level functions (not closures), so that models holding the spec pickle
+    return functools.partial(_int_at_least, low=low)
+
+
+def _int_at_least(name, value, low):
+    return check_int_at_least(name, value, low)
 
 
 def _bool_option(name, value):
@@ -44,9 +47,11 @@ def _bool_option(name, value):
 
 
 def _choice_option(options):
-    def check(name, value):
-        return check_choice(name, value, options)
-    return check
+    return functools.partial(_one_of, options=options)
+
+
+def _one_of(name, value, options):
+    return check_choice(name, value, options)
 
 
 def _moves_option(name, value):
@@ -241,7 +246,6 @@ def _build_chain(problem, options, rng, mode: int):
 
 
 def _builder(mode: int):
-    # a partial of a module-level function, so that models holding the spec pickle
     return functools.partial(_build_chain, mode=mode)
 
 
