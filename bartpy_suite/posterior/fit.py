@@ -85,6 +85,11 @@ class Fit:
         """Predictor names in column order."""
         return list(self.config["predictors"])
 
+    @property
+    def _split_missing(self) -> bool:
+        """Whether the fit's rules route missing predictor values (``na_action="split"``)."""
+        return self.config.get("na_action") == "split"
+
     @cached_property
     def _binned(self) -> BinnedPredictors:
         const = self.idata["constant_data"]
@@ -256,7 +261,7 @@ class Fit:
             if self.design is None:
                 x = newdata[self.predictors].to_numpy(dtype=float)
             else:
-                x = self.design.transform(newdata)
+                x = self.design.transform(newdata, na_action="split" if self._split_missing else "raise")
             index = newdata.index
         else:
             x = np.asarray(newdata, dtype=float)
@@ -264,7 +269,8 @@ class Fit:
                 x = x[None, :]
             if x.shape[1] != len(self.predictors):
                 raise DataError(f"new data have {x.shape[1]} columns; the model has {len(self.predictors)} predictors")
-            if not np.isfinite(x).all():
+            bad = np.isinf(x) if self._split_missing else ~np.isfinite(x)
+            if bad.any():
                 raise DataError("new data hold non-finite values; remove or impute them")
             index = pd.RangeIndex(x.shape[0])
         nbins = self._binned.nbins

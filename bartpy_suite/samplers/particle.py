@@ -283,6 +283,14 @@ _PG_STATS = (
     Statistic("stages", (), "stages of the conditional SMC (BART: mean over trees)"),
 )
 
+def _smc_missing_split(options) -> str | None:
+    """smc fits na_action='split' with the prior proposal only."""
+    if options.get("proposal") == "optimal":
+        return ("its one-step optimal proposal scores rules without the missing-value bit; "
+                "sampler_options={'proposal': 'prior'} works")
+    return None
+
+
 PG = register(SamplerSpec(
     name="pg", family="particle",
     description="particle Gibbs: conditional SMC over whole trees (PG-BART, Algorithm 2)",
@@ -291,7 +299,7 @@ PG = register(SamplerSpec(
         "bart": lambda problem, options, rng: PgBartChain(problem, options["particles"], options["resampling"], rng),
     },
     options=(PARTICLES, RESAMPLING),
-    statistics={"cart": _PG_STATS, "bart": _PG_STATS},
+    statistics={"cart": _PG_STATS, "bart": _PG_STATS}, missing_split=True,
 ))
 
 SMC = register(SamplerSpec(
@@ -307,5 +315,6 @@ SMC = register(SamplerSpec(
         Statistic("log_evidence", (), "the island's estimate of log p(Y | X) (working scale)"),
     )},
     weighted=True,
+    missing_split=_smc_missing_split,
     ess_method="kish",
 ))
