@@ -26,7 +26,7 @@ GROW_PRUNE_MOVES = {"grow": 0.5, "prune": 0.5}
 def make_chain(prob: Problem, moves: dict, seed: int, likelihood: bool = True) -> CartChain:
     """A ``CartChain`` on the data of ``prob`` with the same priors."""
     bp = BinnedPredictors.fit(prob.X, prob.is_cat, prob.n_levels, None)
-    tree_prior = TreePrior(prob.alpha, prob.beta, prob.m)
+    tree_prior = TreePrior(prob.alpha, prob.beta, prob.m, split_missing=prob.split_missing)
     n = prob.n
     if prob.model == "classification" or (prob.model is None and prob.ycls is not None):
         leaf = DirichletLeafPrior(prob.class_alpha, prob.n_classes)
