@@ -342,3 +342,9 @@ def test_training_codes_hold_missing(cart_fit):
 def test_missing_x_of_the_exact_problem_has_missing_values():
     # guards the exact tests above against an edit of the data set that drops the missing values
     assert np.isnan(MISSING_X[:, 0]).sum() == 3 and np.isnan(MISSING_X[:, 1]).sum() == 2
+
+
+def test_stateful_transform_of_a_column_with_missing_values_is_refused_under_split():
+    df = pd.DataFrame({"x": [1.0, np.nan] + list(np.arange(3.0, 13.0)), "y": np.arange(12.0)})
+    with pytest.raises(DataError, match=r"'scale\(x\)' is a stateful transform .* na_action='split'"):
+        bps.cart("y ~ scale(x)", data=df, na_action="split", chains=1, draws=5, tune=5, progress=False)

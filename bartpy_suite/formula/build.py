@@ -119,7 +119,7 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
                         "; replace or remove them (na_action does not apply to inf)"
                     )
         masks = []
-        for col, src, state in zip(columns, sources, states):
+        for j, (col, src, state) in enumerate(zip(columns, sources, states)):
             mask = col.na_mask()
             if state and src:
                 # A stateful transform fitted on data with NaN is NaN everywhere: blame the
@@ -127,6 +127,13 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
                 raw = np.logical_or.reduce([current[c].isna().to_numpy() for c in src])
                 if raw.any():
                     mask = raw
+                    if na_action == "split" and j > 0:
+                        raise DataError(
+                            f"{terms[j].label} is a stateful transform of a column with missing values "
+                            f"({_rows_text(current.index, raw)}); under na_action='split' it cannot be "
+                            "fitted: compute the column before fitting (NaN where missing) and use it "
+                            "directly"
+                        )
             masks.append(mask)
         # Under 'split' the trees take missing predictor values; only a missing response drops a row.
         any_na = masks[0] if na_action == "split" else np.logical_or.reduce(masks)
