@@ -184,8 +184,8 @@ class BART(TreeModel):
             config.update(leaf_model="normal", nu=self.nu, q=self.q, sigma_hat=s_hat, lam=lam * scale * scale,
                           sigma_fixed=self.sigma)
         config.update(center=center, scale=scale, tau=tau * scale)
-        hyper = hyper_vector(self._fit_tree_prior(na_action), None, likelihood=self.likelihood, sigma2=sigma2, tau2=tau * tau,
-                             model_code=MODEL_NORMAL_KNOWN_VARIANCE)
+        hyper = hyper_vector(self._fit_tree_prior(na_action), None, likelihood=self.likelihood, sigma2=sigma2,
+                             tau2=tau * tau, model_code=MODEL_NORMAL_KNOWN_VARIANCE)
         hyper[[H_NU, H_LAM]] = self.nu, lam
         problem = BartProblem(binned.codes, is_cat, binned.nbins, ywork, hyper, self.trees, mode,
                               center if probit else 0.0)

@@ -134,6 +134,7 @@ class BayesianCART(TreeModel):
             yreg = (yreg - center) / scale
             config.update(a=self.a, mu_bar=mu_bar, nu=self.nu, lam=lam, leaf_model=self.model)
         config.update(center=center, scale=scale)
-        hyper = hyper_vector(self._fit_tree_prior(na_action), leaf_prior, likelihood=self.likelihood, center=center, scale=scale)
+        hyper = hyper_vector(self._fit_tree_prior(na_action), leaf_prior, likelihood=self.likelihood, center=center,
+                             scale=scale)
         problem = CartProblem(binned.codes, is_cat, binned.nbins, yreg, ycls, hyper)
         return self._sample(problem, binned=binned, y=y, config=config, design=design)
