@@ -390,7 +390,10 @@ class Fit:
         Variables ``split_var`` (``-1`` at leaves, ``-2`` in padding), ``split_cut``,
         ``left_child``, ``right_child`` (``-1`` at leaves), and ``leaf_value`` (original scale),
         ``leaf_sigma`` or ``leaf_prob`` (class) as the model has them; nodes in preorder. Built on
-        request from the compact store in ``idata["trees"]``; large for long fits.
+        request from the compact store in ``idata["trees"]``; large for long fits. In a fit with
+        ``na_action="split"`` a numeric ``split_cut`` holds the cut index in its low 32 bits and,
+        when missing values go left, the predictor's missing code (``nbins``) above them; a factor's
+        level mask has bit ``nbins`` for "missing" (``_kernels/tree.py``).
 
         Parameters
         ----------
