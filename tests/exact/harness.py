@@ -250,7 +250,9 @@ def _route(out: dict, codes: np.ndarray, is_cat: np.ndarray) -> np.ndarray:
         vv = v[rows]
         c = codes[vv, rows].astype(np.int64)
         k = cut[node[rows]]
-        go_left = np.where(is_cat[vv], (k >> c) & 1 == 1, c <= k)
+        # numeric: cut index in the low word, the missing code in the high word when missing
+        # values go left (na_action="split", ``_kernels/tree.py``; 0 otherwise)
+        go_left = np.where(is_cat[vv], (k >> c) & 1 == 1, (c <= (k & (2**32 - 1))) | (c == (k >> 32)))
         node[rows] = np.where(go_left, left[node[rows]], right[node[rows]])
 
 
