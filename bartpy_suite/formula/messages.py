@@ -87,8 +87,8 @@ def _check_na_action(na_action: object) -> str:
         return na_action
     message = (
         f"unknown na_action {na_action!r}; valid options: 'drop' (drop rows with missing "
-        "values and warn, like R's na.omit), 'raise', or 'split' (keep missing predictor values: "
-        "each split rule sends them left or right)"
+        "values and warn, like R's na.omit), 'split' (keep missing predictor values: each split "
+        "rule sends them left or right) or 'raise'"
     )
     if isinstance(na_action, str):
         if na_action.lower().replace("na.", "") in ("omit", "exclude"):
