@@ -6,6 +6,8 @@ and a rule is the index k of a cut point. The grid holds the midpoints between c
 distinct training values, or, when there are more than ``max_cuts`` distinct values, the
 midpoints between consecutive distinct values of ``max_cuts + 1`` evenly spaced sample quantiles.
 Categorical variable: the code is the level index and a rule is a bit mask of levels.
+A missing value (NaN; only a fit with ``na_action="split"`` lets one through) gets the reserved
+code ``nbins[v]``, one past the variable's last bin or level (see ``_kernels/tree.py``).
 """
 
 from __future__ import annotations
@@ -77,19 +79,23 @@ class BinnedPredictors:
                 cuts.append(np.zeros(0))
                 nbins[v] = int(n_levels[v])
             else:
-                grid = make_cuts(x[:, v], max_cuts)
+                column = x[:, v]
+                grid = make_cuts(column[~np.isnan(column)], max_cuts)
                 cuts.append(grid)
                 nbins[v] = grid.size + 1
         binned = cls(np.zeros((p, 0), dtype=np.int32), tuple(cuts), nbins, is_cat)
         return cls(binned.transform(x), binned.cuts, nbins, is_cat)
 
     def transform(self, x: np.ndarray) -> np.ndarray:
-        """Codes (p, m) of new predictors (m, p) on the training grids."""
+        """Codes (p, m) of new predictors (m, p) on the training grids (missing: ``nbins[v]``)."""
         x = np.asarray(x, dtype=np.float64)
         out = np.empty((x.shape[1], x.shape[0]), dtype=np.int32)
         for v in range(x.shape[1]):
+            column = x[:, v]
+            missing = np.isnan(column)
             if self.is_categorical[v]:
-                out[v] = x[:, v].astype(np.int32)
+                out[v] = np.where(missing, 0, column).astype(np.int32)
             else:
-                out[v] = bin_numeric(x[:, v], self.cuts[v])
+                out[v] = bin_numeric(column, self.cuts[v])
+            out[v][missing] = self.nbins[v]
         return out

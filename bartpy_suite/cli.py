@@ -109,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--seed", type=int, help="random seed")
     fit.add_argument("--trees", type=int, help="number of trees (--model bart only)")
     fit.add_argument("--level", type=float, help="credible level of the summary intervals")
+    fit.add_argument("--na-action", dest="na_action", choices=("drop", "raise", "split"),
+                     help="rows with missing values: drop them with a warning (default), raise an error, or "
+                          "split: keep missing predictor values, each split rule sending them left or right "
+                          "(new data at 'predict' may then hold missing values too)")
     fit.add_argument("--out", help="save the fit to this netCDF file (for 'predict')")
     _add_progress(fit)
 
@@ -280,6 +284,8 @@ def _fit(args: argparse.Namespace) -> None:
     kwargs.update(_progress_kwargs(args))
     if args.sampler_options:
         kwargs["sampler_options"] = _parse_sampler_options(args.sampler_options)
+    if args.na_action is not None:
+        kwargs["na_action"] = args.na_action
     fit = MODELS[args.model].from_formula(args.formula, data, **kwargs)
     summary = fit.summary() if args.level is None else fit.summary(level=args.level)
     print(_format_table(summary))

@@ -18,11 +18,20 @@ from ._kernels import tree as _tree
 @dataclass(frozen=True)
 class TreePrior:
     """p_SPLIT = alpha (1 + depth)^-beta on nodes with an available rule; rules need
-    ``min_leaf_size`` rows on each side."""
+    ``min_leaf_size`` rows on each side.
+
+    With ``split_missing`` (``na_action="split"``) every rule also says where a missing value of
+    its predictor goes (MIA; Kapelner & Bleich 2015). p_RULE then counts that bit: a numeric
+    rule is a pair (cut, direction), uniform over the pairs that leave ``min_leaf_size`` rows on
+    each side, so at a node without missing rows each rule has half the mass it has without
+    the bit; for a factor, "missing" is one more level of the partition (its bit uniform when
+    no row at the node is missing). See ``_kernels/tree.py``.
+    """
 
     alpha: float = 0.95
     beta: float = 0.5
     min_leaf_size: int = 5
+    split_missing: bool = False
 
 
 @dataclass(frozen=True)
@@ -74,6 +83,7 @@ def hyper_vector(tree_prior: TreePrior, leaf_prior, *, likelihood: bool, center:
     h[_tree.H_ALPHA] = tree_prior.alpha
     h[_tree.H_BETA] = tree_prior.beta
     h[_tree.H_MIN_LEAF] = tree_prior.min_leaf_size
+    h[_tree.H_NA_SPLIT] = 1.0 if tree_prior.split_missing else 0.0
     h[_tree.H_LIKELIHOOD] = 1.0 if likelihood else 0.0
     h[_tree.H_N_CLASSES] = 1
     h[_tree.H_SIGMA2] = sigma2

@@ -111,7 +111,8 @@ def representation_log_count(prob, tree, rows=None) -> float:
     own = 0.0
     if prob.is_cat[v]:
         present = len(set(int(prob.codes[r, v]) for r in rows))
-        own = np.log(2.0) * (1 + int(prob.n_levels[v]) - present)
+        # orientation, and bits of the absent levels (with split_missing, "missing" is a level)
+        own = np.log(2.0) * (1 + int(prob.n_levels[v]) + int(prob.split_missing) - present)
     return own + representation_log_count(prob, lt, left) + representation_log_count(prob, rt, right)
 
 

@@ -41,6 +41,7 @@ from .tree import (
     H_LIKELIHOOD,
     H_MIN_LEAF,
     H_MODEL,
+    H_NA_SPLIT,
     H_PRIOR_HEAT,
     H_SIGMA2,
     H_TAU2,
@@ -155,7 +156,8 @@ def _leaf_split_log_one_minus(tree, node, xt, is_cat, nbins, hyper, scratch):
     """log(1 - p_SPLIT*) of a leaf: 0 when it has no available rule."""
     m = int(hyper[H_MIN_LEAF])
     start, end = tree.start[node], tree.end[node]
-    if has_available_rule(xt, tree.perm, start, end, is_cat, nbins, m, scratch.hist, scratch.sums):
+    if has_available_rule(xt, tree.perm, start, end, is_cat, nbins, m, scratch.hist, scratch.sums,
+                          hyper[H_NA_SPLIT] != 0.0):
         return math.log1p(-p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node]))
     return 0.0
 
@@ -166,7 +168,7 @@ def _rule_log_probs(tree, node, v_a, v_b, is_cat, nbins, hyper, scratch):
     ``v_b`` (the mass of a rule depends on its variable only, see ``tree.rule_log_prob``)."""
     n_vars = node_rule_counts(
         scratch.codes_by_row, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, int(hyper[H_MIN_LEAF]),
-        scratch.hist2d, scratch.sums, scratch.counts, scratch.lows, scratch.extras,
+        scratch.hist2d, scratch.sums, scratch.counts, scratch.lows, scratch.extras, hyper[H_NA_SPLIT] != 0.0,
     )
     a = rule_log_prob(n_vars, scratch.counts[v_a], scratch.extras[v_a], is_cat[v_a])
     b = rule_log_prob(n_vars, scratch.counts[v_b], scratch.extras[v_b], is_cat[v_b])
@@ -307,7 +309,7 @@ def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstat
     m = int(hyper[H_MIN_LEAF])
     v, cut = sample_rule(
         rng, xt, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m, scratch.hist, scratch.sums,
-        scratch.var_order,
+        scratch.var_order, hyper[H_NA_SPLIT] != 0.0,
     )
     if v < 0:
         return -np.inf, -1
@@ -568,7 +570,7 @@ def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total
     if move == MOVE_CHANGE:
         v, cut = sample_rule(
             rng, xt, tree.perm, tree.start[root], tree.end[root], is_cat, nbins, m, scratch.hist, scratch.sums,
-            scratch.var_order,
+            scratch.var_order, hyper[H_NA_SPLIT] != 0.0,
         )
         c_var = 0
         c_cut = np.int64(0)

@@ -40,6 +40,7 @@ from .tree import (
     H_ALPHA,
     H_BETA,
     H_MIN_LEAF,
+    H_NA_SPLIT,
     LEAF,
     M_N_FREE,
     M_N_INTERNAL,
@@ -107,7 +108,7 @@ def _used(tree):
 def _eligible(tree, node, xt, is_cat, nbins, hyper, scratch):
     m = int(hyper[H_MIN_LEAF])
     return has_available_rule(xt, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m, scratch.hist,
-                              scratch.sums)
+                              scratch.sums, hyper[H_NA_SPLIT] != 0.0)
 
 
 @njit(cache=True, nogil=True)
@@ -230,7 +231,7 @@ def grow_step(rng, p, i, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total):
         return 0.0
     m = int(hyper[H_MIN_LEAF])
     v, cut = sample_rule(rng, xt, t.perm, t.start[node], t.end[node], is_cat, nbins, m, scratch.hist,
-                         scratch.sums, scratch.var_order)
+                         scratch.sums, scratch.var_order, hyper[H_NA_SPLIT] != 0.0)
     delta, _ = _apply_split(p, i, t, node, v, cut, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total)
     return delta
 

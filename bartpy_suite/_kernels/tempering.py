@@ -44,6 +44,7 @@ from .tree import (
     H_BETA,
     H_INV_TEMP,
     H_MIN_LEAF,
+    H_NA_SPLIT,
     H_PRIOR_HEAT,
     LEAF,
     M_N_LEAVES,
@@ -82,7 +83,7 @@ def prior_parts(tree, xt, is_cat, nbins, hyper, scratch, n_int, n_spl):
         d = tree.depth[node]
         if tree.var[node] == LEAF:
             if has_available_rule(xt, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m, scratch.hist,
-                                  scratch.sums):
+                                  scratch.sums, hyper[H_NA_SPLIT] != 0.0):
                 n_spl[d] += 1
         else:
             n_int[d] += 1

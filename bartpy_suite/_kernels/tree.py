@@ -18,6 +18,24 @@ unordered partition of the levels present at the node; we store an *ordered* mas
 the levels absent from the node, both drawn uniformly, so the stored representation carries
 prior mass ``p_RULE / (2 * 2^(L - L_present))``. Summing over representations gives back the
 stated prior exactly, and every move becomes an exact involution on representations.
+
+Missing predictor values (``na_action="split"``, ``hyper[H_NA_SPLIT] = 1``; the MIA approach of
+Twala et al. 2008 as used by bartMachine, Kapelner & Bleich 2015, "Prediction with missing data
+via Bayesian additive regression trees", Canadian J. Statistics): a missing value of variable v
+has the reserved code ``nbins[v]``, one past its last bin, and every rule says where it goes.
+
+* Factor: "missing" is one more level (bit ``nbins[v]`` of the mask). It is present at a node
+  when some row there is missing on v and then takes part in the partition like any level;
+  otherwise its bit is drawn uniformly like the bit of any absent level (a factor 1/2).
+* Numeric: a rule is a pair ``(k, d)``: rows with ``code <= k`` go left, other observed rows go
+  right and missing rows go left iff ``d = 1``. The cut indices run over ``0 .. nbins[v] - 1``:
+  ``k = nbins[v] - 1`` with ``d = 0`` splits on missingness alone. p_RULE is uniform over the
+  available pairs, so at a node without missing rows each cut index offers two rules, each of
+  half the mass of the rule without the bit. The pair is stored in the cut: ``k`` in the low 32
+  bits and, when ``d = 1``, the missing code in the high bits (``numeric_cut``), so that
+  ``goes_left`` alone decides, in the samplers and at prediction time.
+
+Without ``H_NA_SPLIT`` no code reaches ``nbins[v]`` and no cut has high bits: nothing changes.
 """
 
 from __future__ import annotations
@@ -65,7 +83,13 @@ H_INV_TEMP = 13  # likelihood power of a tempered rung (1 = the posterior)
 H_PRIOR_HEAT = 14
 H_LG_SHAPE = 15  # log-gamma leaf prior of log-linear BART: gamma ~ Gamma(shape, rate)
 H_LG_RATE = 16
-N_HYPER = 17
+H_NA_SPLIT = 17  # 1: rules carry a missing-value direction (na_action="split"); see the module docstring
+N_HYPER = 18
+
+# A numeric rule stores its cut index in the low word and, when missing values go left, the
+# variable's missing code in the high word (``numeric_cut``).
+NA_SHIFT = 32
+CUT_MASK = (1 << NA_SHIFT) - 1
 
 # Indices into a chain's float64 ``fstate``: running sums of the cached leaf terms of its tree.
 F_LM_SUM = 0
@@ -210,10 +234,23 @@ def p_split(alpha, beta, depth):
 
 @njit(cache=True, nogil=True)
 def goes_left(code, cut, is_cat):
-    """Whether a row with bin ``code`` goes left under rule ``cut``."""
+    """Whether a row with bin ``code`` goes left under rule ``cut``.
+
+    A numeric cut's high word is the missing code when missing values go left, else 0 (and
+    code 0 goes left under every cut anyway), so no flag is needed here.
+    """
     if is_cat:
         return (cut >> code) & 1 == 1
-    return code <= cut
+    return code <= (cut & CUT_MASK) or code == (cut >> NA_SHIFT)
+
+
+@njit(cache=True, nogil=True)
+def numeric_cut(k, na_left, na_code):
+    """Stored numeric rule: cut index ``k``; missing values (code ``na_code``) go left iff
+    ``na_left``."""
+    if na_left:
+        return np.int64(k) | (np.int64(na_code) << NA_SHIFT)
+    return np.int64(k)
 
 
 @njit(cache=True, nogil=True)
@@ -315,17 +352,45 @@ def _count_level_subsets(hist, nbins, n, m, sums):
 
 
 @njit(cache=True, nogil=True)
-def _rule_count_from_hist(hist, is_cat_v, nbins_v, n, m, sums):
+def _numeric_na_ranges(hist, nbins_v, n, m):
+    """Available numeric rules ``(k, d)`` of a node with n rows when missing values (count
+    ``hist[nbins_v]``) follow the rule's bit d: ``(lo0, count0, lo1, count1)``, the contiguous
+    ranges of cut indices available with d = 0 (missing right) and d = 1 (missing left)."""
+    n_na = hist[nbins_v]
+    cum = 0
+    lo0 = hi0 = lo1 = hi1 = -1
+    for k in range(nbins_v):
+        cum += hist[k]
+        if m <= cum <= n - m:
+            if lo0 < 0:
+                lo0 = k
+            hi0 = k
+        if m <= cum + n_na <= n - m:
+            if lo1 < 0:
+                lo1 = k
+            hi1 = k
+    return lo0, (hi0 - lo0 + 1 if lo0 >= 0 else 0), lo1, (hi1 - lo1 + 1 if lo1 >= 0 else 0)
+
+
+@njit(cache=True, nogil=True)
+def _rule_count_from_hist(hist, is_cat_v, nbins_v, n, m, sums, na=False):
     """Available rules of one variable from the code histogram of a node with n rows.
 
     Returns ``(count, lo, extra)``: for a numeric variable the available cut indices are the
     contiguous range ``lo .. lo + count - 1`` (cumulative count c_k = rows with code <= k; rule
     k is available iff m <= c_k <= n - m); for a factor, count is the number of ordered level
     subsets and ``extra`` the number of levels absent from the node (their mask bits are free).
+    With ``na`` (missing values split by the rules; the histogram then has ``nbins_v + 1``
+    entries), a factor has the extra "missing" level and a numeric count is that of the
+    available pairs ``(k, d)`` (``_numeric_na_ranges``; ``lo`` is then not a range's start).
     """
     if is_cat_v:
-        count, present = _count_level_subsets(hist, nbins_v, n, m, sums)
-        return count, 0, nbins_v - present
+        nb = nbins_v + 1 if na else nbins_v
+        count, present = _count_level_subsets(hist, nb, n, m, sums)
+        return count, 0, nb - present
+    if na:
+        lo0, c0, lo1, c1 = _numeric_na_ranges(hist, nbins_v, n, m)
+        return float(c0 + c1), lo0, 0
     cum = 0
     lo = -1
     hi = -1
@@ -343,18 +408,18 @@ def _rule_count_from_hist(hist, is_cat_v, nbins_v, n, m, sums):
 
 
 @njit(cache=True, nogil=True)
-def var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, hist, sums):
+def var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, hist, sums, na=False):
     """Available rules on variable v at a segment (see ``_rule_count_from_hist``); leaves the
     histogram of v in ``hist``."""
     n = end - start
     if n < 2 * m:
         return 0.0, 0, 0
-    _histogram(xt, perm, start, end, v, nbins[v], hist)
-    return _rule_count_from_hist(hist, is_cat[v], nbins[v], n, m, sums)
+    _histogram(xt, perm, start, end, v, nbins[v] + 1 if na else nbins[v], hist)
+    return _rule_count_from_hist(hist, is_cat[v], nbins[v], n, m, sums, na)
 
 
 @njit(cache=True, nogil=True)
-def node_rule_counts(xr, perm, start, end, is_cat, nbins, m, hist2d, sums, counts, lows, extras):
+def node_rule_counts(xr, perm, start, end, is_cat, nbins, m, hist2d, sums, counts, lows, extras, na=False):
     """Fill per-variable available-rule counts at a segment; return the number of variables
     with at least one available rule.
 
@@ -368,7 +433,7 @@ def node_rule_counts(xr, perm, start, end, is_cat, nbins, m, hist2d, sums, count
             counts[v] = 0.0
         return 0
     for v in range(p):
-        for k in range(nbins[v]):
+        for k in range(nbins[v] + 1 if na else nbins[v]):
             hist2d[v, k] = 0
     for i in range(start, end):
         row = xr[perm[i]]
@@ -376,7 +441,7 @@ def node_rule_counts(xr, perm, start, end, is_cat, nbins, m, hist2d, sums, count
             hist2d[v, row[v]] += 1
     n_vars = 0
     for v in range(p):
-        c, lo, ex = _rule_count_from_hist(hist2d[v], is_cat[v], nbins[v], n, m, sums)
+        c, lo, ex = _rule_count_from_hist(hist2d[v], is_cat[v], nbins[v], n, m, sums, na)
         counts[v] = c
         lows[v] = lo
         extras[v] = ex
@@ -387,12 +452,12 @@ def node_rule_counts(xr, perm, start, end, is_cat, nbins, m, hist2d, sums, count
 
 @njit(cache=True, nogil=True)
 def _cut_available(xt, perm, start, end, v, t, m):
-    """Whether numeric cut index t sends at least m rows each way; stops as soon as it does."""
+    """Whether numeric cut t (stored form) sends at least m rows each way; stops as soon as it does."""
     row = xt[v]
     below = 0
     above = 0
     for i in range(start, end):
-        if row[perm[i]] <= t:
+        if goes_left(row[perm[i]], t, False):
             below += 1
         else:
             above += 1
@@ -402,17 +467,18 @@ def _cut_available(xt, perm, start, end, v, t, m):
 
 
 @njit(cache=True, nogil=True)
-def has_available_rule(xt, perm, start, end, is_cat, nbins, m, hist, sums):
+def has_available_rule(xt, perm, start, end, is_cat, nbins, m, hist, sums, na=False):
     """Whether any variable offers an available rule at the segment (p_SPLIT > 0)."""
     if end - start < 2 * m:
         return False
     for v in range(xt.shape[0]):
         # The cut at the first row's code settles most nodes after a few rows; a miss is
-        # inconclusive and falls through to the histograms below.
+        # inconclusive and falls through to the histograms below. (A missing first row gives
+        # the cut nbins[v], which sends every row left: a miss.)
         if not is_cat[v] and nbins[v] > 1 and _cut_available(xt, perm, start, end, v, xt[v, perm[start]], m):
             return True
     for v in range(xt.shape[0]):
-        c, lo, ex = var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, hist, sums)
+        c, lo, ex = var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, hist, sums, na)
         if c > 0:
             return True
     return False
@@ -428,11 +494,12 @@ def rule_log_prob(n_vars, count_v, extra_v, is_cat_v):
 
 
 @njit(cache=True, nogil=True)
-def _sample_level_mask(rng, xt, perm, start, end, v, nbins, m, hist, count):
+def _sample_level_mask(rng, xt, perm, start, end, v, nbins, m, hist, count, na=False):
     """Uniform draw of an ordered valid level subset (present levels) plus uniform bits for the
-    absent levels. ``hist`` must hold the level counts of the segment."""
+    absent levels. ``hist`` must hold the level counts of the segment (with ``na``, the
+    "missing" level ``nbins[v]`` too)."""
     n = end - start
-    nb = nbins[v]
+    nb = nbins[v] + 1 if na else nbins[v]
     present = 0
     for k in range(nb):
         if hist[k] > 0:
@@ -480,13 +547,14 @@ def _sample_level_mask(rng, xt, perm, start, end, v, nbins, m, hist, count):
 
 
 @njit(cache=True, nogil=True)
-def sample_rule(rng, xt, perm, start, end, is_cat, nbins, m, hist, sums, var_order):
+def sample_rule(rng, xt, perm, start, end, is_cat, nbins, m, hist, sums, var_order, na=False):
     """Draw a rule from p_RULE at a segment: returns ``(v, cut)``, or ``v = -1`` if none.
 
     Variables are drawn uniformly without replacement until one has an available rule, which
     makes the chosen variable uniform over the variables with available rules while usually
     histogramming a single variable. Callers never need p_RULE itself: it cancels against the
-    prior in every move ratio that draws from it.
+    prior in every move ratio that draws from it. With ``na`` the rule carries its missing-value
+    direction (module docstring), drawn with it.
     """
     p = xt.shape[0]
     for k in range(p):
@@ -497,19 +565,29 @@ def sample_rule(rng, xt, perm, start, end, is_cat, nbins, m, hist, sums, var_ord
     while remaining > 0:
         idx = int(rng.random() * remaining)
         v = var_order[idx]
-        if not is_cat[v] and nbins[v] > 1:
-            # Rejection from a uniform cut index, each check stopping early: exactly uniform
-            # over the available cuts, and usually settled after a few rows.
+        if not is_cat[v] and (nbins[v] > 1 or na):
+            # Rejection from a uniform cut index (and bit), each check stopping early: exactly
+            # uniform over the available cuts, and usually settled after a few rows.
             for _ in range(2):
-                k = int(rng.random() * (nbins[v] - 1))
-                if _cut_available(xt, perm, start, end, v, k, m):
-                    return v, np.int64(k)
-        count, lo, _ = var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, hist, sums)
+                if na:
+                    k = int(rng.random() * nbins[v])
+                    cut = numeric_cut(k, rng.random() < 0.5, nbins[v])
+                else:
+                    cut = np.int64(int(rng.random() * (nbins[v] - 1)))
+                if _cut_available(xt, perm, start, end, v, cut, m):
+                    return v, cut
+        count, lo, _ = var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, hist, sums, na)
         if count > 0:
+            # var_rule_count left the code counts of v in ``hist``.
             if is_cat[v]:
-                # var_rule_count left the level counts of v in ``hist``.
-                return v, _sample_level_mask(rng, xt, perm, start, end, v, nbins, m, hist, count)
-            return v, np.int64(lo + int(rng.random() * count))
+                return v, _sample_level_mask(rng, xt, perm, start, end, v, nbins, m, hist, count, na)
+            j = int(rng.random() * count)
+            if na:
+                lo0, c0, lo1, c1 = _numeric_na_ranges(hist, nbins[v], end - start, m)
+                if j < c0:
+                    return v, np.int64(lo0 + j)
+                return v, numeric_cut(lo1 + j - c0, True, nbins[v])
+            return v, np.int64(lo + j)
         var_order[idx] = var_order[remaining - 1]
         remaining -= 1
     return -1, np.int64(0)
@@ -720,8 +798,9 @@ def node_log_prior(tree, node, xt, is_cat, nbins, hyper, scratch):
     e = tree.end[node]
     ps = p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node])
     v = tree.var[node]
+    na = hyper[H_NA_SPLIT] != 0.0
     if v == LEAF:
-        if has_available_rule(xt, tree.perm, s, e, is_cat, nbins, m, scratch.hist, scratch.sums):
+        if has_available_rule(xt, tree.perm, s, e, is_cat, nbins, m, scratch.hist, scratch.sums, na):
             return math.log1p(-ps)
         return 0.0
     lc = tree.left[node]
@@ -730,7 +809,7 @@ def node_log_prior(tree, node, xt, is_cat, nbins, hyper, scratch):
         return -np.inf
     n_vars = node_rule_counts(
         scratch.codes_by_row, tree.perm, s, e, is_cat, nbins, m, scratch.hist2d, scratch.sums,
-        scratch.counts, scratch.lows, scratch.extras,
+        scratch.counts, scratch.lows, scratch.extras, na,
     )
     return math.log(ps) + rule_log_prob(n_vars, scratch.counts[v], scratch.extras[v], is_cat[v])
 

@@ -38,10 +38,13 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
         ignored; interaction terms are refused (trees find interactions themselves).
     data : pandas.DataFrame
         The data; never modified.
-    na_action : {"drop", "raise"}, default "drop"
+    na_action : {"drop", "raise", "split"}, default "drop"
         ``"drop"`` (R's ``na.omit``): drop rows with a missing value in any used term and
         warn with the count. ``"raise"``: missing values are an error naming the column.
-        Missing values produced by a transform (``log(-1)``) count as missing.
+        ``"split"``: keep missing predictor values (NaN in ``X``) for the trees to route
+        (MIA; Kapelner & Bleich 2015); rows with a missing response are still dropped with a
+        warning giving the count. Missing values produced by a transform (``log(-1)``) count
+        as missing.
     return_index : bool, default False
         Also return ``data.index`` of the rows used (after dropping missing values).
 
@@ -117,7 +120,7 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
                         "; replace or remove them (na_action does not apply to inf)"
                     )
         masks = []
-        for col, src, state in zip(columns, sources, states):
+        for j, (col, src, state) in enumerate(zip(columns, sources, states)):
             mask = col.na_mask()
             if state and src:
                 # A stateful transform fitted on data with NaN is NaN everywhere: blame the
@@ -125,8 +128,16 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
                 raw = np.logical_or.reduce([current[c].isna().to_numpy() for c in src])
                 if raw.any():
                     mask = raw
+                    if na_action == "split" and j > 0:
+                        raise DataError(
+                            f"{terms[j].label} is a stateful transform of a column with missing values "
+                            f"({_rows_text(current.index, raw)}); under na_action='split' it cannot be "
+                            "fitted: compute the column before fitting (NaN where missing) and use it "
+                            "directly"
+                        )
             masks.append(mask)
-        any_na = np.logical_or.reduce(masks)
+        # Under 'split' the trees take missing predictor values; only a missing response drops a row.
+        any_na = masks[0] if na_action == "split" else np.logical_or.reduce(masks)
         if not any_na.any():
             break
         if na_action == "raise":
@@ -144,7 +155,7 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
                 "; ".join(lines) + ". With na_action='raise' missing values are an error: "
                 "fill them, or use na_action='drop' to drop those rows (like R's na.omit)"
             )
-        for term, mask, src in zip(terms, masks, sources):
+        for term, mask, src in zip(terms[:1] if na_action == "split" else terms, masks, sources):
             if mask.any():
                 dropped[term.expr] = dropped.get(term.expr, 0) + int(mask.sum())
                 if term.method == "python" and src:
@@ -166,15 +177,21 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
             columns = [col.take(keep) for col in columns]
     n_dropped = n_total - len(current)
     if n_dropped:
-        detail = ", ".join(
-            f"{k}: {v}" + (f" ({produced[k]} produced by the transform from values that are present: "
-                           "outside its domain, e.g. log of a number <= 0 or sqrt of a negative one)"
-                           if k in produced else "")
-            for k, v in dropped.items())
-        _warn(
-            f"dropped {n_dropped} of {n_total} rows with missing values (na_action='drop'); "
-            f"missing per term: {detail}"
-        )
+        if na_action == "split":
+            _warn(
+                f"dropped {n_dropped} of {n_total} rows with a missing response {response.expr!r} "
+                "(na_action='split' keeps missing predictor values, not a missing response)"
+            )
+        else:
+            detail = ", ".join(
+                f"{k}: {v}" + (f" ({produced[k]} produced by the transform from values that are present: "
+                               "outside its domain, e.g. log of a number <= 0 or sqrt of a negative one)"
+                               if k in produced else "")
+                for k, v in dropped.items())
+            _warn(
+                f"dropped {n_dropped} of {n_total} rows with missing values (na_action='drop'); "
+                f"missing per term: {detail}"
+            )
     n = len(current)
 
     # Response.
@@ -210,7 +227,8 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
             lv = col.present_levels()
             _check_labels(lv, term.label)
             _warn_mostly_numeric(term, col)
-            X[:, j] = col.codes(lv)
+            codes = col.codes(lv)
+            X[:, j] = np.where(codes < 0, np.nan, codes) if na_action == "split" else codes
             levels.append(tuple(lv))
             if len(lv) == 1:
                 _warn(f"{term.label} is constant (every row has level {lv[0]!r}); it offers "

@@ -141,10 +141,12 @@ class Design:
         newdata : pandas.DataFrame
             Must contain the columns in :attr:`columns` (the response is not needed; other
             columns are ignored). Never modified.
-        na_action : {"raise", "drop"}, default "raise"
+        na_action : {"raise", "drop", "split"}, default "raise"
             ``"raise"``: missing values are an error naming the column and the first rows.
             ``"drop"``: rows with missing values in the used columns are dropped with a
             :class:`~bartpy_suite.errors.BartpySuiteWarning` giving the count.
+            ``"split"``: missing values are kept as NaN (for a fit with ``na_action="split"``,
+            whose rules route them).
         return_index : bool, default False
             Also return the index labels of the rows kept (useful with ``na_action="drop"``).
 
@@ -222,7 +224,9 @@ class Design:
         if na_masks:
             any_na = np.logical_or.reduce(na_masks)
             if any_na.any():
-                if na_action == "raise":
+                if na_action == "split":
+                    pass  # the fit routes them down each rule's missing-value branch
+                elif na_action == "raise":
                     lines = [
                         f"{term.label}: {_rows_text(frame.index, m)}"
                         for term, m in zip(self._terms(), na_masks) if m.any()
@@ -231,12 +235,13 @@ class Design:
                         "newdata has missing values: " + "; ".join(lines)
                         + ". Fill them or remove those rows before predicting"
                     )
-                keep = ~any_na
-                _warn(
-                    f"dropped {int(any_na.sum())} of {n} rows of newdata with missing values "
-                    "(na_action='drop')"
-                )
-                X = X[keep]
+                else:
+                    keep = ~any_na
+                    _warn(
+                        f"dropped {int(any_na.sum())} of {n} rows of newdata with missing values "
+                        "(na_action='drop')"
+                    )
+                    X = X[keep]
         if return_index:
             return X, frame.index[keep]
         return X

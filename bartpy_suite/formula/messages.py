@@ -27,7 +27,7 @@ from bartpy_suite._validation import suggest
 from bartpy_suite.errors import ArgumentError, BartpySuiteWarning, DataError
 
 #: Valid values of ``na_action``.
-NA_ACTIONS: tuple[str, ...] = ("drop", "raise")
+NA_ACTIONS: tuple[str, ...] = ("drop", "raise", "split")
 
 _MAX_SHOWN = 5
 
@@ -87,7 +87,8 @@ def _check_na_action(na_action: object) -> str:
         return na_action
     message = (
         f"unknown na_action {na_action!r}; valid options: 'drop' (drop rows with missing "
-        "values and warn, like R's na.omit) or 'raise'"
+        "values and warn, like R's na.omit), 'split' (keep missing predictor values: each split "
+        "rule sends them left or right) or 'raise'"
     )
     if isinstance(na_action, str):
         if na_action.lower().replace("na.", "") in ("omit", "exclude"):

@@ -4,6 +4,7 @@ of the chosen sampler, and ``from_formula``."""
 from __future__ import annotations
 
 import inspect
+from dataclasses import replace
 
 import numpy as np
 
@@ -52,9 +53,14 @@ def plain(value):
     return value.item() if hasattr(value, "item") else value
 
 
-def check_training_arrays(x, y, is_categorical, n_levels, min_leaf_size: int, names=None):
+#: Valid ``na_action`` values of the array-level ``fit``.
+FIT_NA_ACTIONS = ("raise", "split")
+
+
+def check_training_arrays(x, y, is_categorical, n_levels, min_leaf_size: int, na_action: str = "raise", names=None):
     """Validate array-level training data; return float64 copies and factor metadata.
 
+    Under ``na_action="split"`` NaN predictor values are allowed (the trees route them).
     ``names`` (one per column) name the predictors in the messages; else "column j"."""
     x = np.array(x, dtype=np.float64, copy=True)
     if x.ndim == 1:
@@ -74,17 +80,22 @@ def check_training_arrays(x, y, is_categorical, n_levels, min_leaf_size: int, na
     y = np.asarray(y)
     if y.shape[0] != n:
         raise DataError(f"X has {n} rows but y has {y.shape[0]}")
-    bad = ~np.isfinite(x)
+    bad = np.isinf(x) if na_action == "split" else ~np.isfinite(x)
     if bad.any():
         col, row = np.argwhere(bad.T)[0]
+        hint = "" if na_action == "split" else (
+            "; or fit with na_action='split' to let the trees route missing values (NaN)")
         raise DataError(f"predictor {_column_name(names, col)} holds a non-finite value (first at row {row}); "
-                        "remove or impute it")
+                        f"remove or impute it{hint}")
     is_cat = np.zeros(p, dtype=bool) if is_categorical is None else np.asarray(is_categorical, dtype=bool)
     if is_cat.shape != (p,):
         raise ArgumentError(f"is_categorical must have one entry per predictor ({p}); got {is_cat.shape[0]}")
     levels = np.zeros(p, dtype=np.int64)
     for v in np.flatnonzero(is_cat):
         codes = x[:, v]
+        codes = codes[~np.isnan(codes)]
+        if codes.size == 0:
+            raise DataError(f"categorical predictor column {v} holds only missing values; drop it")
         if np.any(codes < 0) or np.any(codes != np.round(codes)):
             raise DataError(f"categorical predictor {_column_name(names, v)} must hold integer level codes >= 0")
         levels[v] = int(n_levels[v]) if n_levels is not None else int(codes.max()) + 1
@@ -156,18 +167,26 @@ class TreeModel:
         """Move probabilities of an MH sampler (None for other samplers)."""
         return self.sampler_options.get("moves")
 
-    def _prepare(self, X, y, is_categorical, n_levels, predictor_names):
+    def _prepare(self, X, y, is_categorical, n_levels, predictor_names, na_action="raise"):
         """Validated copies of the training data, predictor names and the binned predictors."""
+        check.check_choice("na_action", na_action, FIT_NA_ACTIONS)
+        if na_action == "split":
+            self.spec.check_missing_split(self.sampler_options)
         given = None if predictor_names is None else [str(n) for n in predictor_names]
         x, y, is_cat, levels = check_training_arrays(X, y, is_categorical, n_levels, self.tree_prior.min_leaf_size,
-                                                     names=given)
+                                                     na_action, names=given)
         p = x.shape[1]
         names = given if given is not None else [f"x{j}" for j in range(p)]
         return x, y, is_cat, names, BinnedPredictors.fit(x, is_cat, levels, self.max_cuts)
 
-    def _base_config(self, response_kind: str, names: list) -> dict:
+    def _fit_tree_prior(self, na_action: str) -> TreePrior:
+        """The tree prior of one fit: the model's, with the missing-value bit under 'split'."""
+        return replace(self.tree_prior, split_missing=na_action == "split")
+
+    def _base_config(self, response_kind: str, names: list, na_action: str = "raise") -> dict:
         """Settings every fit records (JSON-serialisable)."""
         return {
+            "na_action": na_action,
             "model_type": self.model_type,
             "response_kind": response_kind,
             "sampler": self.spec.name,
@@ -247,8 +266,12 @@ class TreeModel:
             a bool, string or category response a classification model (labels kept as given).
         data : pandas.DataFrame
             The data; never modified.
-        na_action : {"drop", "raise"}
-            Rows with missing values are dropped with a warning (R's ``na.omit``) or raise.
+        na_action : {"drop", "raise", "split"}
+            Rows with missing values are dropped with a warning (R's ``na.omit``) or raise; or,
+            with ``"split"``, missing predictor values stay and every split rule carries a
+            missing-goes-left/right bit sampled with the rule (MIA, as in bartMachine: Kapelner
+            & Bleich 2015), used for the training rows and for new data at predict time. Rows
+            with a missing response are dropped with a warning.
         **keywords
             The model's keywords (see the class docstring).
 
@@ -260,7 +283,7 @@ class TreeModel:
 
         model = cls(**keywords)
         design, x, y = build_design(formula, data, na_action=na_action)
-        return model.fit(x, y, **design_fit_keywords(design))
+        return model.fit(x, y, **design_fit_keywords(design), na_action="split" if na_action == "split" else "raise")
 
     @classmethod
     def keyword_parameters(cls) -> list[inspect.Parameter]:

@@ -49,12 +49,16 @@ def residual_sd(x: np.ndarray, y: np.ndarray, is_categorical: np.ndarray) -> flo
     """
     columns = [np.ones(len(y))]
     for v in range(x.shape[1]):
+        missing = np.isnan(x[:, v])
         if is_categorical[v]:
-            codes = x[:, v].astype(int)
+            codes = np.where(missing, -1, x[:, v]).astype(int)  # missing: one more level
             for level in np.unique(codes)[1:]:
                 columns.append((codes == level).astype(float))
         else:
-            columns.append(x[:, v])
+            # na_action="split": a missing value contributes the column mean plus an indicator.
+            columns.append(np.where(missing, np.nanmean(x[:, v]) if not missing.all() else 0.0, x[:, v]))
+            if missing.any():
+                columns.append(missing.astype(float))
     design = np.column_stack(columns)
     if design.shape[1] >= len(y):
         return float(np.std(y, ddof=1))
@@ -140,21 +144,24 @@ class BART(TreeModel):
         self.sigma = None if sigma is None else check.check_positive("sigma", sigma)
         self.link = check.check_choice("link", link, LINKS)
 
-    def fit(self, X, y, *, is_categorical=None, n_levels=None, class_labels=None, predictor_names=None, design=None):
+    def fit(self, X, y, *, is_categorical=None, n_levels=None, class_labels=None, predictor_names=None, design=None,
+            na_action="raise"):
         """Sample the BART posterior given predictors ``X`` (n, p) and response ``y``.
 
         A categorical response (``class_labels`` given, ``y`` codes 0..K-1) gives probit BART for
-        two classes and log-linear multinomial BART for more (see ``link``).
+        two classes and log-linear multinomial BART for more (see ``link``). The keywords are
+        those of ``BayesianCART.fit``; ``na_action="split"`` lets NaN predictor values through,
+        routed by a missing-goes-left/right bit of every rule (Kapelner & Bleich 2015).
 
         Returns
         -------
         bartpy_suite.posterior.Fit
         """
-        x, y, is_cat, names, binned = self._prepare(X, y, is_categorical, n_levels, predictor_names)
+        x, y, is_cat, names, binned = self._prepare(X, y, is_categorical, n_levels, predictor_names, na_action)
         if class_labels is not None and (self.link == "logit" or (self.link == "auto" and len(class_labels) > 2)):
-            return self._fit_multinomial(y, class_labels, is_cat, names, binned, design)
+            return self._fit_multinomial(y, class_labels, is_cat, names, binned, design, na_action)
         probit = class_labels is not None
-        config = self._base_config("categorical" if probit else "numeric", names)
+        config = self._base_config("categorical" if probit else "numeric", names, na_action)
         config.update(trees=self.trees, k=self.k)
         if probit:
             ycodes = np.asarray(y, dtype=np.int64)
@@ -191,8 +198,8 @@ class BART(TreeModel):
             config.update(leaf_model="normal", nu=self.nu, q=self.q, sigma_hat=s_hat, lam=lam * scale * scale,
                           sigma_fixed=self.sigma)
         config.update(center=center, scale=scale, tau=tau * scale)
-        hyper = hyper_vector(self.tree_prior, None, likelihood=self.likelihood, sigma2=sigma2, tau2=tau * tau,
-                             model_code=MODEL_NORMAL_KNOWN_VARIANCE)
+        hyper = hyper_vector(self._fit_tree_prior(na_action), None, likelihood=self.likelihood, sigma2=sigma2,
+                             tau2=tau * tau, model_code=MODEL_NORMAL_KNOWN_VARIANCE)
         hyper[[H_NU, H_LAM]] = self.nu, lam
         problem = BartProblem(binned.codes, is_cat, binned.nbins, ywork, hyper, self.trees, mode,
                               center if probit else 0.0)
@@ -205,18 +212,19 @@ class BART(TreeModel):
 
         return self._sample(problem, binned=binned, y=y, config=config, design=design, derived=derived)
 
-    def _fit_multinomial(self, y, class_labels, is_cat, names, binned, design):
+    def _fit_multinomial(self, y, class_labels, is_cat, names, binned, design, na_action):
         """Log-linear multinomial BART (Murray 2021): one forest of ``trees`` trees per class."""
         ycodes = np.asarray(y, dtype=np.int64)
         k = len(class_labels)
         if k < 2 or np.unique(ycodes).size < 2:
             raise DataError("the response has a single class; classification needs at least two")
         shape, rate = log_gamma_prior(self.trees, self.k)
-        config = self._base_config("categorical", names)
+        config = self._base_config("categorical", names, na_action)
         config.update(trees=self.trees, k=self.k, class_labels=[plain(c) for c in class_labels],
                       leaf_model="multinomial", link="logit", leaf_shape=shape, leaf_rate=rate, center=0.0, scale=1.0,
                       nu=None, lam=None)
-        hyper = hyper_vector(self.tree_prior, None, likelihood=self.likelihood, model_code=MODEL_LOG_GAMMA)
+        hyper = hyper_vector(self._fit_tree_prior(na_action), None, likelihood=self.likelihood,
+                             model_code=MODEL_LOG_GAMMA)
         hyper[[H_LG_SHAPE, H_LG_RATE]] = shape, rate
         problem = MultinomialBartProblem(binned.codes, is_cat, binned.nbins, ycodes, hyper, k, self.trees)
 

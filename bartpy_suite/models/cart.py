@@ -91,7 +91,8 @@ class BayesianCART(TreeModel):
         self.lam = None if lam is None else check.check_positive("lam", lam)
         self.class_alpha = check.check_positive("class_alpha", class_alpha)
 
-    def fit(self, X, y, *, is_categorical=None, n_levels=None, class_labels=None, predictor_names=None, design=None):
+    def fit(self, X, y, *, is_categorical=None, n_levels=None, class_labels=None, predictor_names=None, design=None,
+            na_action="raise"):
         """Sample the posterior of trees given predictors ``X`` (n, p) and response ``y``.
 
         Parameters
@@ -108,15 +109,19 @@ class BayesianCART(TreeModel):
         predictor_names : sequence of str, optional
         design : object with ``to_json()``, optional
             The formula design, stored so that ``Fit.predict`` accepts data frames.
+        na_action : {"raise", "split"}
+            ``"raise"``: NaN in ``X`` is an error. ``"split"``: NaN predictor values stay and
+            every rule carries a missing-goes-left/right bit sampled with it (MIA; Kapelner &
+            Bleich 2015), also used for NaN in new data at predict time (``TreePrior``).
 
         Returns
         -------
         bartpy_suite.posterior.Fit
         """
-        x, y, is_cat, names, binned = self._prepare(X, y, is_categorical, n_levels, predictor_names)
+        x, y, is_cat, names, binned = self._prepare(X, y, is_categorical, n_levels, predictor_names, na_action)
         n = x.shape[0]
         classification = class_labels is not None
-        config = self._base_config("categorical" if classification else "numeric", names)
+        config = self._base_config("categorical" if classification else "numeric", names, na_action)
         if classification:
             ycls = np.asarray(y, dtype=np.int64)
             k = len(class_labels)
@@ -143,6 +148,7 @@ class BayesianCART(TreeModel):
             yreg = (yreg - center) / scale
             config.update(a=self.a, mu_bar=mu_bar, nu=self.nu, lam=lam, leaf_model=self.model)
         config.update(center=center, scale=scale)
-        hyper = hyper_vector(self.tree_prior, leaf_prior, likelihood=self.likelihood, center=center, scale=scale)
+        hyper = hyper_vector(self._fit_tree_prior(na_action), leaf_prior, likelihood=self.likelihood, center=center,
+                             scale=scale)
         problem = CartProblem(binned.codes, is_cat, binned.nbins, yreg, ycls, hyper)
         return self._sample(problem, binned=binned, y=y, config=config, design=design)

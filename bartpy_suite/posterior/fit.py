@@ -88,6 +88,11 @@ class Fit:
         """Predictor names in column order."""
         return list(self.config["predictors"])
 
+    @property
+    def _split_missing(self) -> bool:
+        """Whether the fit's rules route missing predictor values (``na_action="split"``)."""
+        return self.config.get("na_action") == "split"
+
     @cached_property
     def _binned(self) -> BinnedPredictors:
         const = self.idata["constant_data"]
@@ -281,7 +286,7 @@ class Fit:
             if self.design is None:
                 x = newdata[self.predictors].to_numpy(dtype=float)
             else:
-                x = self.design.transform(newdata)
+                x = self.design.transform(newdata, na_action="split" if self._split_missing else "raise")
             index = newdata.index
         else:
             try:
@@ -294,7 +299,8 @@ class Fit:
                 x = x[None, :]
             if x.shape[1] != len(self.predictors):
                 raise DataError(f"new data have {x.shape[1]} columns; the model has {len(self.predictors)} predictors")
-            if not np.isfinite(x).all():
+            bad = np.isinf(x) if self._split_missing else ~np.isfinite(x)
+            if bad.any():
                 raise DataError("new data hold non-finite values; remove or impute them")
             index = pd.RangeIndex(x.shape[0])
         nbins = self._binned.nbins
@@ -437,7 +443,10 @@ class Fit:
         Variables ``split_var`` (``-1`` at leaves, ``-2`` in padding), ``split_cut``,
         ``left_child``, ``right_child`` (``-1`` at leaves), and ``leaf_value`` (original scale),
         ``leaf_sigma`` or ``leaf_prob`` (class) as the model has them; nodes in preorder. Built on
-        request from the compact store in ``idata["trees"]``; large for long fits.
+        request from the compact store in ``idata["trees"]``; large for long fits. In a fit with
+        ``na_action="split"`` a numeric ``split_cut`` holds the cut index in its low 32 bits and,
+        when missing values go left, the predictor's missing code (``nbins``) above them; a factor's
+        level mask has bit ``nbins`` for "missing" (``_kernels/tree.py``).
 
         Parameters
         ----------

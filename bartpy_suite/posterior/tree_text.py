@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._kernels.tree import CUT_MASK, NA_SHIFT
+
 
 @dataclass(frozen=True)
 class TreeText:
@@ -71,10 +73,14 @@ def format_tree(arrays: dict, binned, predictors, config: dict, design, y: np.nd
     lines = []
     nodes = []
 
+    split_missing = config.get("na_action") == "split"
+
     def level_labels(v):
         if design is not None and getattr(design, "levels", None) is not None and design.levels[v] is not None:
-            return list(design.levels[v])
-        return list(range(int(binned.nbins[v])))
+            labels = list(design.levels[v])
+        else:
+            labels = list(range(int(binned.nbins[v])))
+        return labels + ["NA"] if split_missing else labels  # missing: code nbins[v], one more level
 
     def yval(node, rows):
         if classification:
@@ -99,12 +105,25 @@ def format_tree(arrays: dict, binned, predictors, config: dict, design, y: np.nd
         if binned.is_categorical[v]:
             goes_left = (int(cut[node]) >> codes[v, rows]) & 1 == 1
             present = set(np.unique(codes[v, rows]).tolist())
+            if split_missing:
+                present.add(int(binned.nbins[v]))  # where missing values go matters at predict time
             ltext, rtext = _levels_text(int(cut[node]), level_labels(v), present)
             lab_l, lab_r = f"{name} in {ltext}", f"{name} in {rtext}"
         else:
-            goes_left = codes[v, rows] <= cut[node]
-            c = binned.cuts[v][int(cut[node])]
-            lab_l, lab_r = f"{name} <= {c:.6g}", f"{name} > {c:.6g}"
+            # The high word of a numeric cut is the missing code when missing values go left
+            # (na_action="split"; _kernels/tree.py).
+            k, na_code = int(cut[node]) & CUT_MASK, int(cut[node]) >> NA_SHIFT
+            goes_left = (codes[v, rows] <= k) | (codes[v, rows] == na_code)
+            if k >= len(binned.cuts[v]):
+                lab_l, lab_r = f"{name} not NA", f"{name} is NA"
+            else:
+                c = binned.cuts[v][k]
+                lab_l, lab_r = f"{name} <= {c:.6g}", f"{name} > {c:.6g}"
+                if split_missing:
+                    if na_code:
+                        lab_l += " or NA"
+                    else:
+                        lab_r += " or NA"
         walk(int(left[node]), 2 * number, depth + 1, lab_l, rows[goes_left])
         walk(int(right[node]), 2 * number + 1, depth + 1, lab_r, rows[~goes_left])
 

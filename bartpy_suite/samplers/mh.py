@@ -234,7 +234,7 @@ def _mh_spec(name: str, description: str, defaults: dict) -> SamplerSpec:
     return SamplerSpec(
         name=name, family="mh", description=description,
         builders={"cart": _build_cart, "bart": _build_bart, "bart_multinomial": _build_multinomial},
-        options=(moves,), statistics=_STATISTICS, coords={"move": MOVE_NAMES},
+        options=(moves,), statistics=_STATISTICS, coords={"move": MOVE_NAMES}, missing_split=True,
     )
 
 

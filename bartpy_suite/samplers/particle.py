@@ -25,6 +25,8 @@ Import rule: imports ``_kernels``, ``_validation``, ``errors`` and the modules o
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .._kernels import tree as _tree
@@ -291,9 +293,29 @@ _PG_STATS = (
 
 
 def _build_pg(chain_type):
-    def build(problem, options, rng):
-        return chain_type(problem, options["particles"], options["resampling"], rng, options["ancestor_sampling"])
-    return build
+    # a partial of a module-level function (not a closure), so that models holding the spec pickle
+    return functools.partial(_make_pg_chain, chain_type=chain_type)
+
+
+def _make_pg_chain(problem, options, rng, chain_type):
+    return chain_type(problem, options["particles"], options["resampling"], rng, options["ancestor_sampling"])
+
+
+def _pg_missing_split(options) -> str | None:
+    """pg fits na_action='split' without ancestor sampling (its completion weights score the
+    reference's rules without the missing-value bit)."""
+    if options.get("ancestor_sampling"):
+        return ("its ancestor-sampling weights score rules without the missing-value bit; "
+                "sampler_options={'ancestor_sampling': False} works")
+    return None
+
+
+def _smc_missing_split(options) -> str | None:
+    """smc fits na_action='split' with the prior proposal only."""
+    if options.get("proposal") == "optimal":
+        return ("its one-step optimal proposal scores rules without the missing-value bit; "
+                "sampler_options={'proposal': 'prior'} works")
+    return None
 
 
 PG = register(SamplerSpec(
@@ -301,7 +323,7 @@ PG = register(SamplerSpec(
     description="particle Gibbs: conditional SMC over whole trees (PG-BART, Algorithm 2)",
     builders={"cart": _build_pg(PgCartChain), "bart": _build_pg(PgBartChain)},
     options=(PARTICLES, RESAMPLING, ANCESTOR_SAMPLING),
-    statistics={"cart": _PG_STATS, "bart": _PG_STATS},
+    statistics={"cart": _PG_STATS, "bart": _PG_STATS}, missing_split=_pg_missing_split,
 ))
 
 SMC = register(SamplerSpec(
@@ -317,5 +339,6 @@ SMC = register(SamplerSpec(
         Statistic("log_evidence", (), "the island's estimate of log p(Y | X) (working scale)"),
     )},
     weighted=True,
+    missing_split=_smc_missing_split,
     ess_method="kish",
 ))

@@ -86,6 +86,11 @@ class SamplerSpec:
         How ``Fit.summary`` computes ``ess_bulk``: from the draws' autocorrelation (MCMC; weighted
         by the delta method when weights vary), or as the sum over chains of Kish's ESS of each
         chain's weights (independent weighted particles, e.g. SMC islands).
+    missing_split : bool or callable
+        Whether the sampler fits ``na_action="split"`` (every rule drawn with its missing-value
+        bit, ``_kernels/tree.py``), or ``missing_split(options)`` returning None when it does and
+        else the reason. False (the default) for a sampler that has not been checked against
+        the enumerated posterior with missing values.
     """
 
     name: str
@@ -97,6 +102,7 @@ class SamplerSpec:
     coords: Mapping[str, tuple] = field(default_factory=dict)
     weighted: bool = False
     ess_method: str = "autocorrelation"
+    missing_split: bool | Callable[[Mapping], str | None] = False
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -133,6 +139,20 @@ class SamplerSpec:
                 )
             out[key] = known[key].check(key, value)
         return out
+
+    def check_missing_split(self, options: Mapping) -> None:
+        """Raise unless the sampler fits ``na_action="split"`` with ``options``."""
+        if callable(self.missing_split):
+            reason = self.missing_split(options)
+        else:
+            reason = None if self.missing_split else "its rule proposals do not draw the missing-value bit"
+        if reason is None:
+            return
+        able = [name for name, spec in SAMPLERS.items() if spec.missing_split]
+        raise ArgumentError(
+            f"sampler {self.name!r} does not support na_action='split' ({reason}); use one of "
+            f"{', '.join(repr(a) for a in able)}, or na_action='drop'"
+        )
 
     def make_chain(self, problem, options: dict, rng) -> Chain:
         """Build one chain for ``problem`` (whose ``model`` names the model type)."""

@@ -8,7 +8,9 @@ It also converts trees to and from nested tuples, which the exact-posterior test
 Nested trees: a leaf is ``None``; an internal node is ``(v, rule, left, right)`` where ``rule``
 is the cut index k for a numeric variable (left iff ``x <= cuts[k]``) and, for a categorical
 variable, a ``frozenset`` of the level codes present at the node that go left, oriented so the
-largest present level goes right (``get_tree`` returns this canonical form).
+largest present level goes right (``get_tree`` returns this canonical form). Under
+``na_action="split"`` (``hyper[H_NA_SPLIT]``) a numeric rule is the pair ``(k, na_left)`` and a
+factor's missing code ``nbins[v]`` is one more level (``_kernels/tree.py``).
 
 Import rule: imports ``_kernels`` and the modules of this package.
 """
@@ -58,6 +60,11 @@ class TreeChain:
         self.draws = None
         self.store = None
         self.refresh()
+
+    @property
+    def split_missing(self) -> bool:
+        """Whether rules carry a missing-value direction (``na_action="split"``)."""
+        return bool(self.hyper[_tree.H_NA_SPLIT])
 
     # -- draw buffers (the chain protocol) ----------------------------------------------------
     def allocate(self, draws: int) -> None:
@@ -141,10 +148,12 @@ class TreeChain:
                         if int(level) not in rule:
                             mask |= 1 << int(level)
                     left, right = right, left
-                for level in range(int(self.nbins[v])):
+                for level in range(int(self.nbins[v]) + (1 if self.split_missing else 0)):
                     if level not in present and rng.random() < 0.5:
                         mask |= 1 << level
-                cut = np.int64(mask)
+                cut = np.int64(mask - 2**64 if mask >= 2**63 else mask)  # bit 63: a 63-level factor's missing level
+            elif self.split_missing:
+                cut = _tree.numeric_cut(int(rule[0]), bool(rule[1]), int(self.nbins[v]))
             else:
                 cut = np.int64(rule)
             lc, rc = _tree.split_leaf(self.tree, self.codes, self.is_categorical, node, v, cut, self.scratch.part_buf)
@@ -162,7 +171,10 @@ class TreeChain:
                 return None
             left, right = build(int(t.left[node])), build(int(t.right[node]))
             if not self.is_categorical[v]:
-                return (v, int(t.cut[node]), left, right)
+                cut = int(t.cut[node])
+                if self.split_missing:
+                    return (v, (cut & _tree.CUT_MASK, bool(cut >> _tree.NA_SHIFT)), left, right)
+                return (v, cut, left, right)
             rows = t.perm[t.start[node]:t.end[node]]
             present = [int(level) for level in np.unique(self.codes[v, rows])]
             chosen = frozenset(lv for lv in present if (int(t.cut[node]) >> lv) & 1)

@@ -562,5 +562,5 @@ TEMPERED = register(SamplerSpec(
     description="parallel tempering of cgm MH moves: likelihood, geometric or shrinkage ladder, DEO/SEO swaps "
                 "(thesis ch. 4)",
     builders={"cart": _build_cart, "bart": _build_bart}, options=tuple(_options()), statistics=_STATISTICS,
-    coords={"ladder_param": LADDER_PARAMS},
+    coords={"ladder_param": LADDER_PARAMS}, missing_split=True,
 ))

@@ -18,6 +18,16 @@ uniform over that variable's available rules, where a categorical rule is an uno
 partition of the levels present at the node into two non-empty groups (``2^(L-1) - 1`` before
 the ``m`` filter).
 
+Missing predictor values (``split_missing``, the ``na_action="split"`` convention; MIA as in
+Kapelner & Bleich 2015): a missing value (NaN in ``X``) of variable v gets the code one past the
+others (the number of distinct values of a numeric variable, ``n_levels[v]`` of a factor).
+
+* numeric: a rule is the pair ``(k, na_left)`` with ``k`` in ``0 .. n_distinct - 1``; observed rows
+  go left iff their rank is ``<= k``, missing rows iff ``na_left``. p_RULE is uniform over the
+  available pairs (the bit is counted; ``k = n_distinct - 1, na_left = False`` splits on
+  missingness alone);
+* factor: "missing" is one more level, present at a node iff some row there is missing.
+
 Marginal likelihoods (written independently of the kernels' closed forms):
 
 * ``mean_shift``: y | sigma ~ N(mu_bar 1, sigma^2 (I + B/a)) with B the same-leaf indicator
@@ -81,35 +91,44 @@ class Problem:
     lam: float = 1.0
     class_alpha: float = 1.0
     n_classes: int = 2
+    split_missing: bool = False
     codes: np.ndarray = field(init=False)
 
     def __post_init__(self):
         self.X = np.asarray(self.X, dtype=float)
         self.is_cat = np.asarray(self.is_cat, dtype=bool)
-        self.codes = value_ranks(self.X, self.is_cat)
+        if np.isnan(self.X).any() and not self.split_missing:
+            raise ValueError("missing values need split_missing=True")
+        self.codes = value_ranks(self.X, self.is_cat, self.n_levels)
 
     @property
     def n(self) -> int:
         return self.X.shape[0]
 
 
-def value_ranks(X: np.ndarray, is_cat) -> np.ndarray:
+def value_ranks(X: np.ndarray, is_cat, n_levels=None) -> np.ndarray:
     """(n, p) integer codes: the rank of each value among the column's distinct values (numeric),
-    or the level code itself (categorical)."""
+    or the level code itself (categorical); a missing value gets the code after the others."""
     X = np.asarray(X, dtype=float)
     out = np.empty(X.shape, dtype=np.int64)
     for v in range(X.shape[1]):
+        col = X[:, v].tolist()
         if is_cat[v]:
-            out[:, v] = X[:, v].astype(np.int64)
+            na_code = int(n_levels[v]) if n_levels is not None else None
+            out[:, v] = [na_code if math.isnan(val) else int(val) for val in col]
         else:
-            distinct = sorted(set(X[:, v].tolist()))
+            distinct = sorted(set(val for val in col if not math.isnan(val)))
             rank = {val: i for i, val in enumerate(distinct)}
-            out[:, v] = [rank[val] for val in X[:, v].tolist()]
+            out[:, v] = [len(distinct) if math.isnan(val) else rank[val] for val in col]
     return out
 
 
+def _n_distinct(prob: Problem, v: int) -> int:
+    return len(set(val for val in prob.X[:, v].tolist() if not math.isnan(val)))
+
+
 def _n_numeric_cuts(prob: Problem, v: int) -> int:
-    return len(set(prob.X[:, v].tolist())) - 1
+    return _n_distinct(prob, v) - 1
 
 
 def available_rules(prob: Problem, rows: tuple) -> dict:
@@ -132,6 +151,14 @@ def available_rules(prob: Problem, rows: tuple) -> dict:
                     right = tuple(r for r in rows if col[r] not in s)
                     if len(left) >= m and len(right) >= m:
                         rules.append((s, left, right))
+        elif prob.split_missing:
+            na_code = _n_distinct(prob, v)
+            for k in range(na_code):
+                for na_left in (False, True):
+                    left = tuple(r for r in rows if col[r] <= k or (col[r] == na_code and na_left))
+                    right = tuple(r for r in rows if r not in left)
+                    if len(left) >= m and len(right) >= m:
+                        rules.append(((k, na_left), left, right))
         else:
             for k in range(_n_numeric_cuts(prob, v)):
                 left = tuple(r for r in rows if col[r] <= k)
@@ -278,6 +305,11 @@ def split_rows(prob: Problem, rows: tuple, v: int, rule) -> tuple[tuple, tuple]:
     """Rows of a node going left and right under a canonical rule."""
     if prob.is_cat[v]:
         left = tuple(r for r in rows if int(prob.codes[r, v]) in rule)
+    elif prob.split_missing:
+        k, na_left = rule
+        na_code = _n_distinct(prob, v)
+        left = tuple(r for r in rows if int(prob.codes[r, v]) <= k
+                     or (int(prob.codes[r, v]) == na_code and na_left))
     else:
         left = tuple(r for r in rows if int(prob.codes[r, v]) <= rule)
     chosen = set(left)

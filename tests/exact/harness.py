@@ -26,7 +26,7 @@ GROW_PRUNE_MOVES = {"grow": 0.5, "prune": 0.5}
 def make_chain(prob: Problem, moves: dict, seed: int, likelihood: bool = True) -> CartChain:
     """A ``CartChain`` on the data of ``prob`` with the same priors."""
     bp = BinnedPredictors.fit(prob.X, prob.is_cat, prob.n_levels, None)
-    tree_prior = TreePrior(prob.alpha, prob.beta, prob.m)
+    tree_prior = TreePrior(prob.alpha, prob.beta, prob.m, split_missing=prob.split_missing)
     n = prob.n
     if prob.model == "classification" or (prob.model is None and prob.ycls is not None):
         leaf = DirichletLeafPrior(prob.class_alpha, prob.n_classes)
@@ -250,7 +250,9 @@ def _route(out: dict, codes: np.ndarray, is_cat: np.ndarray) -> np.ndarray:
         vv = v[rows]
         c = codes[vv, rows].astype(np.int64)
         k = cut[node[rows]]
-        go_left = np.where(is_cat[vv], (k >> c) & 1 == 1, c <= k)
+        # numeric: cut index in the low word, the missing code in the high word when missing
+        # values go left (na_action="split", ``_kernels/tree.py``; 0 otherwise)
+        go_left = np.where(is_cat[vv], (k >> c) & 1 == 1, (c <= (k & (2**32 - 1))) | (c == (k >> 32)))
         node[rows] = np.where(go_left, left[node[rows]], right[node[rows]])
 
 

@@ -5,6 +5,10 @@
     (two empty cells, one single-row cell; n = 13), m = 2, so the ``min_leaf_size`` filter binds
     and factor levels are absent from some nodes.
 (c) ``classes``: the grid of (a) with a three-class response.
+(d) ``missing``: the data of (b) with the numeric predictor missing in three rows (one per
+    value) and the factor in two, fitted with ``split_missing`` (``na_action="split"``): every
+    rule carries its missing-value direction (2,715 trees). The response is shifted up by 1 in
+    the rows missing the numeric predictor, so the posterior cares where they go.
 
 The responses are fixed numbers (no random generation), chosen so that the posterior spreads
 over a few hundred trees (posterior effective number of trees 10-50) and is far from the prior.
@@ -37,12 +41,18 @@ FACTOR_X = np.array([(i, j) for i in range(3) for j in range(3) for _ in range(_
 _FACTOR_NOISE = np.array([0.3, -0.5, 0.1, 0.7, -0.4, -0.1, 0.6, -0.7, 0.2, -0.2, 0.5, -0.3, -0.6])
 FACTOR_Y = np.round(1.2 * (FACTOR_X[:, 1] == 1) + 0.6 * (FACTOR_X[:, 0] == 2) + _FACTOR_NOISE, 2)
 
+MISSING_X = FACTOR_X.copy()
+MISSING_X[[2, 6, 10], 0] = np.nan
+MISSING_X[[4, 11], 1] = np.nan
+MISSING_Y = np.round(1.2 * (FACTOR_X[:, 1] == 1) + 1.0 * np.isnan(MISSING_X[:, 0]) + _FACTOR_NOISE, 2)
+
 CLASSES_Y = np.array([0, 0, 0, 1, 1, 1, 0, 0, 0, 2, 1, 2, 2, 0, 2, 2, 2, 1], dtype=np.int64)
 
 DATASETS = {
     "grid": (GRID_X, np.array([False, False]), np.array([0, 0])),
     "factor": (FACTOR_X, np.array([False, True]), np.array([0, 3])),
     "classes": (GRID_X, np.array([False, False]), np.array([0, 0])),
+    "missing": (MISSING_X, np.array([False, True]), np.array([0, 3])),
 }
 
 
@@ -52,15 +62,15 @@ def calibrated_lambda(y: np.ndarray, nu: float = NU, q: float = 0.9) -> float:
 
 
 def make_problem(dataset: str, model: str | None) -> Problem:
-    """The enumeration problem of ``dataset`` ("grid", "factor", "classes") under ``model``
+    """The enumeration problem of ``dataset`` ("grid", "factor", "classes", "missing") under ``model``
     ("mean_shift", "mean_variance_shift", "classification", or None for the prior)."""
     X, is_cat, n_levels = DATASETS[dataset]
     if dataset == "classes":
         return Problem(X, is_cat, n_levels, MIN_LEAF, ALPHA, BETA, model, y=np.zeros(len(X)), ycls=CLASSES_Y,
                        class_alpha=CLASS_ALPHA, n_classes=N_CLASSES)
-    y = GRID_Y if dataset == "grid" else FACTOR_Y
+    y = {"grid": GRID_Y, "factor": FACTOR_Y, "missing": MISSING_Y}[dataset]
     return Problem(X, is_cat, n_levels, MIN_LEAF, ALPHA, BETA, model, y=y, a=A, mu_bar=float(y.mean()), nu=NU,
-                   lam=calibrated_lambda(y))
+                   lam=calibrated_lambda(y), split_missing=dataset == "missing")
 
 
 @functools.cache
