@@ -2,7 +2,10 @@
 1998) and ``grow_prune`` (its grow / prune subset), for Bayesian CART and, one move per tree
 inside Bayesian backfitting, for BART.
 
-Options: ``moves``, the move probabilities (also the models' ``moves=`` keyword).
+Options: ``moves``, the move probabilities (also the models' ``moves=`` keyword). Both samplers
+also accept Pratola's (2016) ``"rotate"`` and ``"perturb"`` moves (``_kernels/rotate.py``),
+probability 0 by default, e.g. ``{"grow": .25, "prune": .25, "change": .2, "swap": .1,
+"rotate": .1, "perturb": .1}`` (the paper's RJ-B/RJ-C counterparts).
 Statistics: CART records the move tried at each kept iteration and whether it was accepted;
 BART the proposals and acceptances of each move type over the trees of the kept sweep.
 
@@ -32,10 +35,12 @@ NO_PROPOSAL = "no proposal"
 
 CGM_MOVES = {"grow": 0.25, "prune": 0.25, "change": 0.4, "swap": 0.1}
 GROW_PRUNE_MOVES = {"grow": 0.5, "prune": 0.5}
+#: Moves every MH sampler accepts beyond its defaults (weight 0 unless given).
+EXTRA_MOVES = {"rotate": 0.0, "perturb": 0.0}
 
 
 def move_vector(moves: dict) -> np.ndarray:
-    """Move probabilities as the kernel's (grow, prune, change, swap) vector."""
+    """Move probabilities as the kernel's vector, in the order of ``MOVE_NAMES``."""
     return np.array([float(moves.get(name, 0.0)) for name in MOVE_NAMES], dtype=np.float64)
 
 
@@ -89,7 +94,7 @@ class CartChain(TreeChain):
         if move is None:
             probs = self.move_probs
         else:
-            probs = np.zeros(4)
+            probs = np.zeros(len(MOVE_NAMES))
             probs[MOVE_INDEX[move]] = 1.0
             if move in ("grow", "prune"):
                 probs[:2] = 0.5
@@ -149,11 +154,11 @@ class BartChain(ForestChain):
     def allocate(self, draws: int) -> None:
         """Buffers for ``draws`` kept draws (the model's and the moves' statistics)."""
         super().allocate(draws)
-        self.counts = np.zeros((draws, 4, 2), dtype=np.int64)
+        self.counts = np.zeros((draws, len(MOVE_NAMES), 2), dtype=np.int64)
 
     def sweep(self) -> np.ndarray:
         """One backfitting sweep; returns the (move, [proposed, accepted]) counts."""
-        counts = np.zeros((4, 2), dtype=np.int64)
+        counts = np.zeros((len(MOVE_NAMES), 2), dtype=np.int64)
         mh_bart_sweep(self.rng, self.forest, self.state, self.codes, self.is_categorical, self.nbins, self.move_probs,
                       self.scratch, counts)
         return counts
@@ -194,7 +199,7 @@ class MultinomialMHChain(MultinomialChain):
     def allocate(self, draws: int) -> None:
         """Buffers for ``draws`` kept draws (the model's and the moves' statistics)."""
         super().allocate(draws)
-        self.counts = np.zeros((draws, 4, 2), dtype=np.int64)
+        self.counts = np.zeros((draws, len(MOVE_NAMES), 2), dtype=np.int64)
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
         """Advance ``n_iter`` sweeps, recording kept draws (the store grows on demand)."""
@@ -213,7 +218,9 @@ class MultinomialMHChain(MultinomialChain):
 
 
 def _check_moves(defaults: dict, name: str, value) -> dict:
-    return check.check_moves(value, defaults, paired=[("grow", "prune")], required=["grow"], name=name)
+    # the defaults first, in their order, so a default mix normalises to the same numbers
+    return check.check_moves(value, {**defaults, **{k: v for k, v in EXTRA_MOVES.items() if k not in defaults}},
+                             paired=[("grow", "prune")], required=["grow"], name=name)
 
 
 def _build_cart(problem: CartProblem, options: dict, rng) -> CartChain:
