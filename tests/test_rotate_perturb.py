@@ -24,29 +24,22 @@ from test_exact_posterior import check_exact_start, check_long_run
 
 import bartpy_suite as bps
 
-def _slow_enabled() -> bool:
-    import sys
-
-    args = " ".join(sys.argv)
-    return "-m slow" in args or "-mslow" in args
-
-
 KERNEL_CASES = [
     ("grid", "mean_shift"),
     ("factor", "mean_variance_shift"),
     ("classes", "classification"),
 ]
-
-
-# default run: one case per move (about 8 s each); the rest are marked slow
+# default run: one case per move (about 8 s each); the others are marked slow
 FAST_KERNEL_CASES = {("grid", "mean_shift", "rotate"), ("factor", "mean_variance_shift", "perturb")}
+KERNEL_PARAMS = [
+    pytest.param(ds, model, move, marks=() if (ds, model, move) in FAST_KERNEL_CASES else pytest.mark.slow,
+                 id=f"{ds}-{model}-{move}")
+    for ds, model in KERNEL_CASES for move in ("rotate", "perturb")
+]
 
 
-@pytest.mark.parametrize("move", ["rotate", "perturb"])
-@pytest.mark.parametrize("dataset,model", KERNEL_CASES)
+@pytest.mark.parametrize("dataset,model,move", KERNEL_PARAMS)
 def test_exact_start_invariance(dataset, model, move):
-    if (dataset, model, move) not in FAST_KERNEL_CASES and not _slow_enabled():
-        pytest.skip("slow case: run with -m slow")
     fit = check_exact_start(dataset, model, move, H.PERTURB_MOVES, move)
     assert fit.n == 20_000
 
