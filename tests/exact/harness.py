@@ -371,9 +371,10 @@ def make_sampler_chain(prob: Problem, sampler: str, options: dict, seed: int, li
     return spec.make_chain(cart_problem(prob, likelihood), spec.check_options(options), np.random.default_rng(seed))
 
 
-def make_ctmc_chain(prob: Problem, seed: int, likelihood: bool = True):
+def make_ctmc_chain(prob: Problem, seed: int, likelihood: bool = True, rates: tuple = (0.0, 0.0)):
     """A ``CtmcCartChain`` (continuous-time sampler) on the data of ``prob`` with the same priors
-    as ``make_chain``."""
+    as ``make_chain``; ``rates``: those of its rotate and perturb events."""
     from bartpy_suite.samplers.ctmc import CtmcCartChain
 
-    return CtmcCartChain(cart_problem(prob, likelihood), np.random.default_rng(seed))
+    return CtmcCartChain(cart_problem(prob, likelihood), np.random.default_rng(seed), rotate=rates[0],
+                         perturb=rates[1])
