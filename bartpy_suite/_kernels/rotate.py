@@ -139,65 +139,146 @@ def split_side(sv, sc, i, v, c, left, ov, oc, pos, stack):
 
 
 @njit(cache=True, nogil=True)
-def merge_count(xv, xc, xi, yv, yc, yi, v, c):
-    """|M(X, Y; v, c)|: the trees Z with SplitL(Z; v, c) = X and SplitR(Z; v, c) = Y."""
-    x_leaf = xv[xi] < 0
-    y_leaf = yv[yi] < 0
-    if x_leaf and y_leaf:
-        return 2.0  # a leaf, or (v, c)[leaf, leaf]
-    if not x_leaf and not y_leaf and xv[xi] != v and xv[xi] == yv[yi] and xc[xi] == yc[yi]:
-        n1 = merge_count(xv, xc, xi + 1, yv, yc, yi + 1, v, c)
-        n2 = merge_count(xv, xc, seq_end(xv, xi + 1), yv, yc, seq_end(yv, yi + 1), v, c)
-        return 1.0 + n1 * n2
-    total = 1.0
-    if not x_leaf and xv[xi] == v:
-        total += merge_count(xv, xc, seq_end(xv, xi + 1), yv, yc, yi, v, c)
-    if not y_leaf and yv[yi] == v:
-        total += merge_count(xv, xc, xi, yv, yc, yi + 1, v, c)
-    return total
+def _ends(sv, start):
+    """``seq_end`` of every position of the subtree starting at ``start`` (relative indexing)."""
+    e = seq_end(sv, start)
+    out = np.empty(e - start, dtype=np.int64)
+    for i in range(start, e):
+        out[i - start] = seq_end(sv, i)
+    return out
 
 
 @njit(cache=True, nogil=True)
-def merge_sample(rng, xv, xc, xi, yv, yc, yi, v, c, ov, oc, pos):
-    """Write a uniform draw from M(X, Y; v, c) at ``pos``; returns the end."""
-    x_leaf = xv[xi] < 0
-    y_leaf = yv[yi] < 0
-    if x_leaf and y_leaf:
-        if rng.random() < 0.5:
-            ov[pos] = LEAF
-            oc[pos] = 0
-            return pos + 1
-        ov[pos] = v
-        oc[pos] = c
-        ov[pos + 1] = LEAF
-        oc[pos + 1] = 0
-        ov[pos + 2] = LEAF
-        oc[pos + 2] = 0
-        return pos + 3
-    u = rng.random() * merge_count(xv, xc, xi, yv, yc, yi, v, c)
-    if u < 1.0:
-        ov[pos] = v
-        oc[pos] = c
-        pos = _copy(xv, xc, xi, ov, oc, pos + 1)
-        return _copy(yv, yc, yi, ov, oc, pos)
-    u -= 1.0
-    if not x_leaf and not y_leaf and xv[xi] != v and xv[xi] == yv[yi] and xc[xi] == yc[yi]:
-        ov[pos] = xv[xi]
-        oc[pos] = xc[xi]
-        pos = merge_sample(rng, xv, xc, xi + 1, yv, yc, yi + 1, v, c, ov, oc, pos + 1)
-        return merge_sample(rng, xv, xc, seq_end(xv, xi + 1), yv, yc, seq_end(yv, yi + 1), v, c, ov, oc, pos)
-    if not x_leaf and xv[xi] == v:
-        xr = seq_end(xv, xi + 1)
-        a = merge_count(xv, xc, xr, yv, yc, yi, v, c)
-        if u < a or yv[yi] != v:
+def merge_table(xv, xc, x0, yv, yc, y0, v, c):
+    """|M(X', Y'; v, c)| for every pair of subtrees X' of X (at ``x0``) and Y' of Y (at ``y0``):
+    the trees Z with SplitL(Z; v, c) = X' and SplitR(Z; v, c) = Y' (spec 1.6 b). Entry [i, j]
+    is the pair at ``x0 + i``, ``y0 + j``; filled from the ends backwards, since every case
+    refers to pairs of later positions. (Numba cannot cache a recursive kernel, so the eight
+    cases are a table, not a recursion.) Returns (table, ends of X, ends of Y)."""
+    ex = _ends(xv, x0)
+    ey = _ends(yv, y0)
+    nx = ex.shape[0]
+    ny = ey.shape[0]
+    t = np.zeros((nx, ny))
+    for i in range(nx - 1, -1, -1):
+        xi = x0 + i
+        x_leaf = xv[xi] < 0
+        for j in range(ny - 1, -1, -1):
+            yi = y0 + j
+            y_leaf = yv[yi] < 0
+            if x_leaf and y_leaf:
+                t[i, j] = 2.0  # a leaf, or (v, c)[leaf, leaf]
+                continue
+            if not x_leaf and not y_leaf and xv[xi] != v and xv[xi] == yv[yi] and xc[xi] == yc[yi]:
+                # shared rule: (v, c)[X, Y] or the shared rule over merged children
+                t[i, j] = 1.0 + t[i + 1, j + 1] * t[ex[i + 1] - x0, ey[j + 1] - y0]
+                continue
+            total = 1.0
+            if not x_leaf and xv[xi] == v:  # (v, c1)[X.l, M(X.r, Y)]
+                total += t[ex[i + 1] - x0, j]
+            if not y_leaf and yv[yi] == v:  # (v, c2)[M(X, Y.l), Y.r]
+                total += t[i, j + 1]
+            t[i, j] = total
+    return t, ex, ey
+
+
+@njit(cache=True, nogil=True)
+def merge_count(xv, xc, xi, yv, yc, yi, v, c):
+    """|M(X, Y; v, c)| of the subtrees at ``xi`` and ``yi``."""
+    t, _, _ = merge_table(xv, xc, xi, yv, yc, yi, v, c)
+    return t[0, 0]
+
+
+@njit(cache=True, nogil=True)
+def merge_sample(rng, xv, xc, x0, yv, yc, y0, v, c, ov, oc, pos):
+    """Write a uniform draw from M(X, Y; v, c) at ``pos`` (preorder); returns the end.
+
+    At each pair the top option (v, c)[X', Y'] is kept with probability 1 / |M|, else a branch
+    with probability proportional to its count; pending work is a stack of tasks (0: sample a
+    pair, 1: copy a subtree of X, 2: copy a subtree of Y), so the output is written in preorder.
+    """
+    t, ex, ey = merge_table(xv, xc, x0, yv, yc, y0, v, c)
+    cap = ex.shape[0] + ey.shape[0] + 4
+    kind = np.empty(cap, dtype=np.int64)
+    ta = np.empty(cap, dtype=np.int64)
+    tb = np.empty(cap, dtype=np.int64)
+    kind[0] = 0
+    ta[0] = 0
+    tb[0] = 0
+    top = 1
+    while top > 0:
+        top -= 1
+        k = kind[top]
+        i = ta[top]
+        j = tb[top]
+        if k == 1:
+            pos = _copy(xv, xc, x0 + i, ov, oc, pos)
+            continue
+        if k == 2:
+            pos = _copy(yv, yc, y0 + j, ov, oc, pos)
+            continue
+        xi = x0 + i
+        yi = y0 + j
+        x_leaf = xv[xi] < 0
+        y_leaf = yv[yi] < 0
+        if x_leaf and y_leaf:
+            if rng.random() < 0.5:
+                ov[pos] = LEAF
+                oc[pos] = 0
+                pos += 1
+            else:
+                ov[pos] = v
+                oc[pos] = c
+                ov[pos + 1] = LEAF
+                oc[pos + 1] = 0
+                ov[pos + 2] = LEAF
+                oc[pos + 2] = 0
+                pos += 3
+            continue
+        u = rng.random() * t[i, j]
+        if u < 1.0:  # the top option
+            ov[pos] = v
+            oc[pos] = c
+            pos = _copy(xv, xc, xi, ov, oc, pos + 1)
+            pos = _copy(yv, yc, yi, ov, oc, pos)
+            continue
+        u -= 1.0
+        if not x_leaf and not y_leaf and xv[xi] != v and xv[xi] == yv[yi] and xc[xi] == yc[yi]:
             ov[pos] = xv[xi]
             oc[pos] = xc[xi]
-            pos = _copy(xv, xc, xi + 1, ov, oc, pos + 1)
-            return merge_sample(rng, xv, xc, xr, yv, yc, yi, v, c, ov, oc, pos)
-    ov[pos] = yv[yi]
-    oc[pos] = yc[yi]
-    pos = merge_sample(rng, xv, xc, xi, yv, yc, yi + 1, v, c, ov, oc, pos + 1)
-    return _copy(yv, yc, seq_end(yv, yi + 1), ov, oc, pos)
+            pos += 1
+            kind[top] = 0  # right children, after the left ones
+            ta[top] = ex[i + 1] - x0
+            tb[top] = ey[j + 1] - y0
+            kind[top + 1] = 0
+            ta[top + 1] = i + 1
+            tb[top + 1] = j + 1
+            top += 2
+            continue
+        x_branch = not x_leaf and xv[xi] == v
+        if x_branch and (u < t[ex[i + 1] - x0, j] or y_leaf or yv[yi] != v):
+            ov[pos] = xv[xi]
+            oc[pos] = xc[xi]
+            pos += 1
+            kind[top] = 0  # (v, c1)[X.l, M(X.r, Y)]
+            ta[top] = ex[i + 1] - x0
+            tb[top] = j
+            kind[top + 1] = 1
+            ta[top + 1] = i + 1
+            tb[top + 1] = 0
+            top += 2
+            continue
+        ov[pos] = yv[yi]
+        oc[pos] = yc[yi]
+        pos += 1
+        kind[top] = 2  # (v, c2)[M(X, Y.l), Y.r]
+        ta[top] = 0
+        tb[top] = ey[j + 1] - y0
+        kind[top + 1] = 0
+        ta[top + 1] = i
+        tb[top + 1] = j + 1
+        top += 2
+    return pos
 
 
 @njit(cache=True, nogil=True)
