@@ -25,6 +25,7 @@ CT_B = (2.0, 0.0)
 CT_C = (2.0, 2.0)
 
 
+@pytest.mark.slow
 def test_jump_chain_exact_start_invariance_ct_c_short():
     check_exact_start("grid", "mean_variance_shift", True, 10_000, rates=CT_C)
 
