@@ -22,6 +22,7 @@ from .. import _validation as check
 from .._kernels.bart_chain import mh_bart_sweep, run_bart_chain, run_multinomial_chain
 from .._kernels.cart_chain import cart_step, run_cart_chain
 from .._kernels.cart_moves import MOVE_NAMES, accept_prune, change_or_swap, propose_grow, propose_prune, undo_grow
+from .._kernels.rotate import PERTURB_WIDTH, perturb_step, rotate_step
 from .forest import ForestChain
 from .multinomial import MultinomialChain
 from .problems import BartProblem, CartProblem, MultinomialBartProblem
@@ -126,8 +127,14 @@ class CartChain(TreeChain):
                 return float(log_r), NO_PROPOSAL
             accept_prune(self.tree, node, self.fstate, self.scratch, self.hyper)
         else:
-            accepted, valid, log_r = change_or_swap(self.rng, *args, self.fstate, n_total, self.scratch,
-                                                    MOVE_INDEX[move], True)
+            if move == "rotate":
+                accepted, valid, log_r = rotate_step(self.rng, *args, self.fstate, n_total, self.scratch, True)
+            elif move == "perturb":
+                accepted, valid, log_r = perturb_step(self.rng, *args, self.fstate, n_total, self.scratch,
+                                                       PERTURB_WIDTH, True)
+            else:
+                accepted, valid, log_r = change_or_swap(self.rng, *args, self.fstate, n_total, self.scratch,
+                                                        MOVE_INDEX[move], True)
             if not accepted:
                 return float(log_r), NO_PROPOSAL
         proposed = self.get_tree()
