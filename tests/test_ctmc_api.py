@@ -127,8 +127,10 @@ def test_option_errors():
         bps.cart("y ~ .", data=df, sampler="ctmc", sampler_options={"time": 1.0}, draws=5, tune=0, progress=False)
     with pytest.raises(ArgumentError, match="'time' must be 'auto' or a positive number"):
         bps.bart("y ~ .", data=df, sampler="ctmc", sampler_options={"time": -1}, draws=5, tune=0, progress=False)
-    with pytest.raises(ArgumentError, match="sampler 'ctmc' has no option 'rotate'; its options are: 'time'"):
-        bps.cart("y ~ .", data=df, sampler="ctmc", sampler_options={"rotate": True}, draws=5, tune=0, progress=False)
+    with pytest.raises(ArgumentError, match="sampler 'ctmc' has no option 'rotate_share'; its options are: 'time', "
+                                            "'rotate', 'perturb'"):
+        bps.cart("y ~ .", data=df, sampler="ctmc", sampler_options={"rotate_share": 0.5}, draws=5, tune=0,
+                 progress=False)
 
 
 def test_factor_with_too_many_levels_is_refused():

@@ -50,10 +50,15 @@ def seed_of(*parts) -> int:
     return zlib.crc32("/".join(map(str, parts)).encode())
 
 
-def setup(dataset, model, likelihood, seed):
+def _tag(rates) -> tuple:
+    """Seed parts of the rotate/perturb rates (none without them: the seeds of the plain runs)."""
+    return tuple(rates) if any(rates) else ()
+
+
+def setup(dataset, model, likelihood, seed, rates=(0.0, 0.0)):
     prob = make_problem(dataset, model)
     ex = exact(dataset, model)
-    chain = H.make_ctmc_chain(prob, seed, likelihood=likelihood)
+    chain = H.make_ctmc_chain(prob, seed, likelihood=likelihood, rates=rates)
     return prob, ex, chain
 
 
@@ -108,17 +113,17 @@ def test_rates_and_detailed_balance(dataset, model, likelihood):
     assert balance < 1e-10
 
 
-def check_exact_start(dataset, model, likelihood, n_draws):
-    prob, ex, chain = setup(dataset, model, likelihood, seed_of("start", dataset, model))
+def check_exact_start(dataset, model, likelihood, n_draws, rates=(0.0, 0.0)):
+    prob, ex, chain = setup(dataset, model, likelihood, seed_of("start", dataset, model, *_tag(rates)), rates)
     lam = lambdas(chain, ex.trees)
     target = ex.post * lam
     target /= target.sum()
     # exact_start_run loads each draw with set_tree (reusing the loaded state for repeated
     # numeric-only trees) and advances the chain by 3 of its own iterations, here 3 jumps.
     stepper = H.Stepper(lambda moves: chain, None, {})
-    reached = H.exact_start_run(stepper, ex.trees, target, n_draws, 3, seed_of("draws", dataset, model))
+    reached = H.exact_start_run(stepper, ex.trees, target, n_draws, 3, seed_of("draws", dataset, model, *_tag(rates)))
     fit = H.fit_trees(reached, ex.index, target)
-    print(f"\njump chain {dataset}/{model}: {fit.line()}")
+    print(f"\njump chain {dataset}/{model} rotate/perturb rates {rates}: {fit.line()}")
     assert fit.unknown == 0
     assert fit.p_value > 1e-4, fit.line()
     assert fit.tv < fit.tv_null_mean + 4.5 * fit.tv_null_sd, fit.line()
@@ -160,8 +165,8 @@ def ratio_z(values: np.ndarray, weights: np.ndarray, exact_vals: np.ndarray, n_b
     return (est - exact_vals) / se, est
 
 
-def check_long_run(dataset, model, likelihood, n_jumps):
-    prob, ex, chain = setup(dataset, model, likelihood, seed_of("long", dataset, model, n_jumps))
+def check_long_run(dataset, model, likelihood, n_jumps, rates=(0.0, 0.0)):
+    prob, ex, chain = setup(dataset, model, likelihood, seed_of("long", dataset, model, n_jumps, *_tag(rates)), rates)
     lam = lambdas(chain, ex.trees)
     chain.set_tree(None)
     burn = 1_000
@@ -209,7 +214,7 @@ def check_long_run(dataset, model, likelihood, n_jumps):
     tv_weighted = H.tv_distance(w_counts, ex.post)
     tv_raw_vs_pi = H.tv_distance(np.bincount(labels, minlength=len(ex.trees)), ex.post)
     worst = names[int(np.argmax(np.abs(z)))]
-    print(f"\nlong run {dataset}/{model}: {n_jumps} jumps; weighted TV(trees, pi) {tv_weighted:.4f} (raw frequencies "
+    print(f"\nlong run {dataset}/{model} rotate/perturb rates {rates}: {n_jumps} jumps; weighted TV(trees, pi) {tv_weighted:.4f} (raw frequencies "
           f"vs pi: {tv_raw_vs_pi:.4f}); max|z| weighted {np.max(np.abs(z)):.2f} ({worst}) threshold {threshold:.2f}; "
           f"raw frequencies vs pi*Lambda: max|z| {np.max(np.abs(z_raw)):.2f} threshold {threshold_raw:.2f}")
     assert np.max(np.abs(z)) < threshold, f"{worst}: z = {np.max(np.abs(z)):.2f}"

@@ -64,7 +64,8 @@ def test_moves_through_sampler_options_equal_moves_keyword(cgm):
     b = bps.cart("y ~ x1 + x2", data=cgm, sampler_options={"moves": moves}, **FAST)
     np.testing.assert_array_equal(a.posterior["n_leaves"].values, b.posterior["n_leaves"].values)
     np.testing.assert_array_equal(a.idata["trees"]["node_cut"].values, b.idata["trees"]["node_cut"].values)
-    assert a.config["sampler_options"] == {"moves": {"grow": 0.3, "prune": 0.3, "change": 0.4, "swap": 0.0}}
+    assert a.config["sampler_options"] == {"moves": {"grow": 0.3, "prune": 0.3, "change": 0.4, "swap": 0.0,
+                                                     "rotate": 0.0, "perturb": 0.0}}
 
 
 def test_bad_option_value_names_the_option(cgm):
@@ -146,7 +147,7 @@ def test_statistics_must_match_the_schema(cgm, registered):
 def test_statistics_carry_the_schema_dims_and_coords(bart_fit):
     stats = bart_fit.sample_stats
     assert stats["n_proposed"].dims == ("chain", "draw", "move")
-    assert list(stats["move"].values) == ["grow", "prune", "change", "swap"]
+    assert list(stats["move"].values) == ["grow", "prune", "change", "swap", "rotate", "perturb"]
     assert bart_fit.acceptance().index.tolist() == ["grow", "prune", "change", "swap"]
 
 

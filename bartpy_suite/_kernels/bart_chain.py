@@ -12,6 +12,7 @@ from numba import njit
 from . import loglinear
 from .backfit import begin_sweep, draw_noise, finish_tree, prepare_tree, record_forest
 from .cart_chain import cart_step
+from .cart_moves import N_MOVES
 from .tree import H_SIGMA2
 
 
@@ -43,7 +44,7 @@ def run_bart_chain(rng, forest, state, xt, is_cat, nbins, move_probs, scratch, f
     forest of a kept draw, the chain stops right after that sweep and returns its draw index
     as pending (else -1): the caller grows the store and records it with ``record_forest``.
     """
-    counts = np.zeros((4, 2), dtype=np.int64)
+    counts = np.zeros((N_MOVES, 2), dtype=np.int64)
     for step in range(n_iter):
         it = first_iter + step
         counts[:, :] = 0
@@ -84,7 +85,7 @@ def mh_multinomial_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, scra
 def run_multinomial_chain(rng, forest, state, xt, is_cat, nbins, move_probs, scratch, first_iter, n_iter, tune,
                           thin, out_counts, out_leaves, out_depth, store, nodes, order):
     """``run_bart_chain`` for log-linear BART (no sigma)."""
-    counts = np.zeros((4, 2), dtype=np.int64)
+    counts = np.zeros((N_MOVES, 2), dtype=np.int64)
     for step in range(n_iter):
         it = first_iter + step
         counts[:, :] = 0

@@ -16,7 +16,9 @@ from numba import njit
 from .cart_draws import record_cart_draw
 from .cart_moves import (
     MOVE_GROW,
+    MOVE_PERTURB,
     MOVE_PRUNE,
+    MOVE_ROTATE,
     accept_grow,
     accept_prune,
     change_or_swap,
@@ -25,6 +27,7 @@ from .cart_moves import (
     propose_prune,
     undo_grow,
 )
+from .rotate import perturb_step, rotate_step
 from .tree import M_N_INTERNAL
 
 
@@ -51,6 +54,12 @@ def cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, 
             accept_prune(tree, node, fstate, scratch, hyper)
             return move, True
         return move, False
+    if move == MOVE_ROTATE:
+        accepted, _, _ = rotate_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch)
+        return move, accepted
+    if move == MOVE_PERTURB:
+        accepted, _, _ = perturb_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch)
+        return move, accepted
     accepted, _, _ = change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, move)
     return move, accepted
 

@@ -73,8 +73,18 @@ MOVE_GROW = 0
 MOVE_PRUNE = 1
 MOVE_CHANGE = 2
 MOVE_SWAP = 3
-MOVE_NAMES = ("grow", "prune", "change", "swap")
+# Pratola's moves, implemented in ``rotate.py``; probability 0 in the default mixes.
+MOVE_ROTATE = 4
+MOVE_PERTURB = 5
+MOVE_NAMES = ("grow", "prune", "change", "swap", "rotate", "perturb")
+N_MOVES = 6
 
+
+
+@njit(cache=True, nogil=True)
+def _prob(move_probs, k):
+    """Probability of move k; 0 for a move past the end of a shorter (four-move) vector."""
+    return move_probs[k] if k < move_probs.shape[0] else 0.0
 
 
 @njit(cache=True, nogil=True)
@@ -82,9 +92,9 @@ def move_normaliser(move_probs, n_internal):
     """Sum of the probabilities of the moves possible in a tree with ``n_internal`` splits."""
     z = move_probs[MOVE_GROW]
     if n_internal >= 1:
-        z += move_probs[MOVE_PRUNE] + move_probs[MOVE_CHANGE]
+        z += move_probs[MOVE_PRUNE] + move_probs[MOVE_CHANGE] + _prob(move_probs, MOVE_PERTURB)
     if n_internal >= 2:
-        z += move_probs[MOVE_SWAP]
+        z += move_probs[MOVE_SWAP] + _prob(move_probs, MOVE_ROTATE)
     return z
 
 
@@ -97,8 +107,9 @@ def choose_move(rng, move_probs, n_internal):
         return -1
     u = rng.random() * z
     last = -1
-    for k in range(4):
-        possible = k == MOVE_GROW or (k <= MOVE_CHANGE and n_internal >= 1) or n_internal >= 2
+    for k in range(min(N_MOVES, move_probs.shape[0])):
+        needs = 2 if k == MOVE_SWAP or k == MOVE_ROTATE else (0 if k == MOVE_GROW else 1)
+        possible = n_internal >= needs
         if not possible or move_probs[k] == 0.0:
             continue
         last = k

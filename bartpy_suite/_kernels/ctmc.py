@@ -35,9 +35,26 @@ ratio and its change of B (at most rows - 1 entries, stored in the leaf's own ro
 jump refreshes all rates from these with one log1p and one exp each. When the node capacity is
 nearly used up (births need two free slots) every rate is recomputed.
 
-Event selection scans the leaves and nog nodes (O(nodes)), then recomputes the chosen leaf and
-predictor's rates to pick the rule; the issue's O(log #events) sampling tree is not built (the
-per-jump cost is dominated by the rate updates, see ``benchmarks/results/ctmc_wu.md``).
+Rotate and perturb (CT-B, CT-C) are events too, each an MH step of ``rotate.py`` fired at a
+constant rate: ``mh_rates[0]`` while the tree has a rotatable node (two or more splits),
+``mh_rates[1]`` while it has a split. The process then has the extra generator ``lambda K``
+with K the pi-reversible MH kernel, so it stays pi-reversible, and Lambda(T) includes these
+rates. A rejected step is a jump to the same tree: the holding time in T is still split into
+Exp(Lambda) pieces, so ``1 / Lambda`` stays the right weight of each recorded state. The rate
+must not depend on the tree (beyond the move being possible, which rotate and perturb never
+change): a rate proportional to, say, the number of rotatable nodes would make the process
+target pi times that number. This is why the paper's mixture weight of Appendix B, a share of
+Lambda(T), is not offered: a state-dependent share breaks the balance. (A per-outcome rate
+``min(1, pi(T')/pi(T))`` as in App. B would need every merge outcome enumerated and, for
+rotations reachable two ways or with merge multiplicities, the proposal counts in the rate.)
+
+Event selection: a sum tree (``sum_tree``, a binary tree over the node slots whose leaves hold
+each slot's total event rate, births summed over predictors and rules at a leaf, the death
+rate at a nog node, and whose inner entries are the sums of their two children) picks the node
+in O(log nodes) by descending from the root; a jump updates the slots it touched in O(log nodes)
+each, every parent sum recomputed from its children (no drift from adding differences). The
+chosen leaf's predictor is then picked over its p totals and the rule among that predictor's
+recomputed rates, as before. Lambda is the root of the sum tree.
 
 Imports numpy, numba and the kernels of this package only.
 """
@@ -59,6 +76,7 @@ from .likelihood import (
     leaf_log_marginal_normal_known_variance,
     mean_shift_leaf_terms,
 )
+from .rotate import perturb_step, rotate_step
 from .tree import (
     F_B_SUM,
     F_LM_SUM,
@@ -77,6 +95,7 @@ from .tree import (
     H_TAU2,
     LEAF,
     M_N_FREE,
+    M_N_INTERNAL,
     collapse_node,
     has_available_rule,
     leaf_terms,
@@ -88,7 +107,9 @@ from .tree import (
 
 EVENT_BIRTH = 0
 EVENT_DEATH = 1
-EVENT_NAMES = ("birth", "death")
+EVENT_ROTATE = 2
+EVENT_PERTURB = 3
+EVENT_NAMES = ("birth", "death", "rotate", "perturb")
 
 #: Most levels a factor may have under ``ctmc`` (its unordered partitions are enumerated).
 MAX_FACTOR_LEVELS = 16
@@ -115,6 +136,7 @@ class CtmcState(NamedTuple):
     cut_count: np.ndarray  # int64[N, p]: candidates cached for (leaf, predictor); -1: not cached
     death_a: np.ndarray  # float64[N]: the same for the death of a nog node
     death_db: np.ndarray  # float64[N]
+    sum_tree: np.ndarray  # float64[2 S], S the power of two >= N: event rate of each node slot, sums
 
 
 def new_ctmc_state(n_rows: int, capacity: int, nbins: np.ndarray, is_cat: np.ndarray, n_classes: int) -> CtmcState:
@@ -145,7 +167,15 @@ def new_ctmc_state(n_rows: int, capacity: int, nbins: np.ndarray, is_cat: np.nda
         cut_count=np.zeros((capacity, p), dtype=np.int64),
         death_a=np.zeros(capacity),
         death_db=np.zeros(capacity),
+        sum_tree=np.zeros(2 * _pow2(capacity)),
     )
+
+
+def _pow2(n: int) -> int:
+    size = 1
+    while size < n:
+        size *= 2
+    return size
 
 
 # -- leaf terms from sufficient statistics ---------------------------------------------------------
@@ -529,6 +559,7 @@ def compute_all_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, 
             leaf_birth_rates(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
         elif _is_nog(tree, node):
             cs.rate_death[node] = nog_death_rate(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+    rebuild_sum_tree(tree, cs)
 
 
 @njit(cache=True, nogil=True)
@@ -558,21 +589,88 @@ def refresh_global_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratc
                 cs.rate_var[node, v] = total
         elif tree.var[node] >= 0 and _is_nog(tree, node):
             cs.rate_death[node] = _rate(cs.death_a[node] + _global_delta(fstate, cs.death_db[node], n_total, hyper))
+    rebuild_sum_tree(tree, cs)
 
 
 @njit(cache=True, nogil=True)
 def total_rate(tree, cs):
-    """Lambda(T): the sum of every event's rate (1 / the expected holding time, eq. 4)."""
-    total = 0.0
-    p = cs.rate_var.shape[1]
-    for node in range(tree.var.shape[0]):
-        v = tree.var[node]
-        if v == LEAF:
-            for k in range(p):
-                total += cs.rate_var[node, k]
-        elif v >= 0:
-            total += cs.rate_death[node]
-    return total
+    """Lambda(T): the sum of every birth and death rate (1 / the expected holding time, eq. 4),
+    the root of the sum tree (kept current by every function that changes a rate)."""
+    return cs.sum_tree[1]
+
+
+@njit(cache=True, nogil=True)
+def node_event_rate(tree, cs, node):
+    """Total rate of the events at one node slot: its births (leaf), its death (nog), else 0."""
+    v = tree.var[node]
+    if v == LEAF:
+        w = 0.0
+        for k in range(cs.rate_var.shape[1]):
+            w += cs.rate_var[node, k]
+        return w
+    if v >= 0:
+        return cs.rate_death[node]
+    return 0.0
+
+
+@njit(cache=True, nogil=True)
+def sum_tree_set(st, i, w):
+    """Set slot i of the sum tree to w and recompute the sums above it (O(log slots))."""
+    j = st.shape[0] // 2 + i
+    st[j] = w
+    j //= 2
+    while j >= 1:
+        st[j] = st[2 * j] + st[2 * j + 1]
+        j //= 2
+
+
+@njit(cache=True, nogil=True)
+def _update_slots(tree, cs, a, b, c, d):
+    """Refresh the sum tree at the (up to four) slots a jump touched (-1: none)."""
+    for k in (np.int64(a), np.int64(b), np.int64(c), np.int64(d)):
+        if k >= 0:
+            sum_tree_set(cs.sum_tree, k, node_event_rate(tree, cs, k))
+
+
+@njit(cache=True, nogil=True)
+def rebuild_sum_tree(tree, cs):
+    """Recompute the whole sum tree from the cached rates (O(slots))."""
+    st = cs.sum_tree
+    size = st.shape[0] // 2
+    cap = tree.var.shape[0]
+    for i in range(size):
+        st[size + i] = node_event_rate(tree, cs, i) if i < cap else 0.0
+    for j in range(size - 1, 0, -1):
+        st[j] = st[2 * j] + st[2 * j + 1]
+
+
+@njit(cache=True, nogil=True)
+def sum_tree_find(st, u):
+    """Slot i with (sum of slots < i) <= u < (sum of slots <= i), and u minus the sum of the
+    slots before it; a descent from the root, O(log slots). Rounding can leave u at or past the
+    total: the last slot with a positive rate is returned then (``u`` clamped into it)."""
+    size = st.shape[0] // 2
+    if u >= st[1]:
+        j = 1
+        while j < size:  # rightmost positive path
+            j = 2 * j + 1 if st[2 * j + 1] > 0.0 else 2 * j
+        return j - size, st[j]
+    j = 1
+    while j < size:
+        left = st[2 * j]
+        if u < left:
+            j = 2 * j
+        else:
+            u -= left
+            j = 2 * j + 1
+    if st[j] <= 0.0:
+        # u landed on a zero-width slot through rounding (u - left just below 0 or past a sum):
+        # take the nearest slot to its left with a positive rate
+        i = j - size
+        while i > 0 and st[size + i] <= 0.0:
+            i -= 1
+        return i, 0.0
+    return j - size, min(max(u, 0.0), st[j])
 
 
 # -- jumps ------------------------------------------------------------------------------------------
@@ -652,40 +750,8 @@ def jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam)
     changed. Returns (event kind, node)."""
     u = rng.random() * lam
     p = xt.shape[0]
-    cap = tree.var.shape[0]
-    chosen = -1
-    kind = EVENT_BIRTH
-    last = -1
-    last_kind = EVENT_BIRTH
-    for node in range(cap):
-        v = tree.var[node]
-        if v == LEAF:
-            w = 0.0
-            for k in range(p):
-                w += cs.rate_var[node, k]
-            if w > 0.0:
-                last = node
-                last_kind = EVENT_BIRTH
-                if u < w:
-                    chosen = node
-                    kind = EVENT_BIRTH
-                    break
-                u -= w
-        elif v >= 0:
-            w = cs.rate_death[node]
-            if w > 0.0:
-                last = node
-                last_kind = EVENT_DEATH
-                if u < w:
-                    chosen = node
-                    kind = EVENT_DEATH
-                    break
-                u -= w
-    if chosen < 0:  # rounding: u landed past the last event
-        chosen = last
-        kind = last_kind
-        u = 0.0
-    node = chosen
+    node, u = sum_tree_find(cs.sum_tree, u)
+    kind = EVENT_BIRTH if tree.var[node] == LEAF else EVENT_DEATH
     full = False
     if kind == EVENT_BIRTH:
         v = _pick(cs.rate_var[node], p, u)
@@ -719,6 +785,7 @@ def jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam)
             par = tree.parent[node] if node != 0 else -1
             if par >= 0:
                 cs.rate_death[par] = 0.0
+            _update_slots(tree, cs, node, lc, rc, par)
     else:
         lc = tree.left[node]
         rc = tree.right[node]
@@ -733,6 +800,7 @@ def jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam)
             par = tree.parent[node] if node != 0 else -1
             if par >= 0 and _is_nog(tree, par):
                 cs.rate_death[par] = nog_death_rate(tree, par, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+            _update_slots(tree, cs, node, lc, rc, par)
     if full:
         compute_all_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
     elif _has_global_term(hyper):
@@ -741,12 +809,13 @@ def jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam)
 
 
 @njit(cache=True, nogil=True)
-def run_for_time(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, horizon):
+def run_for_time(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, horizon, mh_rates):
     """Simulate the process for ``horizon`` time units from the current tree (Exp(Lambda)
     holding times; the state at a fixed time is pi-invariant, which a single jump is not).
     Returns (number of jumps, Lambda of the starting tree)."""
     compute_all_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
-    lam = total_rate(tree, cs)
+    lam_bd = total_rate(tree, cs)
+    lam = lam_bd + mh_event_rate(tree, mh_rates)
     lam0 = lam
     t = 0.0
     jumps = 0
@@ -754,7 +823,48 @@ def run_for_time(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, 
         t += rng.exponential(1.0) / lam
         if t > horizon:
             break
-        jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam)
+        event_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam_bd, mh_rates)
         jumps += 1
-        lam = total_rate(tree, cs)
+        lam_bd = total_rate(tree, cs)
+        lam = lam_bd + mh_event_rate(tree, mh_rates)
     return jumps, lam0
+
+
+# -- rotate and perturb events ----------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def mh_event_rate(tree, mh_rates):
+    """Total rate of the rotate and perturb events of the tree (see the module docstring)."""
+    n_int = tree.meta[M_N_INTERNAL]
+    out = 0.0
+    if n_int >= 2:
+        out += mh_rates[0]
+    if n_int >= 1:
+        out += mh_rates[1]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def event_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam_bd, mh_rates):
+    """One event of the process with birth/death total ``lam_bd`` (cached rates) and the rotate /
+    perturb rates ``mh_rates``: returns its kind. Without rotate/perturb events this is exactly
+    ``jump`` (same random draws)."""
+    mh = mh_event_rate(tree, mh_rates)
+    if mh > 0.0:
+        u = rng.random() * (lam_bd + mh)
+        if u >= lam_bd:
+            u -= lam_bd
+            n_total = float(y.shape[0])
+            rot = mh_rates[0] if tree.meta[M_N_INTERNAL] >= 2 else 0.0
+            if u < rot:
+                kind = EVENT_ROTATE
+                accepted, _, _ = rotate_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch)
+            else:
+                kind = EVENT_PERTURB
+                accepted, _, _ = perturb_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total,
+                                              scratch)
+            if accepted:
+                compute_all_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+            return kind
+    kind, _ = jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam_bd)
+    return kind

@@ -13,29 +13,33 @@ from numba import njit
 
 from .backfit import begin_sweep, draw_noise, finish_tree, prepare_tree, record_forest
 from .cart_draws import record_cart_draw
-from .ctmc import compute_all_rates, jump, run_for_time, total_rate
+from .ctmc import compute_all_rates, event_step, mh_event_rate, run_for_time, total_rate
 from .tree import H_SIGMA2
 
 
 @njit(cache=True, nogil=True)
 def run_ctmc_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, first_iter, n_iter, tune,
-                        thin, draws, out_weight, out_rate, out_event, store, order):
+                        thin, draws, out_weight, out_rate, out_event, store, order, mh_rates):
     """Advance a CART chain by up to ``n_iter`` jumps of the birth-death process.
 
     Each iteration is one jump (every event accepted, CT-MCMC Algorithm 2); the tree reached
     is recorded, when kept, with its weight ``1 / Lambda`` (expected holding time, eq. 4 and
     the Rao-Blackwellized estimator eq. 12), its Lambda and the event kind. A tree without
     any event (Lambda = 0: nothing can split) is absorbing and recorded with weight 1.
+    ``mh_rates`` are the rates of the rotate and perturb events (``ctmc.event_step``); a
+    rejected rotate or perturb is an event that stays in the same tree, recorded again.
     Returns ``(iterations done, pending draw)`` as ``run_cart_chain`` does.
     """
     compute_all_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
-    lam = total_rate(tree, cs)
+    lam_bd = total_rate(tree, cs)
+    lam = lam_bd + mh_event_rate(tree, mh_rates)
     for step in range(n_iter):
         it = first_iter + step
         kind = -1
         if lam > 0.0:
-            kind, _ = jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam)
-            lam = total_rate(tree, cs)
+            kind = event_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam_bd, mh_rates)
+            lam_bd = total_rate(tree, cs)
+            lam = lam_bd + mh_event_rate(tree, mh_rates)
         if it < tune or (it - tune) % thin != 0:
             continue
         d = (it - tune) // thin
@@ -51,7 +55,7 @@ def run_ctmc_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, sc
 
 
 @njit(cache=True, nogil=True)
-def ctmc_bart_sweep(rng, forest, state, xt, is_cat, nbins, scratch, cs, horizon, out):
+def ctmc_bart_sweep(rng, forest, state, xt, is_cat, nbins, scratch, cs, horizon, out, mh_rates):
     """One backfitting sweep: each tree runs the process for ``horizon`` time against its
     partial residual, then sigma (or the probit latents). ``out`` receives (jumps, sum of the
     trees' starting Lambda)."""
@@ -61,7 +65,7 @@ def ctmc_bart_sweep(rng, forest, state, xt, is_cat, nbins, scratch, cs, horizon,
     for j in range(forest.var.shape[0]):
         tree = prepare_tree(state, forest, j)
         n_jumps, lam0 = run_for_time(rng, tree, xt, is_cat, nbins, state.resid, state.ycls, state.hyper, state.fstate,
-                                     scratch, cs, horizon)
+                                     scratch, cs, horizon, mh_rates)
         jumps += n_jumps
         lam_sum += lam0
         finish_tree(rng, state, forest, j, n_jumps > 0)
@@ -72,7 +76,8 @@ def ctmc_bart_sweep(rng, forest, state, xt, is_cat, nbins, scratch, cs, horizon,
 
 @njit(cache=True, nogil=True)
 def run_ctmc_bart_chain(rng, forest, state, xt, is_cat, nbins, scratch, cs, horizon, adapt, first_iter, n_iter, tune,
-                        thin, out_sigma, out_jumps, out_rate, out_time, out_leaves, out_depth, store, nodes, order):
+                        thin, out_sigma, out_jumps, out_rate, out_time, out_leaves, out_depth, store, nodes, order,
+                        mh_rates):
     """Advance a BART chain by up to ``n_iter`` sweeps (see ``run_bart_chain`` for the return).
 
     ``horizon[0]`` is the time per tree visit. With ``adapt`` it is reset during tuning after
@@ -84,7 +89,7 @@ def run_ctmc_bart_chain(rng, forest, state, xt, is_cat, nbins, scratch, cs, hori
     sweep_out = np.zeros(2)
     for step in range(n_iter):
         it = first_iter + step
-        ctmc_bart_sweep(rng, forest, state, xt, is_cat, nbins, scratch, cs, horizon[0], sweep_out)
+        ctmc_bart_sweep(rng, forest, state, xt, is_cat, nbins, scratch, cs, horizon[0], sweep_out, mh_rates)
         used = horizon[0]
         if adapt and (it < tune or it == 0) and sweep_out[1] > 0.0:
             horizon[0] = n_trees / sweep_out[1]

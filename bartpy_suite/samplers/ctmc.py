@@ -13,7 +13,10 @@ a single jump is not). BART draws are therefore equally weighted.
 
 Options (``sampler_options``): ``time``, the time per tree visit in BART ("auto": during
 tuning, set after each sweep to 1 / the sweep's mean total rate, about one jump per visit,
-then fixed; or a positive number). Rotate and perturb events (CT-B/CT-C) are not implemented.
+then fixed; or a positive number); ``rotate`` and ``perturb`` (CT-B / CT-C): False (default),
+True (rate ``DEFAULT_EVENT_RATE``) or a positive rate at which a rotate (perturb) event fires,
+each event one Metropolis-Hastings step of Pratola's move (``_kernels/rotate.py``; see
+``_kernels/ctmc.py`` for why the rate is a constant and not the paper's share of Lambda).
 
 Statistics: CART ``weight`` (1 / Lambda), ``total_rate`` (Lambda) and ``event`` (the jump
 that reached the recorded tree); BART ``jumps`` (mean jumps per tree visit), ``total_rate``
@@ -37,6 +40,7 @@ from .._kernels.ctmc import (
     apply_birth,
     apply_death,
     compute_all_rates,
+    mh_event_rate,
     new_ctmc_state,
     total_rate,
 )
@@ -46,6 +50,10 @@ from .forest import ForestChain
 from .problems import BartProblem, CartProblem
 from .registry import Option, SamplerSpec, Statistic, register
 from .single_tree import TreeChain
+
+#: Rate of a rotate or perturb event with ``rotate=True`` / ``perturb=True``: about one event per
+#: unit time, against birth and death rates of at most 1 per candidate rule.
+DEFAULT_EVENT_RATE = 1.0
 
 
 def _ctmc_state(codes, is_cat, nbins, n_rows: int, capacity: int, n_classes: int):
@@ -62,10 +70,14 @@ class CtmcCartChain(TreeChain):
     ----------
     problem : CartProblem
     rng : numpy.random.Generator
+    rotate, perturb : float
+        Rates of the rotate and perturb events (0: none).
     """
 
-    def __init__(self, problem: CartProblem, rng: np.random.Generator, capacity: int | None = None):
+    def __init__(self, problem: CartProblem, rng: np.random.Generator, capacity: int | None = None,
+                 rotate: float = 0.0, perturb: float = 0.0):
         super().__init__(problem, rng, capacity)
+        self.mh_rates = np.array([float(rotate), float(perturb)])
         self.cs = _ctmc_state(self.codes, self.is_categorical, self.nbins, self.y.shape[0], self.capacity,
                               self.n_classes)
 
@@ -83,7 +95,7 @@ class CtmcCartChain(TreeChain):
             steps, pending = run_ctmc_cart_chain(
                 self.rng, self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.hyper,
                 self.fstate, self.scratch, self.cs, first_iter + done, n_iter - done, tune, thin, self.draws,
-                self.weight, self.rate, self.event, self.store, self.order,
+                self.weight, self.rate, self.event, self.store, self.order, self.mh_rates,
             )
             done += steps
             if pending >= 0:
@@ -101,7 +113,7 @@ class CtmcCartChain(TreeChain):
     def total_rate(self) -> float:
         """Lambda of the current tree: the sum of all event rates (1 / expected holding time)."""
         compute_all_rates(self.tree, *self._kernel_args(), self.fstate, self.scratch, self.cs)
-        return float(total_rate(self.tree, self.cs))
+        return float(total_rate(self.tree, self.cs) + mh_event_rate(self.tree, self.mh_rates))
 
     def events(self) -> list[tuple[str, object, float]]:
         """Every event of the current tree as ``(kind, canonical tree reached, rate)``.
@@ -158,10 +170,14 @@ class CtmcBartChain(ForestChain):
     time : float or "auto"
         Time per tree visit (see the module docstring).
     rng : numpy.random.Generator
+    rotate, perturb : float
+        Rates of the rotate and perturb events (0: none).
     """
 
-    def __init__(self, problem: BartProblem, time, rng: np.random.Generator):
+    def __init__(self, problem: BartProblem, time, rng: np.random.Generator, rotate: float = 0.0,
+                 perturb: float = 0.0):
         super().__init__(problem, rng)
+        self.mh_rates = np.array([float(rotate), float(perturb)])
         self.adapt = time == "auto"
         # The starting time before adaptation: about one jump per visit for a stump with a few
         # hundred available rules at rate ~1 would need ~1e-3; adaptation replaces it.
@@ -179,7 +195,7 @@ class CtmcBartChain(ForestChain):
         """One backfitting sweep at the current time per visit; returns (jumps, sum of Lambda)."""
         out = np.zeros(2)
         ctmc_bart_sweep(self.rng, self.forest, self.state, self.codes, self.is_categorical, self.nbins, self.scratch,
-                        self.cs, self.horizon[0], out)
+                        self.cs, self.horizon[0], out, self.mh_rates)
         return float(out[0]), float(out[1])
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
@@ -190,7 +206,7 @@ class CtmcBartChain(ForestChain):
                 self.rng, self.forest, self.state, self.codes, self.is_categorical, self.nbins, self.scratch, self.cs,
                 self.horizon, self.adapt, first_iter + done, n_iter - done, tune, thin, self.out["sigma"],
                 self.jumps, self.rate, self.time, self.out["n_leaves"], self.out["depth"], self.store,
-                self.scratch.nodes, self.order,
+                self.scratch.nodes, self.order, self.mh_rates,
             )
             done += steps
             if pending >= 0:
@@ -211,15 +227,24 @@ def _check_time(name: str, value):
                         f"got {value!r}")
 
 
+def _check_event_rate(name: str, value) -> float:
+    if isinstance(value, bool):
+        return DEFAULT_EVENT_RATE if value else 0.0
+    if isinstance(value, numbers.Real) and np.isfinite(value) and value >= 0:
+        return float(value)
+    raise ArgumentError(f"sampler option {name!r} must be True, False or a non-negative number (the rate of "
+                        f"{name} events); got {value!r}")
+
+
 def _build_cart(problem: CartProblem, options: dict, rng) -> CtmcCartChain:
     if options["time"] != "auto":
         raise ArgumentError("sampler option 'time' applies to BART only (a CART fit records every jump with its "
                             "expected holding time); remove it")
-    return CtmcCartChain(problem, rng)
+    return CtmcCartChain(problem, rng, rotate=options["rotate"], perturb=options["perturb"])
 
 
 def _build_bart(problem: BartProblem, options: dict, rng) -> CtmcBartChain:
-    return CtmcBartChain(problem, options["time"], rng)
+    return CtmcBartChain(problem, options["time"], rng, rotate=options["rotate"], perturb=options["perturb"])
 
 
 CTMC = register(SamplerSpec(
@@ -229,11 +254,17 @@ CTMC = register(SamplerSpec(
     builders={"cart": _build_cart, "bart": _build_bart},
     options=(Option("time", "auto", _check_time,
                     "BART only: time the process runs per tree visit; 'auto' (default) adapts it during tuning "
-                    "to about one jump per visit, then fixes it"),),
+                    "to about one jump per visit, then fixes it"),
+             Option("rotate", 0.0, _check_event_rate,
+                    f"rotate events (CT-B): False (default), True (rate {DEFAULT_EVENT_RATE}) or their rate; each is "
+                    "one Metropolis-Hastings rotate step (Pratola 2016)"),
+             Option("perturb", 0.0, _check_event_rate,
+                    f"perturb events (CT-C): False (default), True (rate {DEFAULT_EVENT_RATE}) or their rate; each is "
+                    "one Metropolis-Hastings perturb step of one split rule")),
     statistics={
         "cart": (
             Statistic("weight", (), "1 / Lambda: expected holding time of the recorded tree (CT-MCMC eq. 4, 12)"),
-            Statistic("total_rate", (), "Lambda: total rate of all birth and death events of the recorded tree"),
+            Statistic("total_rate", (), "Lambda: total rate of all events (birth, death, rotate, perturb) of the tree"),
             Statistic("event", (), "event that reached the recorded tree (index into the event coordinate)"),
         ),
         "bart": (

@@ -2,7 +2,10 @@
 1998) and ``grow_prune`` (its grow / prune subset), for Bayesian CART and, one move per tree
 inside Bayesian backfitting, for BART.
 
-Options: ``moves``, the move probabilities (also the models' ``moves=`` keyword).
+Options: ``moves``, the move probabilities (also the models' ``moves=`` keyword). Both samplers
+also accept Pratola's (2016) ``"rotate"`` and ``"perturb"`` moves (``_kernels/rotate.py``),
+probability 0 by default, e.g. ``{"grow": .25, "prune": .25, "change": .2, "swap": .1,
+"rotate": .1, "perturb": .1}`` (the paper's RJ-B/RJ-C counterparts).
 Statistics: CART records the move tried at each kept iteration and whether it was accepted;
 BART the proposals and acceptances of each move type over the trees of the kept sweep.
 
@@ -19,6 +22,7 @@ from .. import _validation as check
 from .._kernels.bart_chain import mh_bart_sweep, run_bart_chain, run_multinomial_chain
 from .._kernels.cart_chain import cart_step, run_cart_chain
 from .._kernels.cart_moves import MOVE_NAMES, accept_prune, change_or_swap, propose_grow, propose_prune, undo_grow
+from .._kernels.rotate import PERTURB_WIDTH, perturb_step, rotate_step
 from .forest import ForestChain
 from .multinomial import MultinomialChain
 from .problems import BartProblem, CartProblem, MultinomialBartProblem
@@ -32,10 +36,12 @@ NO_PROPOSAL = "no proposal"
 
 CGM_MOVES = {"grow": 0.25, "prune": 0.25, "change": 0.4, "swap": 0.1}
 GROW_PRUNE_MOVES = {"grow": 0.5, "prune": 0.5}
+#: Moves every MH sampler accepts beyond its defaults (weight 0 unless given).
+EXTRA_MOVES = {"rotate": 0.0, "perturb": 0.0}
 
 
 def move_vector(moves: dict) -> np.ndarray:
-    """Move probabilities as the kernel's (grow, prune, change, swap) vector."""
+    """Move probabilities as the kernel's vector, in the order of ``MOVE_NAMES``."""
     return np.array([float(moves.get(name, 0.0)) for name in MOVE_NAMES], dtype=np.float64)
 
 
@@ -89,7 +95,7 @@ class CartChain(TreeChain):
         if move is None:
             probs = self.move_probs
         else:
-            probs = np.zeros(4)
+            probs = np.zeros(len(MOVE_NAMES))
             probs[MOVE_INDEX[move]] = 1.0
             if move in ("grow", "prune"):
                 probs[:2] = 0.5
@@ -121,8 +127,14 @@ class CartChain(TreeChain):
                 return float(log_r), NO_PROPOSAL
             accept_prune(self.tree, node, self.fstate, self.scratch, self.hyper)
         else:
-            accepted, valid, log_r = change_or_swap(self.rng, *args, self.fstate, n_total, self.scratch,
-                                                    MOVE_INDEX[move], True)
+            if move == "rotate":
+                accepted, valid, log_r = rotate_step(self.rng, *args, self.fstate, n_total, self.scratch, True)
+            elif move == "perturb":
+                accepted, valid, log_r = perturb_step(self.rng, *args, self.fstate, n_total, self.scratch,
+                                                       PERTURB_WIDTH, True)
+            else:
+                accepted, valid, log_r = change_or_swap(self.rng, *args, self.fstate, n_total, self.scratch,
+                                                        MOVE_INDEX[move], True)
             if not accepted:
                 return float(log_r), NO_PROPOSAL
         proposed = self.get_tree()
@@ -149,11 +161,11 @@ class BartChain(ForestChain):
     def allocate(self, draws: int) -> None:
         """Buffers for ``draws`` kept draws (the model's and the moves' statistics)."""
         super().allocate(draws)
-        self.counts = np.zeros((draws, 4, 2), dtype=np.int64)
+        self.counts = np.zeros((draws, len(MOVE_NAMES), 2), dtype=np.int64)
 
     def sweep(self) -> np.ndarray:
         """One backfitting sweep; returns the (move, [proposed, accepted]) counts."""
-        counts = np.zeros((4, 2), dtype=np.int64)
+        counts = np.zeros((len(MOVE_NAMES), 2), dtype=np.int64)
         mh_bart_sweep(self.rng, self.forest, self.state, self.codes, self.is_categorical, self.nbins, self.move_probs,
                       self.scratch, counts)
         return counts
@@ -187,7 +199,7 @@ class MultinomialMHChain(MultinomialChain):
     def allocate(self, draws: int) -> None:
         """Buffers for ``draws`` kept draws (the model's and the moves' statistics)."""
         super().allocate(draws)
-        self.counts = np.zeros((draws, 4, 2), dtype=np.int64)
+        self.counts = np.zeros((draws, len(MOVE_NAMES), 2), dtype=np.int64)
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
         """Advance ``n_iter`` sweeps, recording kept draws (the store grows on demand)."""
@@ -199,7 +211,9 @@ class MultinomialMHChain(MultinomialChain):
 
 
 def _check_moves(defaults: dict, name: str, value) -> dict:
-    return check.check_moves(value, defaults, paired=[("grow", "prune")], required=["grow"], name=name)
+    # the defaults first, in their order, so a default mix normalises to the same numbers
+    return check.check_moves(value, {**defaults, **{k: v for k, v in EXTRA_MOVES.items() if k not in defaults}},
+                             paired=[("grow", "prune")], required=["grow"], name=name)
 
 
 def _build_cart(problem: CartProblem, options: dict, rng) -> CartChain:

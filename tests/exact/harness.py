@@ -21,6 +21,9 @@ from .enumerate import Problem, tree_depth, tree_leaves
 
 CGM_MOVES = {"grow": 0.25, "prune": 0.25, "change": 0.4, "swap": 0.1}
 GROW_PRUNE_MOVES = {"grow": 0.5, "prune": 0.5}
+# The paper's RJ-B (rotate added) and RJ-C (rotate and perturb) counterparts.
+ROTATE_MOVES = {"grow": 0.25, "prune": 0.25, "change": 0.2, "swap": 0.1, "rotate": 0.2}
+PERTURB_MOVES = {"grow": 0.2, "prune": 0.2, "change": 0.2, "swap": 0.1, "rotate": 0.15, "perturb": 0.15}
 
 
 def make_chain(prob: Problem, moves: dict, seed: int, likelihood: bool = True) -> CartChain:
@@ -51,8 +54,10 @@ def move_possible(tree, move: str | None) -> bool:
     with an internal child). When it has none, the correct kernel stays put."""
     if move == "change":
         return tree is not None
-    if move == "swap":
+    if move in ("swap", "rotate"):
         return n_internal(tree) >= 2
+    if move == "perturb":
+        return tree is not None
     return True
 
 
@@ -71,7 +76,8 @@ class Stepper:
     the same ``cart_step`` as ``CartChain.step(move)``, without a Python round trip per step.
     """
 
-    SINGLE = {"grow": {"grow": 0.5, "prune": 0.5}, "change": {"change": 1.0}, "swap": {"swap": 1.0}}
+    SINGLE = {"grow": {"grow": 0.5, "prune": 0.5}, "change": {"change": 1.0}, "swap": {"swap": 1.0},
+              "rotate": {"rotate": 1.0}, "perturb": {"perturb": 1.0}}
 
     def __init__(self, make, move: str | None, moves: dict):
         self.move = move
@@ -367,9 +373,10 @@ def make_sampler_chain(prob: Problem, sampler: str, options: dict, seed: int, li
     return spec.make_chain(cart_problem(prob, likelihood), spec.check_options(options), np.random.default_rng(seed))
 
 
-def make_ctmc_chain(prob: Problem, seed: int, likelihood: bool = True):
+def make_ctmc_chain(prob: Problem, seed: int, likelihood: bool = True, rates: tuple = (0.0, 0.0)):
     """A ``CtmcCartChain`` (continuous-time sampler) on the data of ``prob`` with the same priors
-    as ``make_chain``."""
+    as ``make_chain``; ``rates``: those of its rotate and perturb events."""
     from bartpy_suite.samplers.ctmc import CtmcCartChain
 
-    return CtmcCartChain(cart_problem(prob, likelihood), np.random.default_rng(seed))
+    return CtmcCartChain(cart_problem(prob, likelihood), np.random.default_rng(seed), rotate=rates[0],
+                         perturb=rates[1])

@@ -1,0 +1,574 @@
+"""Pratola's (2016) ROTATE and PERTURB tree moves as exact Metropolis-Hastings kernels under the
+prior of ``tree.py`` (spec ``tree_moves.md`` sections 1.3 and 1.6, with its corrections).
+
+ROTATE picks a non-root internal node N uniformly (``|R(T)|`` = internal nodes - 1); P is its
+parent, S its sibling, A and B its children.
+
+* Same variable (v_N = v_P, numeric): the classical rotation, e.g. for N the left child
+  ``(v,cP)[(v,cN)[A,B], S] -> (v,cN)[A, (v,cP)[B,S]]``; the partition is unchanged.
+* Different variables: lift N's rule above P's and split S on it (``S_L = SplitL(S; vN,cN)``
+  keeps the part of S compatible with ``x_vN <= cN``), giving ``(vN,cN)[(vP,cP)[A,S_L],
+  (vP,cP)[B,S_R]]`` (mirror when N is the right child); each ``(vP,cP)[X,Y]`` is replaced by a
+  uniform draw from the merge set M(X,Y; vP,cP) = {Z : SplitL(Z) = X, SplitR(Z) = Y} (the
+  eight cases of the spec; we keep the top option with probability 1/|M| in every case, which
+  fixes OpenBT's 1/(1+n1+n2) in the shared-rule case).
+
+MH ratio (spec 1.6 e, with k_fwd counted on both sides, fixing OpenBT's factor-2 bias)::
+
+    log r = [log pi(T'_P) - log pi(T_P)] + [lm(T') - lm(T)]
+            + log(k_rev / |R(T')|) - log(k_fwd / |R(T)|) + log(m1 m2) - log(s1 s2)
+
+where m1, m2 are the sizes of the two merge sets drawn from, s1 = |M(S_L,S_R; vN,cN)|,
+s2 = |M(A,B; vN,cN)| those of the reverse move, k_fwd = 2 if S carries N's rule (rotating at S
+gives the same tree) and k_rev the number of children of the new top carrying P's rule (0: the
+move cannot be reversed, rejected). The prior is ``tree.py``'s own (p_SPLIT with the
+splittability of each node, p_RULE uniform over the node's available rules), summed over the
+rebuilt subtree, not OpenBT's descendant-range prior. A tree with a node whose child gets fewer
+than ``min_leaf_size`` rows (which includes every logically redundant rule) has prior 0.
+
+Rotations are offered when P's and N's rules are numeric: the split/merge algebra above needs
+an ordered cut. A rotation at a factor rule is the identity (the draw is spent, nothing
+changes); since a rotation never creates or removes a factor rule at P's or N's position this
+keeps the kernel reversible. Factor rules elsewhere in the subtree are carried along as rules
+of "another variable".
+
+PERTURB picks an internal node uniformly and proposes a nearby rule on the same variable: a
+numeric cut ``c' ~ U{a..b}``, ``[a, b] = [c - h, c + h]`` clipped to the cuts available at the
+node, ``h = max(1, floor(width * count / 2))`` (OpenBT's window with ``pertalpha = width``,
+not adapted); a factor rule flips the side of one level drawn uniformly. The node's own prior
+factor does not change (same rows, same variable), so
+``log r = log(b-a+1) - log(b'-a'+1) + Delta log pi(descendants) + Delta lm`` (spec 1.3 with the
+descendants' prior term the code omits).
+
+Trees are rebuilt from preorder sequences of (var, cut) (``LEAF`` for a leaf) held in small
+arrays allocated per proposal.
+
+Imports numpy, numba and the kernels of this package only.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .cart_moves import _pick_node, _restore_subtree, _rewire_and_score, _save_subtree
+from .tree import (
+    F_B_SUM,
+    F_LM_SUM,
+    FREE,
+    H_INV_TEMP,
+    H_MIN_LEAF,
+    H_PRIOR_HEAT,
+    LEAF,
+    M_N_FREE,
+    M_N_INTERNAL,
+    M_N_LEAVES,
+    alloc_node,
+    cached_subtree_log_prior,
+    global_term,
+    refresh_leaf_terms,
+    release_node,
+    repartition_subtree,
+    sort_segment,
+    subtree_log_prior,
+    subtree_nodes,
+    sum_leaf_terms,
+    var_rule_count,
+)
+
+#: OpenBT's initial ``pertalpha`` (R default ``stepwpert``): the window's share of the cut range.
+PERTURB_WIDTH = 0.1
+
+
+# -- preorder sequences -----------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def seq_end(sv, i):
+    """Index just past the subtree starting at ``i`` of a preorder sequence."""
+    need = 1
+    while need > 0:
+        need += 1 if sv[i] >= 0 else -1
+        i += 1
+    return i
+
+
+@njit(cache=True, nogil=True)
+def _copy(sv, sc, i, ov, oc, pos):
+    e = seq_end(sv, i)
+    for j in range(i, e):
+        ov[pos] = sv[j]
+        oc[pos] = sc[j]
+        pos += 1
+    return pos
+
+
+@njit(cache=True, nogil=True)
+def split_side(sv, sc, i, v, c, left, ov, oc, pos, stack):
+    """SplitL (``left``) or SplitR of the subtree at ``i`` on numeric rule (v, c), written at
+    ``pos``; returns the end. SplitL replaces every node (v, c' >= c) by its left subtree (all
+    of ``x_v <= c`` goes left there), SplitR every node (v, c' <= c) by its right subtree."""
+    stack[0] = i
+    top = 1
+    while top > 0:
+        top -= 1
+        j = stack[top]
+        if sv[j] < 0:
+            ov[pos] = LEAF
+            oc[pos] = 0
+            pos += 1
+            continue
+        if sv[j] == v:
+            if left and sc[j] >= c:
+                stack[top] = j + 1
+                top += 1
+                continue
+            if not left and sc[j] <= c:
+                stack[top] = seq_end(sv, j + 1)
+                top += 1
+                continue
+        ov[pos] = sv[j]
+        oc[pos] = sc[j]
+        pos += 1
+        stack[top] = seq_end(sv, j + 1)
+        top += 1
+        stack[top] = j + 1
+        top += 1
+    return pos
+
+
+@njit(cache=True, nogil=True)
+def _ends(sv, start):
+    """``seq_end`` of every position of the subtree starting at ``start`` (relative indexing)."""
+    e = seq_end(sv, start)
+    out = np.empty(e - start, dtype=np.int64)
+    for i in range(start, e):
+        out[i - start] = seq_end(sv, i)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def merge_table(xv, xc, x0, yv, yc, y0, v, c):
+    """|M(X', Y'; v, c)| for every pair of subtrees X' of X (at ``x0``) and Y' of Y (at ``y0``):
+    the trees Z with SplitL(Z; v, c) = X' and SplitR(Z; v, c) = Y' (spec 1.6 b). Entry [i, j]
+    is the pair at ``x0 + i``, ``y0 + j``; filled from the ends backwards, since every case
+    refers to pairs of later positions. (Numba cannot cache a recursive kernel, so the eight
+    cases are a table, not a recursion.) Returns (table, ends of X, ends of Y)."""
+    ex = _ends(xv, x0)
+    ey = _ends(yv, y0)
+    nx = ex.shape[0]
+    ny = ey.shape[0]
+    t = np.zeros((nx, ny))
+    for i in range(nx - 1, -1, -1):
+        xi = x0 + i
+        x_leaf = xv[xi] < 0
+        for j in range(ny - 1, -1, -1):
+            yi = y0 + j
+            y_leaf = yv[yi] < 0
+            if x_leaf and y_leaf:
+                t[i, j] = 2.0  # a leaf, or (v, c)[leaf, leaf]
+                continue
+            if not x_leaf and not y_leaf and xv[xi] != v and xv[xi] == yv[yi] and xc[xi] == yc[yi]:
+                # shared rule: (v, c)[X, Y] or the shared rule over merged children
+                t[i, j] = 1.0 + t[i + 1, j + 1] * t[ex[i + 1] - x0, ey[j + 1] - y0]
+                continue
+            total = 1.0
+            if not x_leaf and xv[xi] == v:  # (v, c1)[X.l, M(X.r, Y)]
+                total += t[ex[i + 1] - x0, j]
+            if not y_leaf and yv[yi] == v:  # (v, c2)[M(X, Y.l), Y.r]
+                total += t[i, j + 1]
+            t[i, j] = total
+    return t, ex, ey
+
+
+@njit(cache=True, nogil=True)
+def merge_count(xv, xc, xi, yv, yc, yi, v, c):
+    """|M(X, Y; v, c)| of the subtrees at ``xi`` and ``yi``."""
+    t, _, _ = merge_table(xv, xc, xi, yv, yc, yi, v, c)
+    return t[0, 0]
+
+
+@njit(cache=True, nogil=True)
+def merge_sample(rng, xv, xc, x0, yv, yc, y0, v, c, ov, oc, pos):
+    """Write a uniform draw from M(X, Y; v, c) at ``pos`` (preorder); returns the end.
+
+    At each pair the top option (v, c)[X', Y'] is kept with probability 1 / |M|, else a branch
+    with probability proportional to its count; pending work is a stack of tasks (0: sample a
+    pair, 1: copy a subtree of X, 2: copy a subtree of Y), so the output is written in preorder.
+    """
+    t, ex, ey = merge_table(xv, xc, x0, yv, yc, y0, v, c)
+    cap = ex.shape[0] + ey.shape[0] + 4
+    kind = np.empty(cap, dtype=np.int64)
+    ta = np.empty(cap, dtype=np.int64)
+    tb = np.empty(cap, dtype=np.int64)
+    kind[0] = 0
+    ta[0] = 0
+    tb[0] = 0
+    top = 1
+    while top > 0:
+        top -= 1
+        k = kind[top]
+        i = ta[top]
+        j = tb[top]
+        if k == 1:
+            pos = _copy(xv, xc, x0 + i, ov, oc, pos)
+            continue
+        if k == 2:
+            pos = _copy(yv, yc, y0 + j, ov, oc, pos)
+            continue
+        xi = x0 + i
+        yi = y0 + j
+        x_leaf = xv[xi] < 0
+        y_leaf = yv[yi] < 0
+        if x_leaf and y_leaf:
+            if rng.random() < 0.5:
+                ov[pos] = LEAF
+                oc[pos] = 0
+                pos += 1
+            else:
+                ov[pos] = v
+                oc[pos] = c
+                ov[pos + 1] = LEAF
+                oc[pos + 1] = 0
+                ov[pos + 2] = LEAF
+                oc[pos + 2] = 0
+                pos += 3
+            continue
+        u = rng.random() * t[i, j]
+        if u < 1.0:  # the top option
+            ov[pos] = v
+            oc[pos] = c
+            pos = _copy(xv, xc, xi, ov, oc, pos + 1)
+            pos = _copy(yv, yc, yi, ov, oc, pos)
+            continue
+        u -= 1.0
+        if not x_leaf and not y_leaf and xv[xi] != v and xv[xi] == yv[yi] and xc[xi] == yc[yi]:
+            ov[pos] = xv[xi]
+            oc[pos] = xc[xi]
+            pos += 1
+            kind[top] = 0  # right children, after the left ones
+            ta[top] = ex[i + 1] - x0
+            tb[top] = ey[j + 1] - y0
+            kind[top + 1] = 0
+            ta[top + 1] = i + 1
+            tb[top + 1] = j + 1
+            top += 2
+            continue
+        x_branch = not x_leaf and xv[xi] == v
+        if x_branch and (u < t[ex[i + 1] - x0, j] or y_leaf or yv[yi] != v):
+            ov[pos] = xv[xi]
+            oc[pos] = xc[xi]
+            pos += 1
+            kind[top] = 0  # (v, c1)[X.l, M(X.r, Y)]
+            ta[top] = ex[i + 1] - x0
+            tb[top] = j
+            kind[top + 1] = 1
+            ta[top + 1] = i + 1
+            tb[top + 1] = 0
+            top += 2
+            continue
+        ov[pos] = yv[yi]
+        oc[pos] = yc[yi]
+        pos += 1
+        kind[top] = 2  # (v, c2)[M(X, Y.l), Y.r]
+        ta[top] = 0
+        tb[top] = ey[j + 1] - y0
+        kind[top + 1] = 0
+        ta[top + 1] = i
+        tb[top + 1] = j + 1
+        top += 2
+    return pos
+
+
+@njit(cache=True, nogil=True)
+def rotate_sequence(rng, sv, sc, n_left, ov, oc, work_v, work_c, stack):
+    """The rotation of ``sv, sc`` (the subtree at P: P at 0, N its left child if ``n_left``)
+    into ``ov, oc``. Returns ``(length, log q ratio without |R|, k_fwd, k_rev)``; ``k_rev = 0``
+    when the result cannot be rotated back."""
+    vp = sv[0]
+    cp = sc[0]
+    if n_left:
+        ni = 1
+        si = seq_end(sv, 1)
+    else:
+        si = 1
+        ni = seq_end(sv, 1)
+    vn = sv[ni]
+    cn = sc[ni]
+    ai = ni + 1
+    bi = seq_end(sv, ai)
+    if vn == vp:
+        # classical rotation: the partition is unchanged, one way there and one way back
+        ov[0] = vn
+        oc[0] = cn
+        if n_left:
+            pos = _copy(sv, sc, ai, ov, oc, 1)
+            ov[pos] = vp
+            oc[pos] = cp
+            pos = _copy(sv, sc, bi, ov, oc, pos + 1)
+            pos = _copy(sv, sc, si, ov, oc, pos)
+        else:
+            ov[1] = vp
+            oc[1] = cp
+            pos = _copy(sv, sc, si, ov, oc, 2)
+            pos = _copy(sv, sc, ai, ov, oc, pos)
+            pos = _copy(sv, sc, bi, ov, oc, pos)
+        return pos, 0.0, 1, 1
+    # S_L then S_R in the work arrays
+    sl = 0
+    sr = split_side(sv, sc, si, vn, cn, True, work_v, work_c, 0, stack)
+    split_side(sv, sc, si, vn, cn, False, work_v, work_c, sr, stack)
+    ov[0] = vn
+    oc[0] = cn
+    if n_left:
+        m1 = merge_count(sv, sc, ai, work_v, work_c, sl, vp, cp)
+        m2 = merge_count(sv, sc, bi, work_v, work_c, sr, vp, cp)
+        gl = 1
+        gr = merge_sample(rng, sv, sc, ai, work_v, work_c, sl, vp, cp, ov, oc, gl)
+        end = merge_sample(rng, sv, sc, bi, work_v, work_c, sr, vp, cp, ov, oc, gr)
+    else:
+        m1 = merge_count(work_v, work_c, sl, sv, sc, ai, vp, cp)
+        m2 = merge_count(work_v, work_c, sr, sv, sc, bi, vp, cp)
+        gl = 1
+        gr = merge_sample(rng, work_v, work_c, sl, sv, sc, ai, vp, cp, ov, oc, gl)
+        end = merge_sample(rng, work_v, work_c, sr, sv, sc, bi, vp, cp, ov, oc, gr)
+    s1 = merge_count(work_v, work_c, sl, work_v, work_c, sr, vn, cn)
+    s2 = merge_count(sv, sc, ai, sv, sc, bi, vn, cn)
+    k_fwd = 2 if (sv[si] == vn and sc[si] == cn) else 1
+    k_rev = 0
+    if ov[gl] == vp and oc[gl] == cp:
+        k_rev += 1
+    if ov[gr] == vp and oc[gr] == cp:
+        k_rev += 1
+    return end, math.log(m1) + math.log(m2) - math.log(s1) - math.log(s2), k_fwd, k_rev
+
+
+# -- rebuilding a subtree ---------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def _build(tree, root, sv, sc, stack):
+    """Give ``root`` (whose old descendants were released) the subtree of the sequence; returns
+    False when the node capacity runs out (the caller restores the tree)."""
+    stack[0] = root
+    top = 1
+    i = 0
+    leaves = 0
+    internal = 0
+    while top > 0:
+        top -= 1
+        node = stack[top]
+        tree.var[node] = sv[i]
+        tree.cut[node] = sc[i]
+        tree.lp[node] = np.nan
+        i += 1
+        if sv[i - 1] < 0:
+            tree.left[node] = -1
+            tree.right[node] = -1
+            leaves += 1
+            continue
+        internal += 1
+        lc = alloc_node(tree)
+        rc = alloc_node(tree) if lc >= 0 else -1
+        if rc < 0:
+            if lc >= 0:
+                tree.var[lc] = FREE
+            tree.left[node] = -1
+            tree.right[node] = -1
+            return False, leaves, internal
+        for child in (lc, rc):
+            tree.var[child] = LEAF  # placeholder until its turn
+            tree.parent[child] = node
+            tree.depth[child] = tree.depth[node] + 1
+        tree.left[node] = lc
+        tree.right[node] = rc
+        stack[top] = rc
+        top += 1
+        stack[top] = lc
+        top += 1
+    return True, leaves, internal
+
+
+@njit(cache=True, nogil=True)
+def _count_internal(sv, n):
+    k = 0
+    for i in range(n):
+        if sv[i] >= 0:
+            k += 1
+    return k
+
+
+@njit(cache=True, nogil=True)
+def rotate_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, force_accept=False):
+    """One ROTATE MH step in place. Returns (accepted, proposal valid, log r); the tree is
+    unchanged unless accepted. ``force_accept`` keeps any valid proposal (tests read ratios)."""
+    n_int = tree.meta[M_N_INTERNAL]
+    node_n, n_rot = _pick_node(rng, tree, 3)
+    if node_n < 0:
+        return False, False, -np.inf
+    p_node = tree.parent[node_n]
+    if is_cat[tree.var[node_n]] or is_cat[tree.var[p_node]]:
+        return False, False, -np.inf
+    nodes = scratch.nodes
+    count = subtree_nodes(tree, p_node, nodes, scratch.stack)
+    old_nodes = nodes[:count].copy()
+    sv = np.empty(count, dtype=np.int64)
+    sc = np.empty(count, dtype=np.int64)
+    for i in range(count):
+        sv[i] = tree.var[old_nodes[i]]
+        sc[i] = tree.cut[old_nodes[i]]
+    size = 2 * count + 8
+    ov = np.empty(size, dtype=np.int64)
+    oc = np.empty(size, dtype=np.int64)
+    wv = np.empty(size, dtype=np.int64)
+    wc = np.empty(size, dtype=np.int64)
+    n_left = tree.left[p_node] == node_n
+    length, log_merge, k_fwd, k_rev = rotate_sequence(rng, sv, sc, n_left, ov, oc, wv, wc, scratch.stack)
+    log_u = -np.inf if force_accept else math.log(rng.random())
+    if k_rev == 0:
+        return False, False, -np.inf
+    n_int_new = n_int - _count_internal(sv, count) + _count_internal(ov, length)
+    log_q = math.log(k_rev) - math.log(n_int_new - 1) - math.log(k_fwd) + math.log(n_rot) + log_merge
+    # the old subtree's terms, and everything needed to put it back
+    old_prior = cached_subtree_log_prior(tree, old_nodes, count, xt, is_cat, nbins, hyper, scratch)
+    old_lm, old_b = sum_leaf_terms(tree, old_nodes, count)
+    s = tree.start[p_node]
+    e = tree.end[p_node]
+    saved_perm = tree.perm[s:e].copy()
+    saved_free = tree.free.copy()
+    saved_meta = tree.meta.copy()
+    f_var = np.empty(count, dtype=np.int32)
+    f_left = np.empty(count, dtype=np.int32)
+    f_right = np.empty(count, dtype=np.int32)
+    f_parent = np.empty(count, dtype=np.int32)
+    f_depth = np.empty(count, dtype=np.int32)
+    f_cut = np.empty(count, dtype=np.int64)
+    f_start = np.empty(count, dtype=np.int64)
+    f_end = np.empty(count, dtype=np.int64)
+    f_lm = np.empty(count)
+    f_b = np.empty(count)
+    f_lp = np.empty(count)
+    for i in range(count):
+        nd = old_nodes[i]
+        f_var[i] = tree.var[nd]
+        f_left[i] = tree.left[nd]
+        f_right[i] = tree.right[nd]
+        f_parent[i] = tree.parent[nd]
+        f_depth[i] = tree.depth[nd]
+        f_cut[i] = tree.cut[nd]
+        f_start[i] = tree.start[nd]
+        f_end[i] = tree.end[nd]
+        f_lm[i] = tree.lm[nd]
+        f_b[i] = tree.b[nd]
+        f_lp[i] = tree.lp[nd]
+    for i in range(1, count):
+        release_node(tree, old_nodes[i])
+    nf_released = tree.meta[M_N_FREE]
+    old_leaves = count - _count_internal(sv, count)
+    old_internal = _count_internal(sv, count)
+    ok, leaves, internal = _build(tree, p_node, ov, oc, scratch.stack)
+    log_r = -np.inf
+    new_lm = 0.0
+    new_b = 0.0
+    if ok:
+        tree.meta[M_N_LEAVES] += leaves - old_leaves
+        tree.meta[M_N_INTERNAL] += internal - old_internal
+        m = int(hyper[H_MIN_LEAF])
+        new_count = subtree_nodes(tree, p_node, nodes, scratch.stack)
+        if repartition_subtree(tree, xt, is_cat, p_node, m, scratch.stack, scratch.part_buf):
+            refresh_leaf_terms(tree, nodes, new_count, y, ycls, hyper, scratch.class_counts)
+            new_lm, new_b = sum_leaf_terms(tree, nodes, new_count)
+            new_prior = subtree_log_prior(tree, nodes, new_count, xt, is_cat, nbins, hyper, scratch)
+            if new_prior > -np.inf:
+                b_all = fstate[F_B_SUM] - old_b + new_b
+                d_loglik = (new_lm - old_lm) + global_term(b_all, n_total, hyper) - global_term(
+                    fstate[F_B_SUM], n_total, hyper)
+                log_r = ((1.0 - hyper[H_PRIOR_HEAT]) * (new_prior - old_prior) + hyper[H_INV_TEMP] * d_loglik
+                         + log_q)
+    valid = log_r > -np.inf
+    if valid and (force_accept or log_u < log_r):
+        fstate[F_LM_SUM] += new_lm - old_lm
+        fstate[F_B_SUM] += new_b - old_b
+        # re-split from sorted rows so every leaf's rows are sorted (same row sets, same caches)
+        sort_segment(tree.perm, s, e, scratch.row_flag)
+        repartition_subtree(tree, xt, is_cat, p_node, int(hyper[H_MIN_LEAF]), scratch.stack, scratch.part_buf)
+        return True, True, log_r
+    # reject: free the slots the build popped off the stack (the new nodes), then put the old
+    # nodes, the free stack and the rows back as they were
+    for k in range(tree.meta[M_N_FREE], nf_released):
+        nd = tree.free[k]
+        tree.var[nd] = FREE
+        tree.left[nd] = -1
+        tree.right[nd] = -1
+    for i in range(count):
+        nd = old_nodes[i]
+        tree.var[nd] = f_var[i]
+        tree.left[nd] = f_left[i]
+        tree.right[nd] = f_right[i]
+        tree.parent[nd] = f_parent[i]
+        tree.depth[nd] = f_depth[i]
+        tree.cut[nd] = f_cut[i]
+        tree.start[nd] = f_start[i]
+        tree.end[nd] = f_end[i]
+        tree.lm[nd] = f_lm[i]
+        tree.b[nd] = f_b[i]
+        tree.lp[nd] = f_lp[i]
+    tree.free[:] = saved_free
+    tree.meta[:] = saved_meta
+    tree.perm[s:e] = saved_perm
+    return False, valid, log_r
+
+
+# -- perturb ----------------------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def perturb_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, width=PERTURB_WIDTH,
+                 force_accept=False):
+    """One PERTURB MH step in place at a uniformly chosen internal node. Returns (accepted,
+    proposal valid, log r)."""
+    root, _ = _pick_node(rng, tree, 2)
+    if root < 0:
+        return False, False, -np.inf
+    m = int(hyper[H_MIN_LEAF])
+    v = tree.var[root]
+    old_cut = tree.cut[root]
+    log_q = 0.0
+    if is_cat[v]:
+        k = int(rng.random() * nbins[v])
+        new_cut = old_cut ^ (np.int64(1) << k)
+    else:
+        count, lo, _ = var_rule_count(xt, tree.perm, tree.start[root], tree.end[root], v, is_cat, nbins, m,
+                                      scratch.hist, scratch.sums)
+        n_cuts = int(count)
+        if n_cuts <= 1:
+            return False, False, -np.inf
+        hi = lo + n_cuts - 1
+        half = max(1, int(width * n_cuts / 2.0))
+        a = max(lo, old_cut - half)
+        b = min(hi, old_cut + half)
+        new_cut = np.int64(a + int(rng.random() * (b - a + 1)))
+        a2 = max(lo, new_cut - half)
+        b2 = min(hi, new_cut + half)
+        log_q = math.log(b - a + 1) - math.log(b2 - a2 + 1)
+    count = subtree_nodes(tree, root, scratch.nodes, scratch.stack)
+    # the node's own prior factor is unchanged (same rows, same variable): descendants only
+    old_prior = cached_subtree_log_prior(tree, scratch.nodes[1:], count - 1, xt, is_cat, nbins, hyper, scratch)
+    old_lm, old_b = sum_leaf_terms(tree, scratch.nodes, count)
+    log_u = -np.inf if force_accept else math.log(rng.random())
+    _save_subtree(tree, scratch, count)
+    tree.cut[root] = new_cut
+    log_r, new_lm, new_b, early = _rewire_and_score(
+        tree, root, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, count, 1, old_prior, old_lm, old_b,
+        log_u - log_q,
+    )
+    log_r += log_q
+    valid = log_r > -np.inf
+    if valid and not early and (force_accept or log_u < log_r):
+        fstate[F_LM_SUM] += new_lm - old_lm
+        fstate[F_B_SUM] += new_b - old_b
+        sort_segment(tree.perm, tree.start[root], tree.end[root], scratch.row_flag)
+        repartition_subtree(tree, xt, is_cat, root, m, scratch.stack, scratch.part_buf)
+        return True, True, log_r
+    tree.cut[root] = old_cut
+    _restore_subtree(tree, scratch, count)
+    return False, valid, log_r
