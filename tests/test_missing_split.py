@@ -299,6 +299,9 @@ def test_array_level_nan_needs_split():
 @pytest.mark.parametrize("sampler,options,what", [
     ("ctmc", None, "'ctmc' does not support na_action='split'"),
     ("smc", {"proposal": "optimal"}, "'smc' does not support na_action='split'.*'proposal': 'prior'"),
+    ("pg", {"ancestor_sampling": True}, "'pg' does not support na_action='split'.*'ancestor_sampling': False"),
+    ("grow_prune", {"moves": {"grow": 0.4, "prune": 0.4, "perturb": 0.2}},
+     "'grow_prune' does not support na_action='split'.*'rotate' and 'perturb'"),
 ])
 def test_unsupported_samplers_refuse_split(sampler, options, what):
     X, y = _missing_data(n=40)

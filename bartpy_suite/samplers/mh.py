@@ -248,8 +248,18 @@ def _mh_spec(name: str, description: str, defaults: dict) -> SamplerSpec:
     return SamplerSpec(
         name=name, family="mh", description=description,
         builders={"cart": _build_cart, "bart": _build_bart, "bart_multinomial": _build_multinomial},
-        options=(moves,), statistics=_STATISTICS, coords={"move": MOVE_NAMES}, missing_split=True,
+        options=(moves,), statistics=_STATISTICS, coords={"move": MOVE_NAMES}, missing_split=_mh_missing_split,
     )
+
+
+def _mh_missing_split(options) -> str | None:
+    """The four CGM moves draw the missing-value bit of na_action='split'; rotate and perturb
+    (``_kernels/rotate.py``) do not, so they must be off."""
+    moves = options.get("moves") or {}
+    if any(moves.get(name, 0.0) > 0.0 for name in EXTRA_MOVES):
+        return ("its 'rotate' and 'perturb' moves do not carry the missing-value bit of a rule; "
+                "leave them out of moves=")
+    return None
 
 
 CGM = register(_mh_spec("cgm", "grow/prune/change/swap Metropolis-Hastings (thesis 3.3.4; CGM 1998)", CGM_MOVES))
