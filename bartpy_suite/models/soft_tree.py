@@ -93,7 +93,8 @@ class SoftTree(TreeModel):
         self.class_constant = bool(class_constant)
         self.standardize = bool(standardize)
 
-    def fit(self, X, y, *, is_categorical=None, n_levels=None, class_labels=None, predictor_names=None, design=None):
+    def fit(self, X, y, *, is_categorical=None, n_levels=None, class_labels=None, predictor_names=None, design=None,
+            na_action="raise"):
         """Sample the posterior of soft trees given predictors ``X`` (n, p) and response ``y``.
 
         Parameters
@@ -109,11 +110,18 @@ class SoftTree(TreeModel):
         predictor_names : sequence of str, optional
         design : object with ``to_json()``, optional
             The formula design, stored so that ``Fit.predict`` accepts data frames.
+        na_action : {"raise"}
+            Only "raise": soft splits have no missing-value rule (``na_action="split"`` is refused).
 
         Returns
         -------
         bartpy_suite.posterior.Fit
         """
+        if na_action != "raise":
+            raise ArgumentError(
+                f"na_action={na_action!r} is not supported by soft trees (their splits have no missing-value "
+                f"rule); use na_action='drop' in the formula interface, or impute the missing values first"
+            )
         x, y, is_cat, names, binned = self._prepare(X, y, is_categorical, n_levels, predictor_names)
         if is_cat.any():
             col = names[int(np.flatnonzero(is_cat)[0])]
