@@ -177,3 +177,16 @@ def test_cli_fits_soft_tree(tmp_path):
     assert status == 0
     assert "n_leaves" in out.getvalue()
     assert bps.load(tmp_path / "f.nc").config["model_type"] == "soft_tree"
+
+
+def test_formula_fit_runs_and_refuses_na_action_split():
+    """from_formula passes na_action to fit (since na_action='split'): soft trees take 'drop'
+    (the formula default) and refuse 'split', whose missing-value rule soft splits lack."""
+    rng = np.random.default_rng(3)
+    data = pd.DataFrame({"x": rng.uniform(size=40)})
+    data["y"] = (data["x"] > 0.5) + 0.1 * rng.normal(size=40)
+    fit = bps.soft_tree("y ~ x", data=data, chains=1, draws=2, tune=2, seed=1, progress=False,
+                        check_mixing=False, sampler_options={"warmup": 3})
+    assert fit.posterior.sizes["draw"] == 2
+    with pytest.raises(ArgumentError, match="na_action='split' is not supported by soft trees"):
+        bps.soft_tree("y ~ x", data=data, chains=1, draws=2, tune=2, seed=1, progress=False, na_action="split")
