@@ -7,10 +7,12 @@
 #
 # `bps.soft_tree` samples soft decision trees as in the RJHMC-Tree paper: reversible-jump moves
 # on the tree's shape, with the split locations, their softness and the leaf values moved by
-# NUTS (Hamiltonian Monte Carlo) inside each iteration. Sampler `"hmc_df"` proposes a new tree
-# and runs NUTS on it; `"hmc_dfi"` also runs an intermediate NUTS run before the accept step
-# (more expensive, often better accepted). We compare it with `bps.cart(sampler="cgm")` on
-# Iris (classification) and on the paper's CGM data (regression with a smooth-ish surface).
+# NUTS (Hamiltonian Monte Carlo) inside each iteration. The two samplers differ in how a split
+# chooses its predictor: `"hmc_df"` keeps one split variable per node (updated by a discrete
+# Metropolis-within-Gibbs step), `"hmc_dfi"` a split direction on the simplex (a soft mix of the
+# predictors, moved by NUTS with the thresholds). We compare both with `bps.cart(sampler="cgm")`
+# on Iris, then on the four classification data sets of the paper's table 2, then on the
+# paper's CGM data (regression, table 1).
 # Each RJ iteration runs NUTS, so soft fits cost far more per iteration than CART: the settings
 # below are short on purpose and printed with the results.
 
@@ -92,6 +94,39 @@ pd.DataFrame({
     "soft 90% upper": soft_prob.loc[shown, "prob_versicolor_upper"],
     "CART P(versicolor)": hard_prob.loc[shown, "prob_versicolor"],
 })
+
+# %% [markdown]
+# ## The paper's table 2: four classification data sets
+#
+# Iris, Wine, breast cancer (the original Wisconsin data, with the 16 rows whose `bare_nuclei`
+# is missing removed, as the paper did) and Raisin, each split once at random (70% training,
+# Wine 80%, as in the paper; not the authors' exact rows). The last column quotes the paper's
+# best HMC test accuracy (table 2) for comparison; every other number is computed here.
+
+# %%
+PAPER_TABLE_2 = {"iris": 0.917, "wine": 0.950, "breast_cancer": 0.952, "raisin": 0.847}  # quoted, not computed
+RESPONSE = {"iris": "Species", "wine": "cultivar", "breast_cancer": "class", "raisin": "Class"}
+rows = []
+for name, paper in PAPER_TABLE_2.items():
+    data = bps.datasets.load(name)
+    data = data.drop(columns="id").dropna().reset_index(drop=True) if name == "breast_cancer" else data
+    order = np.random.default_rng(123).permutation(len(data))
+    cut = int((0.8 if name == "wine" else 0.7) * len(data))
+    train, test = data.iloc[order[:cut]], data.iloc[order[cut:]].reset_index(drop=True)
+    if QUICK:
+        train = train.iloc[:60]
+    train = train.reset_index(drop=True)
+    formula = f"{RESPONSE[name]} ~ ."
+    for sampler in ("hmc_df", "hmc_dfi"):
+        _, row = run(f"soft_tree {sampler}", lambda s=sampler, f=formula, d=train: bps.soft_tree(
+            f, data=d, sampler=s, chains=1, seed=1, progress=False, check_mixing=False, **SOFT),
+            test, RESPONSE[name])
+        rows.append({"data": name, "n train": len(train), **row, "paper (best HMC)": paper})
+    _, row = run("cart cgm", lambda f=formula, d=train: bps.cart(f, data=d, sampler="cgm", chains=1, seed=1,
+                                                                 progress=False, check_mixing=False, **CART),
+                 test, RESPONSE[name])
+    rows.append({"data": name, "n train": len(train), **row, "paper (best HMC)": paper})
+pd.DataFrame(rows).set_index(["data", "model"])
 
 # %% [markdown]
 # ## The RJHMC-Tree CGM data: regression
