@@ -48,6 +48,40 @@ def _user_stacklevel() -> int:
     return level
 
 
+#: numpydoc entries of the run keywords every model takes (``_init_mcmc``), appended to each
+#: model's class docstring by :func:`with_run_parameters`.
+RUN_PARAMETERS_DOC = """    likelihood : bool
+        False samples the prior (the test of last resort for a sampler).
+    progress : bool
+        Progress bar in an interactive terminal.
+    threads : int or None
+        Worker threads (default one per chain); the draws do not depend on it.
+    check_mixing : bool
+        After the fit, warn (``bartpy_suite.MixingWarning``) when a scalar quantity has r_hat >
+        1.01 or a bulk ESS below 100 per chain (default True).
+    log_likelihood : bool or None
+        Store the pointwise log-likelihood of the training rows in ``idata["log_likelihood"]``
+        (for ``arviz_stats.loo``): True, False, or None (default) when chains x draws x rows
+        is at most 10 million (``fit.add_log_likelihood()`` adds it later).
+    executor : dask.distributed.Client, concurrent.futures.Executor or None
+        Where the chains run. None (default): one thread per chain in this process. A dask
+        ``Client`` or an ``Executor`` (e.g. ``ProcessPoolExecutor``) runs each chain as one task:
+        the data and the chain's seed are shipped, the chain is built, run and collected there,
+        and its draws are gathered. The same seed gives the same draws as the threaded run.
+"""
+
+
+def with_run_parameters(cls):
+    """Class decorator: end the ``Parameters`` section of the model's docstring with
+    :data:`RUN_PARAMETERS_DOC` (the placeholder line names it in the source)."""
+    doc = cls.__doc__ or ""
+    marker = "    (and the run keywords shared by every model: ``models._base.RUN_PARAMETERS_DOC``)\n"
+    if marker not in doc:
+        raise ValueError(f"{cls.__name__}'s docstring lacks the run-keywords placeholder")
+    cls.__doc__ = doc.replace(marker, RUN_PARAMETERS_DOC)
+    return cls
+
+
 def plain(value):
     """JSON-friendly version of a label (numpy scalars to Python scalars)."""
     return value.item() if hasattr(value, "item") else value

@@ -14,7 +14,7 @@ from ..errors import ArgumentError, DataError
 from ..priors import calibrate_lambda, hyper_vector
 from ..samplers import BartProblem
 from ..samplers.problems import MultinomialBartProblem
-from ._base import TreeModel, plain
+from ._base import TreeModel, plain, with_run_parameters
 from .registry import register
 
 LINKS = ("auto", "probit", "logit")
@@ -68,6 +68,7 @@ def residual_sd(x: np.ndarray, y: np.ndarray, is_categorical: np.ndarray) -> flo
 
 
 @register
+@with_run_parameters
 class BART(TreeModel):
     """Bayesian additive regression trees.
 
@@ -108,22 +109,7 @@ class BART(TreeModel):
         the log scale, P(y = k | x) = exp(F_k(x)) / sum_l exp(F_l(x)), leaf factors
         exp(mu) ~ Gamma(c, d) calibrated by ``k`` (``log_gamma_prior``), ``trees`` trees per
         class. "auto" (default): probit for two classes, logit for more.
-    likelihood : bool
-        False samples the prior.
-    progress : bool
-    threads : int or None
-    check_mixing : bool
-        After the fit, warn (``bartpy_suite.MixingWarning``) when a scalar quantity has r_hat >
-        1.01 or a bulk ESS below 100 per chain (default True).
-    log_likelihood : bool or None
-        Store the pointwise log-likelihood of the training rows in ``idata["log_likelihood"]``
-        (for ``arviz_stats.loo``): True, False, or None (default) when chains x draws x rows
-        is at most 10 million (``fit.add_log_likelihood()`` adds it later).
-    executor : dask.distributed.Client, concurrent.futures.Executor or None
-        Where the chains run. None (default): one thread per chain in this process. A dask
-        ``Client`` or an ``Executor`` (e.g. ``ProcessPoolExecutor``) runs each chain as one task:
-        the data and the chain's seed are shipped, the chain is built, run and collected there,
-        and its draws are gathered. The same seed gives the same draws as the threaded run.
+    (and the run keywords shared by every model: ``models._base.RUN_PARAMETERS_DOC``)
     """
 
     model_type = "bart"

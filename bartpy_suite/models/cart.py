@@ -8,13 +8,14 @@ from .. import _validation as check
 from ..errors import ArgumentError, DataError
 from ..priors import DirichletLeafPrior, NormalLeafPrior, default_lambda, hyper_vector
 from ..samplers import CartProblem
-from ._base import TreeModel, plain
+from ._base import TreeModel, plain, with_run_parameters
 from .registry import register
 
 CART_MODELS = ("mean_shift", "mean_variance_shift")
 
 
 @register
+@with_run_parameters
 class BayesianCART(TreeModel):
     """Bayesian CART (Chipman, George & McCulloch 1998) sampled by MCMC over trees.
 
@@ -52,24 +53,7 @@ class BayesianCART(TreeModel):
     sampler_options : dict or None
         Settings of the sampler (its documented options; unknown keys are an error listing
         the valid ones).
-    likelihood : bool
-        False samples the prior (the test of last resort for a sampler).
-    progress : bool
-        Progress bar in an interactive terminal.
-    threads : int or None
-        Worker threads (default one per chain); the draws do not depend on it.
-    check_mixing : bool
-        After the fit, warn (``bartpy_suite.MixingWarning``) when a scalar quantity has r_hat >
-        1.01 or a bulk ESS below 100 per chain (default True).
-    log_likelihood : bool or None
-        Store the pointwise log-likelihood of the training rows in ``idata["log_likelihood"]``
-        (for ``arviz_stats.loo``): True, False, or None (default) when chains x draws x rows
-        is at most 10 million (``fit.add_log_likelihood()`` adds it later).
-    executor : dask.distributed.Client, concurrent.futures.Executor or None
-        Where the chains run. None (default): one thread per chain in this process. A dask
-        ``Client`` or an ``Executor`` (e.g. ``ProcessPoolExecutor``) runs each chain as one task:
-        the data and the chain's seed are shipped, the chain is built, run and collected there,
-        and its draws are gathered. The same seed gives the same draws as the threaded run.
+    (and the run keywords shared by every model: ``models._base.RUN_PARAMETERS_DOC``)
     """
 
     model_type = "cart"

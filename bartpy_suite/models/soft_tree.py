@@ -9,11 +9,12 @@ from .._kernels import soft_tree as st
 from ..errors import ArgumentError, DataError
 from ..posterior import soft
 from ..samplers.problems import SoftTreeProblem
-from ._base import TreeModel, plain
+from ._base import TreeModel, plain, with_run_parameters
 from .registry import register
 
 
 @register
+@with_run_parameters
 class SoftTree(TreeModel):
     """Soft decision tree (RJHMC-Tree: reversible-jump grow/prune with NUTS on the continuous parameters).
 
@@ -54,21 +55,7 @@ class SoftTree(TreeModel):
         NUTS and transition settings: ``warmup``, ``adaptation``, ``max_tree_depth``,
         ``target_accept``, ``init_stepsize``, ``h_schedule``, ``code_quirks``, ``keep_first_run``,
         ``moves_tune``, ``moves`` (``bps.samplers.SAMPLERS["hmc_dfi"].options``).
-    likelihood : bool
-        False samples the prior.
-    progress : bool
-        Progress bar in an interactive terminal.
-    threads : int or None
-        Worker threads (default one per chain); the draws do not depend on it.
-    check_mixing : bool
-        After the fit, warn (``bartpy_suite.MixingWarning``) when a scalar quantity has r_hat >
-        1.01 or a bulk ESS below 100 per chain (default True).
-    log_likelihood : bool or None
-        Store the pointwise log-likelihood of the training rows (soft-routed) in
-        ``idata["log_likelihood"]``: True, False, or None (default) when chains x draws x rows is
-        at most 10 million.
-    executor : dask.distributed.Client, concurrent.futures.Executor or None
-        Where the chains run (see ``bartpy_suite.BART``); None: one thread per chain.
+    (and the run keywords shared by every model: ``models._base.RUN_PARAMETERS_DOC``)
     """
 
     model_type = "soft_tree"

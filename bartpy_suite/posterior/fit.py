@@ -20,6 +20,7 @@ from ..errors import ArgumentError, DataError
 from ._dask import is_dask_frame, predict_dask
 from .loglik import GROUP as LOG_LIKELIHOOD_GROUP
 from .loglik import log_likelihood_group
+from .prediction_table import class_table, regression_table
 from .tree_text import format_tree
 from .weighted import kish_ess, weighted_ess, weighted_mean_sd, weighted_quantiles, weighted_rhat
 
@@ -30,7 +31,6 @@ TREES_GROUP = "trees"
 NODE_DTYPES = {"node_var": np.int32, "node_cut": np.int64, "node_value": np.float64, "node_sigma": np.float64,
                "node_prob": np.float64, "tree_nodes": np.int64}
 PREDICT_KINDS = ("mean", "predictive", "prob", "class")
-PREDICTIVE_SEED = 20_061_998
 
 
 def interval_labels(level: float) -> tuple[str, str]:
@@ -402,39 +402,12 @@ class Fit:
         kind = check.check_choice("kind", kind, PREDICT_KINDS)
         level = check.check_open_unit("level", level)
         codes, index = self._codes(newdata)
-        chains, draws = self.posterior.sizes["chain"], self.posterior.sizes["draw"]
-        w = self._flat_weights
-        probs = [(1 - level) / 2, (1 + level) / 2]
+        shape = (self.posterior.sizes["chain"], self.posterior.sizes["draw"])
         if self.is_classification:
-            p = self._class_prob_samples(codes)
-            labels = self.config["class_labels"]
-            if samples:
-                return xr.DataArray(p.reshape(chains, draws, -1, len(labels)), dims=("chain", "draw", "obs", "class"),
-                                    coords={"class": [str(c) for c in labels]}, name="prob")
-            mean = np.tensordot(w / w.sum(), p, axes=(0, 0))
-            out = {}
-            for k, label in enumerate(labels):
-                q = weighted_quantiles(p[:, :, k], w, probs)
-                out[f"prob_{label}"] = mean[:, k]
-                if kind != "class":
-                    out[f"prob_{label}_lower"] = q[0]
-                    out[f"prob_{label}_upper"] = q[1]
-            frame = pd.DataFrame(out, index=index)
-            frame["class"] = pd.Series(np.asarray(labels, dtype=object)[np.argmax(mean, axis=1)], index=index)
-            return frame[["class"]] if kind == "class" else frame
-        if kind in ("prob", "class"):
-            raise ArgumentError(
-                f"kind={kind!r} needs a categorical response; use 'mean' or 'predictive' for regression"
-            )
-        f = self._f_samples(codes)
-        values = f
-        if kind == "predictive":
-            rng = np.random.default_rng(PREDICTIVE_SEED)
-            values = f + self._noise_sd(codes) * rng.standard_normal(f.shape)
-        if samples:
-            return xr.DataArray(values.reshape(chains, draws, -1), dims=("chain", "draw", "obs"), name=kind)
-        q = weighted_quantiles(values, w, probs)
-        return pd.DataFrame({"mean": (w / w.sum()) @ f, "lower": q[0], "upper": q[1]}, index=index)
+            return class_table(self._class_prob_samples(codes), self._flat_weights, self.config["class_labels"], index,
+                               kind, level, samples, shape)
+        return regression_table(self._f_samples(codes), lambda: self._noise_sd(codes), self._flat_weights, index,
+                                kind, level, samples, shape)
 
     # -- trees -----------------------------------------------------------------------------------
     def tree_arrays(self, group: str = TREES_GROUP) -> xr.Dataset:

@@ -23,11 +23,10 @@ import xarray as xr
 from .. import _validation as check
 from .._kernels import soft_tree as st
 from .._kernels.record import right_children, tree_roots
-from ..errors import ArgumentError, DataError
-from .weighted import weighted_quantiles
+from ..errors import DataError
+from .prediction_table import class_table, regression_table
 
 SOFT_GROUP = "soft_trees"
-PREDICTIVE_SEED = 20_061_998
 
 
 def attach(fit, nodes: dict, tree_nodes: np.ndarray, x_scaled: np.ndarray) -> None:
@@ -120,37 +119,13 @@ def predict(fit, newdata=None, kind: str = "mean", level: float = 0.95, as_sampl
     kind = check.check_choice("kind", kind, ("mean", "predictive", "prob", "class"))
     level = check.check_open_unit("level", level)
     x, index = scaled_x(fit, newdata)
-    chains, draws = fit.posterior.sizes["chain"], fit.posterior.sizes["draw"]
+    shape = (fit.posterior.sizes["chain"], fit.posterior.sizes["draw"])
     w = fit.weights.values.reshape(-1)
-    probs = [(1 - level) / 2, (1 + level) / 2]
     values = samples(fit, x)
     if fit.is_classification:
-        labels = fit.config["class_labels"]
-        if as_samples:
-            return xr.DataArray(values.reshape(chains, draws, -1, len(labels)), dims=("chain", "draw", "obs", "class"),
-                                coords={"class": [str(c) for c in labels]}, name="prob")
-        mean = np.tensordot(w / w.sum(), values, axes=(0, 0))
-        out = {}
-        for k, label in enumerate(labels):
-            q = weighted_quantiles(values[:, :, k], w, probs)
-            out[f"prob_{label}"] = mean[:, k]
-            if kind != "class":
-                out[f"prob_{label}_lower"] = q[0]
-                out[f"prob_{label}_upper"] = q[1]
-        frame = pd.DataFrame(out, index=index)
-        frame["class"] = pd.Series(np.asarray(labels, dtype=object)[np.argmax(mean, axis=1)], index=index)
-        return frame[["class"]] if kind == "class" else frame
-    if kind in ("prob", "class"):
-        raise ArgumentError(f"kind={kind!r} needs a categorical response; use 'mean' or 'predictive' for regression")
-    f = values
-    if kind == "predictive":
-        sigma = fit.posterior["sigma"].values.reshape(-1)
-        rng = np.random.default_rng(PREDICTIVE_SEED)
-        values = f + sigma[:, None] * rng.standard_normal(f.shape)
-    if as_samples:
-        return xr.DataArray(values.reshape(chains, draws, -1), dims=("chain", "draw", "obs"), name=kind)
-    q = weighted_quantiles(values, w, probs)
-    return pd.DataFrame({"mean": (w / w.sum()) @ f, "lower": q[0], "upper": q[1]}, index=index)
+        return class_table(values, w, fit.config["class_labels"], index, kind, level, as_samples, shape)
+    sigma = fit.posterior["sigma"].values.reshape(-1)[:, None]
+    return regression_table(values, lambda: sigma, w, index, kind, level, as_samples, shape)
 
 
 def paper_metric(fit, newdata=None) -> np.ndarray:
