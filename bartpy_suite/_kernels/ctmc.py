@@ -120,7 +120,7 @@ class CtmcState(NamedTuple):
 
     rate_var: np.ndarray  # float64[N, p]: total birth rate of a leaf over the rules of one predictor
     rate_death: np.ndarray  # float64[N]: death rate of a nog node (0 elsewhere)
-    rates: np.ndarray  # float64[max(bins, 2^(L-1))]: rates of one (leaf, predictor)'s rules
+    rates: np.ndarray  # float64[bins + 1]: rates of one (leaf, numeric predictor)'s cuts
     sorted_rows: np.ndarray  # int32[n]: a leaf's rows sorted by one predictor's code
     sub_rows: np.ndarray  # int32[n]: the rows of one side of a factor rule
     bin_n: np.ndarray  # int64[bins + 1]: rows per bin, then cumulative
@@ -129,7 +129,11 @@ class CtmcState(NamedTuple):
     bin_cls: np.ndarray  # float64[bins, K]: class counts per bin
     cls_left: np.ndarray  # float64[K]
     cls_right: np.ndarray  # float64[K]
-    levels: np.ndarray  # int64[MAX_FACTOR_LEVELS]: present levels of a factor at a leaf
+    levels: np.ndarray  # int64[L]: present levels of a factor at a leaf (L: most levels of a factor)
+    lev_self: np.ndarray  # bool[L]: whether a present level's rows alone offer an available rule
+    walk_stats: np.ndarray  # int64[2]: Gray-code steps walked, sides checked on their rows (diagnostics)
+    no_sub: np.ndarray  # int64[0] and
+    no_rate: np.ndarray  # float64[0]: "record nothing" for ``_factor_walk``
     cut_a: np.ndarray  # float64[p, n]: per birth candidate, log pi(T+)/pi(T) without the global term
     cut_db: np.ndarray  # float64[p, n]: and its change of the leaf scatter sum (common-sigma model)
     cut_m: np.ndarray  # float64[p, n]: number of rules (cuts) giving that candidate's partition
@@ -144,14 +148,14 @@ def new_ctmc_state(n_rows: int, capacity: int, nbins: np.ndarray, is_cat: np.nda
     p = nbins.shape[0]
     max_bins = max(int(np.max(nbins)) if p else 1, 1)
     max_levels = max([int(nbins[v]) for v in range(p) if is_cat[v]] + [1])
-    if max_levels > MAX_FACTOR_LEVELS:
-        raise ValueError(f"a factor has {max_levels} levels; ctmc enumerates factor rules and supports at most "
-                         f"{MAX_FACTOR_LEVELS}")
+    for v in range(p):
+        if is_cat[v] and int(nbins[v]) > MAX_FACTOR_LEVELS:
+            raise FactorLevelsError(v, int(nbins[v]))
     k = max(n_classes, 1)
     return CtmcState(
         rate_var=np.zeros((capacity, p)),
         rate_death=np.zeros(capacity),
-        rates=np.zeros(max(max_bins, 1 << max(max_levels - 1, 0)) + 1),
+        rates=np.zeros(max_bins + 1),
         sorted_rows=np.zeros(n_rows, dtype=np.int32),
         sub_rows=np.zeros(n_rows, dtype=np.int32),
         bin_n=np.zeros(max_bins + 1, dtype=np.int64),
@@ -160,7 +164,11 @@ def new_ctmc_state(n_rows: int, capacity: int, nbins: np.ndarray, is_cat: np.nda
         bin_cls=np.zeros((max_bins, k)),
         cls_left=np.zeros(k),
         cls_right=np.zeros(k),
-        levels=np.zeros(MAX_FACTOR_LEVELS, dtype=np.int64),
+        levels=np.zeros(max_levels, dtype=np.int64),
+        lev_self=np.zeros(max_levels, dtype=np.bool_),
+        walk_stats=np.zeros(2, dtype=np.int64),
+        no_sub=np.zeros(0, dtype=np.int64),
+        no_rate=np.zeros(0),
         cut_a=np.zeros((p, n_rows)),
         cut_db=np.zeros((p, n_rows)),
         cut_m=np.zeros((p, n_rows)),
@@ -169,6 +177,16 @@ def new_ctmc_state(n_rows: int, capacity: int, nbins: np.ndarray, is_cat: np.nda
         death_db=np.zeros(capacity),
         sum_tree=np.zeros(2 * _pow2(capacity)),
     )
+
+
+class FactorLevelsError(ValueError):
+    """A factor has more levels than ``ctmc`` enumerates (``MAX_FACTOR_LEVELS``); ``predictor``
+    is its column index, ``levels`` its level count."""
+
+    def __init__(self, predictor: int, levels: int):
+        super().__init__(f"predictor {predictor} is a factor with {levels} levels")
+        self.predictor = predictor
+        self.levels = levels
 
 
 def _pow2(n: int) -> int:
@@ -377,91 +395,253 @@ def _subset_mask(cs, n_present, sub):
 
 
 @njit(cache=True, nogil=True)
-def _factor_rates(tree, node, xt, is_cat, nbins, v, log_base, lm_leaf, b_leaf, n_total, hyper, fstate, scratch,
-                  cs):
-    """Birth rates of every unordered partition of the levels of factor v present at a leaf:
-    ``cs.rates[sub]`` for the partition whose left side is ``_subset_mask(sub)`` (the last
-    present level always goes right, so each partition appears once). Returns their sum."""
-    nb = nbins[v]
+def _factor_setup(xt, is_cat, nbins, v, hyper, scratch, cs):
+    """Per-level statistics of factor v at a leaf (``_bin_rows`` must have run for it): the
+    present levels into ``cs.levels``, and per level whether its rows alone offer an available
+    rule (``cs.lev_self``, one ``has_available_rule`` on the level's rows: O(rows * p) in all).
+    Returns the number of present levels."""
+    m = int(hyper[H_MIN_LEAF])
+    n_present = 0
+    for k in range(nbins[v]):
+        if cs.bin_n[k + 1] > cs.bin_n[k]:
+            cs.levels[n_present] = k
+            cs.lev_self[n_present] = has_available_rule(xt, cs.sorted_rows, cs.bin_n[k], cs.bin_n[k + 1], is_cat,
+                                                        nbins, m, scratch.hist, scratch.sums)
+            n_present += 1
+    return n_present
+
+
+@njit(cache=True, nogil=True)
+def _neumaier(s, c, x):
+    """s + x with the rounding error added to the compensation c (Neumaier's summation): the
+    Gray-code walk adds and removes each level's sums up to 2^(L-2) times, and the compensated
+    sums stay within a few ulps of the direct ones however long the walk."""
+    t = s + x
+    if abs(s) >= abs(x):
+        c += (s - t) + x
+    else:
+        c += (x - t) + s
+    return t, c
+
+
+@njit(cache=True, nogil=True)
+def _side_availability(n_side, size, n_self, n_big, big_sum, m):
+    """Whether one side of a factor partition offers an available rule, from its per-level
+    tallies: 1 yes, 0 no, -1 undecided (then check the rows). The side has ``n_side`` rows in
+    ``size`` levels, ``n_self`` of which offer an available rule on their own rows, ``n_big``
+    of which hold at least m rows (``big_sum`` rows in all).
+
+    Availability only grows with the rows (the same rule splits a superset at least as well), so
+    a side holding a self-available level is available. The factor itself is available on the
+    side iff some subset of its levels holds between m and n_side - m rows: with two levels of
+    >= m rows, yes; with one (c rows), iff n_side - c >= m (any subset either holds it and leaves
+    fewer than m rows outside, or lacks it and holds fewer than m); with none, adding levels until
+    the sum reaches m stops below 2m - 1, so n_side >= 3m - 2 suffices. A single level is decided
+    by its own flag. What is left (the factor unavailable or undecided and no level available
+    alone) needs the other predictors on the union of the rows."""
+    if n_side < 2 * m:
+        return 0
+    if n_self > 0:
+        return 1
+    if size == 1:
+        return 0
+    if n_big >= 2:
+        return 1
+    if n_big == 1:
+        return 1 if n_side - big_sum >= m else -1
+    return 1 if n_side >= 3 * m - 2 else -1
+
+
+@njit(cache=True, nogil=True)
+def _side_rows_available(xt, is_cat, nbins, m, g, n_present, left, scratch, cs):
+    """``has_available_rule`` on the rows of one side of partition g (the undecided case of
+    ``_side_availability``): the side's rows are copied into ``cs.sub_rows``."""
+    fill = 0
+    for j in range(n_present):
+        on_left = j < n_present - 1 and (g >> j) & 1 == 1
+        if on_left == left:
+            lev = cs.levels[j]
+            for i in range(cs.bin_n[lev], cs.bin_n[lev + 1]):
+                cs.sub_rows[fill] = cs.sorted_rows[i]
+                fill += 1
+    cs.walk_stats[1] += 1
+    return has_available_rule(xt, cs.sub_rows, 0, fill, is_cat, nbins, m, scratch.hist, scratch.sums)
+
+
+@njit(cache=True, nogil=True)
+def _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, lm_leaf, b_leaf, n_total, hyper, fstate,
+                 scratch, cs, target, out_sub, out_rate):
+    """Birth rates of every unordered partition of the ``n_present`` levels of factor v present
+    at a leaf, walked in reflected Gray-code order (``_factor_setup`` must have run).
+
+    Partition g (a bit per present level but the last, which always goes right, so each
+    unordered partition appears once) has left side ``_subset_mask(g)``. Consecutive codes
+    differ in one level, so each step moves one level's count, sums (compensated) and class
+    counts between the sides and updates the sides' availability tallies in O(1) (O(classes)
+    for classification); the rate then costs two leaf terms (CT-MCMC eq. 9 with the prior of
+    ``tree.py``), the same arithmetic as a direct enumeration. Only a side that
+    ``_side_availability`` leaves undecided is checked on its rows (counted in
+    ``cs.walk_stats[1]``; steps in ``cs.walk_stats[0]``).
+
+    ``target < 0``: sum every rate, cache each valid partition's log ratio and scatter change
+    for ``refresh_global_rates`` (when they fit in the leaf's row slots) and return
+    ``(total, -1)``. ``target >= 0``: stop at the first partition whose cumulative rate exceeds
+    ``target`` and return ``(cumulative, g)``; the walk repeats the first one's arithmetic, so
+    the rates and their cumulative sums are the same numbers (no 2^(L-1) table is stored). If
+    rounding leaves ``target`` at or past the total, the last partition with a positive rate is
+    returned. With ``out_sub`` non-empty every step's code and rate are also written there (tests).
+    """
     n = tree.end[node] - tree.start[node]
     m = int(hyper[H_MIN_LEAF])
     depth = tree.depth[node] + 1
     ps_child = math.log1p(-p_split(hyper[H_ALPHA], hyper[H_BETA], depth))
-    n_present = 0
-    for k in range(nb):
-        if cs.bin_n[k + 1] > cs.bin_n[k]:
-            cs.levels[n_present] = k
-            n_present += 1
     classification = int(hyper[H_MODEL]) == MODEL_CLASSIFICATION
     n_cls = cs.bin_cls.shape[1]
-    n_sub = 1 << (n_present - 1) if n_present >= 1 else 1
+    record = out_sub.shape[0] > 0
+    select = target >= 0.0
+    # every level starts on the right
+    n_l = 0
+    l1 = 0.0
+    l1c = 0.0
+    l2 = 0.0
+    l2c = 0.0
+    r1 = 0.0
+    r1c = 0.0
+    r2 = 0.0
+    r2c = 0.0
+    self_l = 0
+    self_r = 0
+    big_l = 0
+    big_r = 0
+    bsum_l = 0
+    bsum_r = 0
+    for c in range(n_cls):
+        cs.cls_left[c] = 0.0
+        cs.cls_right[c] = 0.0
+    for j in range(n_present):
+        lev = cs.levels[j]
+        cnt = cs.bin_n[lev + 1] - cs.bin_n[lev]
+        r1, r1c = _neumaier(r1, r1c, cs.bin_s1[lev])
+        r2, r2c = _neumaier(r2, r2c, cs.bin_s2[lev])
+        if cs.lev_self[j]:
+            self_r += 1
+        if cnt >= m:
+            big_r += 1
+            bsum_r += cnt
+        if classification:
+            for c in range(n_cls):
+                cs.cls_right[c] += cs.bin_cls[lev, c]
+    n_sub = 1 << (n_present - 1)
     total = 0.0
+    last = -1
     cached = 0
-    cs.rates[0] = 0.0
-    for sub in range(1, n_sub):
-        cs.rates[sub] = 0.0
-        n_left = 0
-        s1 = 0.0
-        s2 = 0.0
-        t1 = 0.0
-        t2 = 0.0
-        for j in range(n_cls):
-            cs.cls_left[j] = 0.0
-            cs.cls_right[j] = 0.0
-        # rows of the left side first, then the right side, in ``sub_rows``
-        fill_l = 0
-        for j in range(n_present):
-            lev = cs.levels[j]
-            left_side = j < n_present - 1 and (sub >> j) & 1 == 1
-            cnt = cs.bin_n[lev + 1] - cs.bin_n[lev]
-            if left_side:
-                n_left += cnt
-                s1 += cs.bin_s1[lev]
-                s2 += cs.bin_s2[lev]
-            else:
-                t1 += cs.bin_s1[lev]
-                t2 += cs.bin_s2[lev]
+    slot0 = tree.start[node]
+    g = 0
+    for i in range(1, n_sub):
+        # Gray codes i - 1 and i differ in the lowest set bit of i
+        j = 0
+        while (i >> j) & 1 == 0:
+            j += 1
+        g ^= 1 << j
+        lev = cs.levels[j]
+        cnt = cs.bin_n[lev + 1] - cs.bin_n[lev]
+        x1 = cs.bin_s1[lev]
+        x2 = cs.bin_s2[lev]
+        is_self = 1 if cs.lev_self[j] else 0
+        is_big = 1 if cnt >= m else 0
+        if (g >> j) & 1 == 1:  # level j moves left
+            n_l += cnt
+            l1, l1c = _neumaier(l1, l1c, x1)
+            l2, l2c = _neumaier(l2, l2c, x2)
+            r1, r1c = _neumaier(r1, r1c, -x1)
+            r2, r2c = _neumaier(r2, r2c, -x2)
+            self_l += is_self
+            self_r -= is_self
+            big_l += is_big
+            big_r -= is_big
+            bsum_l += is_big * cnt
+            bsum_r -= is_big * cnt
             if classification:
                 for c in range(n_cls):
-                    if left_side:
-                        cs.cls_left[c] += cs.bin_cls[lev, c]
-                    else:
-                        cs.cls_right[c] += cs.bin_cls[lev, c]
-        if n_left < m or n - n_left < m:
-            continue
-        for j in range(n_present):
-            lev = cs.levels[j]
-            if j < n_present - 1 and (sub >> j) & 1 == 1:
-                for i in range(cs.bin_n[lev], cs.bin_n[lev + 1]):
-                    cs.sub_rows[fill_l] = cs.sorted_rows[i]
-                    fill_l += 1
-        fill_r = fill_l
-        for j in range(n_present):
-            lev = cs.levels[j]
-            if not (j < n_present - 1 and (sub >> j) & 1 == 1):
-                for i in range(cs.bin_n[lev], cs.bin_n[lev + 1]):
-                    cs.sub_rows[fill_r] = cs.sorted_rows[i]
-                    fill_r += 1
-        lm_l, b_l = stats_leaf_terms(n_left, s1, s2, cs.cls_left, hyper)
-        lm_r, b_r = stats_leaf_terms(n - n_left, t1, t2, cs.cls_right, hyper)
-        log_r = log_base + lm_l + lm_r - lm_leaf
-        if has_available_rule(xt, cs.sub_rows, 0, fill_l, is_cat, nbins, m, scratch.hist, scratch.sums):
-            log_r += ps_child
-        if has_available_rule(xt, cs.sub_rows, fill_l, n, is_cat, nbins, m, scratch.hist, scratch.sums):
-            log_r += ps_child
-        db = b_l + b_r - b_leaf
-        if cached >= 0 and cached < n:
-            cs.cut_a[v, tree.start[node] + cached] = log_r
-            cs.cut_db[v, tree.start[node] + cached] = db
-            cs.cut_m[v, tree.start[node] + cached] = 1.0
-            cached += 1
-        else:
-            cached = -1  # more partitions than the leaf has slots: recomputed when needed
-        rate = _rate(log_r + _global_delta(fstate, db, n_total, hyper))
-        cs.rates[sub] = rate
-        total += rate
+                    cs.cls_left[c] += cs.bin_cls[lev, c]
+                    cs.cls_right[c] -= cs.bin_cls[lev, c]
+        else:  # back right
+            n_l -= cnt
+            l1, l1c = _neumaier(l1, l1c, -x1)
+            l2, l2c = _neumaier(l2, l2c, -x2)
+            r1, r1c = _neumaier(r1, r1c, x1)
+            r2, r2c = _neumaier(r2, r2c, x2)
+            self_l -= is_self
+            self_r += is_self
+            big_l -= is_big
+            big_r += is_big
+            bsum_l -= is_big * cnt
+            bsum_r += is_big * cnt
+            if classification:
+                for c in range(n_cls):
+                    cs.cls_left[c] -= cs.bin_cls[lev, c]
+                    cs.cls_right[c] += cs.bin_cls[lev, c]
+        cs.walk_stats[0] += 1
+        rate = 0.0
+        if n_l >= m and n - n_l >= m:
+            size_l = 0
+            gg = g
+            while gg:
+                gg &= gg - 1
+                size_l += 1
+            lm_l, b_l = stats_leaf_terms(n_l, l1 + l1c, l2 + l2c, cs.cls_left, hyper)
+            lm_r, b_r = stats_leaf_terms(n - n_l, r1 + r1c, r2 + r2c, cs.cls_right, hyper)
+            log_r = log_base + lm_l + lm_r - lm_leaf
+            side = _side_availability(n_l, size_l, self_l, big_l, bsum_l, m)
+            if side < 0:
+                side = 1 if _side_rows_available(xt, is_cat, nbins, m, g, n_present, True, scratch, cs) else 0
+            if side == 1:
+                log_r += ps_child
+            side = _side_availability(n - n_l, n_present - size_l, self_r, big_r, bsum_r, m)
+            if side < 0:
+                side = 1 if _side_rows_available(xt, is_cat, nbins, m, g, n_present, False, scratch, cs) else 0
+            if side == 1:
+                log_r += ps_child
+            db = b_l + b_r - b_leaf
+            if not select:
+                if cached >= 0 and cached < n:
+                    cs.cut_a[v, slot0 + cached] = log_r
+                    cs.cut_db[v, slot0 + cached] = db
+                    cs.cut_m[v, slot0 + cached] = 1.0
+                    cached += 1
+                else:
+                    cached = -1  # more partitions than the leaf has slots: recomputed when needed
+            rate = _rate(log_r + _global_delta(fstate, db, n_total, hyper))
+            total += rate
+            if select and rate > 0.0:
+                last = g
+                if target < total:
+                    return total, g
+        if record:
+            out_sub[i - 1] = g
+            out_rate[i - 1] = rate
+    if select:
+        return total, last
     cs.cut_count[node, v] = cached
-    return total
+    return total, -1
+
+
+@njit(cache=True, nogil=True)
+def factor_partition_rates(tree, node, v, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, out_sub, out_rate):
+    """Every partition's birth rate of factor v at leaf ``node``, in the walk's order: codes
+    (``_subset_mask`` gives the left side's levels, over ``cs.levels``) into ``out_sub`` and
+    rates into ``out_rate`` (length >= 2^(L-1) - 1, L the present levels). Returns L; 0 when v
+    has no available rule there. For tests and ``CtmcCartChain.events``."""
+    n_vars, log_split = _leaf_rule_setup(tree, node, xt, is_cat, nbins, hyper, scratch)
+    count = scratch.counts[v]
+    if n_vars == 0 or count <= 0.0:
+        return 0
+    _bin_rows(tree, node, xt, v, nbins[v], y, ycls, hyper, cs)
+    n_present = _factor_setup(xt, is_cat, nbins, v, hyper, scratch, cs)
+    log_base = log_split - math.log(n_vars) - math.log(0.5 * count)
+    _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, tree.lm[node], tree.b[node],
+                 float(y.shape[0]), hyper, fstate, scratch, cs, -1.0, out_sub, out_rate)
+    return n_present
 
 
 @njit(cache=True, nogil=True)
@@ -488,8 +668,10 @@ def _var_birth_rates(tree, node, v, n_vars, log_split, xt, is_cat, nbins, y, ycl
     if is_cat[v]:
         # p_RULE of an unordered partition: 1 / (n_vars * count / 2), count of ordered subsets.
         log_base = log_split - math.log(n_vars) - math.log(0.5 * count)
-        return _factor_rates(tree, node, xt, is_cat, nbins, v, log_base, tree.lm[node], tree.b[node], n_total, hyper,
-                             fstate, scratch, cs)
+        n_present = _factor_setup(xt, is_cat, nbins, v, hyper, scratch, cs)
+        total, _ = _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, tree.lm[node], tree.b[node],
+                                n_total, hyper, fstate, scratch, cs, -1.0, cs.no_sub, cs.no_rate)
+        return total
     log_base = log_split - math.log(n_vars) - math.log(count)
     return _numeric_rates(tree, node, xt, is_cat, nbins, v, scratch.lows[v], int(count), log_base, tree.lm[node],
                           tree.b[node], n_total, hyper, fstate, scratch, cs)
@@ -764,11 +946,15 @@ def jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam)
         # the recomputed total equals the cached one up to rounding (summation order): rescale
         u = u * total / cs.rate_var[node, v] if cs.rate_var[node, v] > 0.0 else 0.0
         if is_cat[v]:
+            # re-walk the partitions (``_var_birth_rates`` left the leaf's level statistics in
+            # place) to the one whose cumulative rate passes u
             n_present = 0
             for k in range(nbins[v]):
                 if cs.bin_n[k + 1] > cs.bin_n[k]:
                     n_present += 1
-            sub = _pick(cs.rates, 1 << (n_present - 1), u)
+            log_base = log_split - math.log(n_vars) - math.log(0.5 * scratch.counts[v])
+            _, sub = _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, tree.lm[node], tree.b[node],
+                                  float(y.shape[0]), hyper, fstate, scratch, cs, u, cs.no_sub, cs.no_rate)
             cut = _factor_mask(rng, cs, n_present, sub, nbins[v])
         else:
             cut = np.int64(_pick(cs.rates, nbins[v], u))

@@ -34,12 +34,15 @@ import numpy as np
 from .._kernels import tree as _tree
 from .._kernels.ctmc import (
     EVENT_NAMES,
+    MAX_FACTOR_LEVELS,
+    FactorLevelsError,
     _leaf_rule_setup,
     _subset_mask,
     _var_birth_rates,
     apply_birth,
     apply_death,
     compute_all_rates,
+    factor_partition_rates,
     mh_event_rate,
     new_ctmc_state,
     total_rate,
@@ -59,8 +62,22 @@ DEFAULT_EVENT_RATE = 1.0
 def _ctmc_state(codes, is_cat, nbins, n_rows: int, capacity: int, n_classes: int):
     try:
         return new_ctmc_state(n_rows, capacity, nbins, is_cat, n_classes)
-    except ValueError as err:
-        raise ArgumentError(f"sampler 'ctmc': {err}; use sampler='cgm' for this data") from None
+    except FactorLevelsError as err:
+        raise too_many_levels_error(err.predictor, err.levels, f"predictor {err.predictor}") from None
+
+
+def too_many_levels_error(predictor: int, levels: int, name: str) -> ArgumentError:
+    """The error for a factor with more levels than ``ctmc`` enumerates. The error keeps
+    ``predictor`` (the column index) and ``with_name(column)``, the same error naming the column,
+    which the model layer (which knows the names) raises instead."""
+    err = ArgumentError(
+        f"sampler 'ctmc': {name} is a factor with {levels} levels, more than the {MAX_FACTOR_LEVELS} it supports "
+        f"(every birth rate at a leaf walks the 2^(L-1) - 1 partitions of the L levels present there); use "
+        f"sampler='cgm' or 'grow_prune' for this data, or merge levels of {name} down to at most "
+        f"{MAX_FACTOR_LEVELS}")
+    err.predictor = predictor
+    err.with_name = lambda column: too_many_levels_error(predictor, levels, f"column {column!r}")
+    return err
 
 
 class CtmcCartChain(TreeChain):
@@ -135,22 +152,24 @@ class CtmcCartChain(TreeChain):
                 for v in range(xt.shape[0]):
                     if self.cs.rate_var[node, v] <= 0.0:
                         continue
-                    n_vars, log_split = _leaf_rule_setup(self.tree, node, xt, is_cat, nbins, hyper, self.scratch)
-                    _var_birth_rates(self.tree, node, v, n_vars, log_split, xt, is_cat, nbins, y, ycls, hyper,
-                                     self.fstate, self.scratch, self.cs)
-                    rates = self.cs.rates.copy()
                     if is_cat[v]:
-                        levels = [k for k in range(int(nbins[v])) if self.cs.bin_n[k + 1] > self.cs.bin_n[k]]
-                        self.cs.levels[: len(levels)] = levels
-                        rules = [(sub, int(_subset_mask(self.cs, len(levels), sub)))
-                                 for sub in range(1, 1 << (len(levels) - 1))]
+                        size = max((1 << (int(nbins[v]) - 1)) - 1, 1)
+                        codes, rates = np.zeros(size, dtype=np.int64), np.zeros(size)
+                        n_present = factor_partition_rates(self.tree, node, v, xt, is_cat, nbins, y, ycls, hyper,
+                                                           self.fstate, self.scratch, self.cs, codes, rates)
+                        n_sub = (1 << (n_present - 1)) - 1
+                        rules = [(float(r), int(_subset_mask(self.cs, n_present, g)))
+                                 for g, r in zip(codes[:n_sub], rates[:n_sub])]
                     else:
-                        rules = [(k, k) for k in range(int(nbins[v]))]
-                    for idx, cut in rules:
-                        if rates[idx] > 0.0:
+                        n_vars, log_split = _leaf_rule_setup(self.tree, node, xt, is_cat, nbins, hyper, self.scratch)
+                        _var_birth_rates(self.tree, node, v, n_vars, log_split, xt, is_cat, nbins, y, ycls, hyper,
+                                         self.fstate, self.scratch, self.cs)
+                        rules = [(float(self.cs.rates[k]), k) for k in range(int(nbins[v]))]
+                    for rate, cut in rules:
+                        if rate > 0.0:
                             apply_birth(self.tree, node, v, np.int64(cut), xt, is_cat, y, ycls, hyper, self.fstate,
                                         self.scratch)
-                            out.append(("birth", self.get_tree(), float(rates[idx])))
+                            out.append(("birth", self.get_tree(), rate))
                             restore()
             elif t.var[node] >= 0 and self.cs.rate_death[node] > 0.0:
                 rate = float(self.cs.rate_death[node])
