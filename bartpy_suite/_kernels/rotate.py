@@ -32,6 +32,25 @@ changes); since a rotation never creates or removes a factor rule at P's or N's 
 keeps the kernel reversible. Factor rules elsewhere in the subtree are carried along as rules
 of "another variable".
 
+Why no factor rotation: neither the spec (1.6) nor CT-MCMC Appendix B defines one. Appendix B
+takes the rotation from Pratola (2016) as given and only adds its rate; the spec's rotation
+(read from OpenBT, whose rules are all ordered cuts) is built on SplitL(S; v, c), which drops
+the nodes (v, c' >= c), and on a merge set M(X, Y; v, c) whose cases 3-7 use that a node
+(v, c1) with c1 < c lies wholly on one side of c, so each v-node of X or Y is the restriction of
+exactly one node of the merged tree. For a factor rule (v, A) the restriction itself is
+well defined (a node (v, B) becomes its left child in {x_v in A} if A is inside B, its right
+child if A and B are disjoint, else stays), but the merge sets are not the spec's: a v-node of
+X acting as B1 inside A can come from any merged node (v, B1 + C), C any set of levels outside A,
+which is itself restricted in Y (kept, or replaced by either child), so the enumeration of
+M(X, Y; v, A), its counts (m1, m2, s1, s2 of the MH ratio) and the reverse counts k_rev would
+all need a new derivation (with the stored masks' orientation and absent-level bits counted),
+which the spec does not give. Exchanging P's and N's rules in place
+((vP,AP)[(vN,AN)[A,B],S] -> (vN,AN)[(vP,AP)[A,B],S]) is well defined for factor rules, but it is
+CGM's SWAP move (``cart_moves``, ``moves=("swap", ...)`` of ``cgm``, factor rules included), not
+a rotation: it moves the rows reaching S and B, where the spec's rotation keeps every region
+by duplicating S into both branches. So a factor rule is never rotated: the cgm ``"rotate"``
+move and the ctmc rotate events leave the tree unchanged when they pick one.
+
 PERTURB picks an internal node uniformly and proposes a nearby rule on the same variable: a
 numeric cut ``c' ~ U{a..b}``, ``[a, b] = [c - h, c + h]`` clipped to the cuts available at the
 node, ``h = max(1, floor(width * count / 2))`` (OpenBT's window with ``pertalpha = width``,
