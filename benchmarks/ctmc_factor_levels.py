@@ -35,6 +35,7 @@ import time
 
 import numpy as np
 
+from bartpy_suite._kernels import ctmc as _ctmc
 from bartpy_suite._kernels.ctmc import compute_all_rates
 from bartpy_suite.priors import NormalLeafPrior, TreePrior, default_lambda, hyper_vector
 from bartpy_suite.samplers.ctmc import CtmcCartChain
@@ -86,7 +87,11 @@ def main(argv=None) -> None:
     ap.add_argument("--jumps", default="4000,4000,2000,400,60", help="jumps (tune + draws) per level count")
     ap.add_argument("--rows", type=int, default=1000)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--max-levels", type=int, default=None,
+                    help="override ctmc.MAX_FACTOR_LEVELS for the measurement (to time levels past the limit)")
     args = ap.parse_args(argv)
+    if args.max_levels is not None:
+        _ctmc.MAX_FACTOR_LEVELS = args.max_levels
     cli = list(argv if argv is not None else sys.argv[1:])
     rng = np.random.default_rng(0)
     run(problem(200, 4, rng), 50, 0)  # compile
@@ -102,9 +107,10 @@ def main(argv=None) -> None:
         ms_common, leaves_common = run(problem(args.rows, levels, np.random.default_rng(seed)), jumps, 1)
         ms_var, leaves_var = run(problem(args.rows, levels, np.random.default_rng(seed), True), jumps, 1)
         chain = CtmcCartChain(problem(args.rows, levels, np.random.default_rng(seed)), np.random.default_rng(2))
-        chain.cs.walk_stats[:] = 0
+        stats = getattr(chain.cs, "walk_stats", np.zeros(2, dtype=np.int64))  # absent before the Gray-code walk
+        stats[:] = 0
         stump_ms = stump_rates_ms(chain, 5 if levels >= 18 else 21)
-        steps, rows_checks = chain.cs.walk_stats
+        steps, rows_checks = stats
         n_part = (1 << (levels - 1)) - 1
         lines.append(f"| {levels} | {n_part} | {jumps} | {ms_common:.3f} | {leaves_common:.1f} | {ms_var:.3f} | "
                      f"{leaves_var:.1f} | {stump_ms:.3f} | {1e6 * stump_ms / n_part:.0f} | "

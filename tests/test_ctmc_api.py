@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 import bartpy_suite as bps
+from bartpy_suite._kernels.ctmc import MAX_FACTOR_LEVELS
 from bartpy_suite.cli import main
 from bartpy_suite.errors import ArgumentError
 from bartpy_suite.posterior.weighted import weighted_quantiles
@@ -134,9 +135,16 @@ def test_option_errors():
 
 
 def test_factor_with_too_many_levels_is_refused():
-    df = pd.DataFrame({"g": [f"l{i % 17}" for i in range(68)], "y": np.arange(68.0)})
-    with pytest.raises(ArgumentError, match="at most 16"):
-        bps.cart("y ~ C(g)", data=df, sampler="ctmc", draws=5, tune=0, progress=False)
+    """The error names the column, its level count, the limit and what to do (CART and BART)."""
+    levels = MAX_FACTOR_LEVELS + 1
+    df = pd.DataFrame({"g": [f"l{i % levels}" for i in range(3 * levels)], "x": np.arange(3.0 * levels),
+                       "y": np.arange(3.0 * levels)})
+    for fit in (bps.cart, lambda *a, **k: bps.bart(*a, trees=3, **k)):
+        with pytest.raises(ArgumentError) as info:
+            fit("y ~ x + C(g)", data=df, sampler="ctmc", draws=5, tune=0, progress=False)
+        msg = str(info.value)
+        assert f"column 'C(g)' is a factor with {levels} levels, more than the {MAX_FACTOR_LEVELS}" in msg, msg
+        assert "sampler='cgm'" in msg and "merge levels of column 'C(g)'" in msg, msg
 
 
 def test_cli(tmp_path):

@@ -4,7 +4,8 @@ The process jumps between trees. In tree T every *event* has a rate (CT-MCMC eq.
 the leaf parameters integrated out):
 
 * a birth at every leaf, for every predictor and every available rule of it (numeric cuts;
-  for a factor every unordered partition of the levels present at the leaf), with rate
+  for a factor every unordered partition of the levels present at the leaf, at most
+  ``MAX_FACTOR_LEVELS`` levels), with rate
   ``min(1, pi(T+) / pi(T))``;
 * a death at every internal node whose two children are leaves, with rate
   ``min(1, pi(T-) / pi(T))``;
@@ -27,7 +28,12 @@ Cost: rates are cached per leaf and predictor (``rate_var``) and per nog node (`
 A leaf's rates over one predictor's cuts come from one counting sort of its rows by that
 predictor: binned counts and response sums give both children's leaf terms in O(1) per cut,
 and whether a child can split again is monotone in a numeric cut, so it is found by bisection.
-Cuts falling in bins empty at the leaf split its rows alike and share one computation. After a
+Cuts falling in bins empty at the leaf split its rows alike and share one computation. A
+factor's partitions are walked in Gray-code order over per-level statistics (``_factor_walk``):
+one level changes side per step, so both children's counts, sums and availability tallies are
+updated in O(1); only a side whose availability the tallies leave undecided is checked on its
+rows. Drawing a factor's partition re-walks the code to the drawn cumulative rate, so no table
+of 2^(L-1) rates is stored; ``MAX_FACTOR_LEVELS`` bounds L. After a
 jump only the nodes it touched are recomputed from their rows. In the common-sigma model the
 log marginal has a term in the total scatter B, which every jump changes, so every rate
 changes: each leaf keeps, per distinct partition of each predictor, the B-free part of its log
@@ -111,8 +117,13 @@ EVENT_ROTATE = 2
 EVENT_PERTURB = 3
 EVENT_NAMES = ("birth", "death", "rotate", "perturb")
 
-#: Most levels a factor may have under ``ctmc`` (its unordered partitions are enumerated).
-MAX_FACTOR_LEVELS = 16
+#: Most levels a factor may have under ``ctmc``: the birth rates of a leaf holding all L levels
+#: walk its 2^(L-1) - 1 partitions. Measured (``benchmarks/results/ctmc_factor_levels.md``, 1,000
+#: rows, CPU time): at L = 20 the rates of a stump take 54 ms (about 100 ns per partition) and a
+#: single-tree chain 0.55 ms per jump (its leaves soon hold few levels); L = 22 takes 214 ms and
+#: 6-8 ms. Inside BART every tree visit recomputes the tree's rates, so with many small trees a
+#: 20-level factor costs about the stump's 54 ms per tree visit (``cgm`` is far cheaper there).
+MAX_FACTOR_LEVELS = 20
 
 
 class CtmcState(NamedTuple):
