@@ -71,7 +71,7 @@ def main(argv=None) -> None:
     for sampler, _, options in runs:
         bps.bart("y ~ .", data=warm, trees=20, sampler=sampler, sampler_options=options or None, chains=1, tune=2,
                  draws=2, seed=0, progress=False, threads=1)
-    lines = ["# BART speed: ctmc against grow_prune (Friedman #1, 200 trees, one chain, one thread)", "",
+    lines = ["# BART speed: ctmc against grow_prune and cgm (Friedman #1, 200 trees, one chain, one thread)", "",
              f"Command: `python3 benchmarks/ctmc_bart_speed.py {' '.join(cli)}`; "
              f"load average at start {os.getloadavg()[0]:.1f} (2 cores, shared).", "",
              "| n | tune+draws | sampler | CPU s/sweep | ESS f (median) | ESS f / CPU s | RMSE | jumps/visit | CPU s "
