@@ -12,6 +12,12 @@ on a shared 2-core machine:
     RJHMC_SAMPLERS (default hmc_dfi,hmc_df), RJHMC_MAX_DEPTH (NUTS max tree depth, default 10),
     RJHMC_FAITHFUL (1: also run warmup=500 restart on CGM DFI)
 
+CGM needs a long tune: the topology is found only during tune (eq. 19 compares the endpoints of
+the NUTS runs; after tune eq. 18 evaluates a grow at the prior-drawn split and leaf and accepts
+almost none), and on the shipped split one chain needed about 110 tune iterations to reach the
+true partition (``rjhmc_cgm_trace.py``); run it with ``RJHMC_TUNE=150`` or more. The default
+against the faithful setting is ``rjhmc_agreement.py``.
+
 Run: ``PYTHONPATH=. python3 benchmarks/rjhmc_tables.py``.
 """
 
