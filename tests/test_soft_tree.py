@@ -100,6 +100,58 @@ def test_paper_metric_and_arrays(reg):
     assert draws.dims == ("chain", "draw", "obs")
 
 
+def numpy_soft_tree(var, tau, delta, value, x, h, dfi):
+    """(soft mean sum_k phi_k mu_k, leaf value of the most probable leaf) of one preorder tree, by
+    plain recursion: psi = expit((x[var] - tau) / h) (DF) or expit((x . delta - tau) / h) (DFI) is
+    P(go right) (spec 1.1)."""
+    mean = np.zeros(x.shape[0])
+    best = np.full(x.shape[0], -1.0)
+    hard = np.zeros(x.shape[0])
+
+    def walk(j, reach):
+        if var[j] < 0:
+            nonlocal mean
+            mean = mean + reach * value[j]
+            better = reach > best
+            best[better] = reach[better]
+            hard[better] = value[j]
+            return j + 1
+        z = x @ delta[j] if dfi else x[:, var[j]]
+        right = 1.0 / (1.0 + np.exp(-(z - tau[j]) / h))
+        after_left = walk(j + 1, reach * (1.0 - right))
+        return walk(after_left, reach * right)
+
+    walk(0, np.ones(x.shape[0]))
+    return mean, hard
+
+
+def test_predictions_are_the_stored_trees_at_h_final(reg):
+    # fit.predict (eq. 3) and the paper's argmax metric must be the stored soft trees routed at
+    # h_final on the training scaling, computed here without the kernels. The fixture has
+    # h_init = 0.1 and h_final = 0.05, so routing at the wrong bandwidth or on unscaled x fails.
+    # Tolerance 1e-9: the same arithmetic in another order.
+    df, _, fit = reg
+    new = df.head(25)
+    trees, group = fit.idata["trees"], fit.idata["soft_trees"]
+    var, value = trees["node_var"].values, trees["node_value"].values
+    tau, delta = group["node_tau"].values, group["node_delta"].values
+    counts = trees["tree_nodes"].values.reshape(-1)
+    x = (new[["x0", "x1"]].to_numpy() - np.array(fit.config["x_min"])) / np.array(fit.config["x_range"])
+    assert fit.config["h_final"] == 0.05
+    means, hards = [], []
+    start = 0
+    for c in counts:
+        sl = slice(start, start + c)
+        m, hd = numpy_soft_tree(var[sl], tau[sl], delta[sl], value[sl], x, 0.05, dfi=True)
+        means.append(m)
+        hards.append(hd)
+        start += c
+    draws = fit.predict(new, samples=True).values.reshape(len(counts), -1)
+    np.testing.assert_allclose(draws, np.array(means), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(fit.predict(new)["mean"], np.mean(means, axis=0), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(soft.paper_metric(fit, new), np.array(hards), rtol=1e-9, atol=1e-9)
+
+
 def test_save_load_same_predictions(reg, tmp_path):
     df, _, fit = reg
     path = tmp_path / "soft.nc"
