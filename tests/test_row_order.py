@@ -2,8 +2,10 @@
 
 Partitions are stable, a rejected grow restores its leaf's order, an accepted prune merges the
 two children and an accepted change or swap re-splits from sorted rows. Sorted segments make
-each pass over a node's rows walk memory forwards, which is what the BART residual passes rely
-on for speed; a broken invariant costs time, not correctness, so it is checked here directly.
+each pass over a node's rows walk memory forwards. BART also relies on the invariant for
+exactness: its trees share one row permutation, rebuilt for each tree from the leaf map with
+every leaf's rows in row order (``_kernels/backfit.py``), which is the tree's own permutation
+only while the invariant holds.
 """
 
 from __future__ import annotations
@@ -44,11 +46,20 @@ def test_bart_leaves_keep_sorted_rows_through_all_moves():
     chain = bart_chain(codes, np.zeros(p, bool), np.full(p, 20), y - y.mean(), hyper,
                        {"grow": 0.25, "prune": 0.25, "change": 0.4, "swap": 0.1}, np.random.default_rng(3), 5,
                       SIGMA_SAMPLED)
-    accepted = sum(chain.sweep() for _ in range(300))  # (move, proposed/accepted); rotate, perturb are off
-    assert np.all(accepted[:4, 1] > 0), f"grow, prune, change and swap must each be accepted at least once: {accepted}"
     f = chain.forest
-    for j in range(f.var.shape[0]):
-        assert np.array_equal(np.sort(f.perm[j]), np.arange(n))
-        for node in np.flatnonzero(f.var[j] == T.LEAF):
-            seg = f.perm[j, f.start[j, node]:f.end[j, node]]
-            assert np.all(np.diff(seg) > 0), f"tree {j} node {node}: rows out of order"
+    last = f.var.shape[0] - 1
+    assert f.perm.shape == (1, n), "the trees share one row permutation"
+    accepted = np.zeros((len(chain.move_probs), 2), dtype=np.int64)  # (move, proposed/accepted)
+    for sweep in range(300):
+        counts = chain.sweep()
+        accepted += counts
+        # After a sweep the shared permutation is the last tree's, as its move left it (the
+        # rebuild from the leaf map happens before a tree's move, not after).
+        perm = f.perm[0]
+        assert np.array_equal(np.sort(perm), np.arange(n))
+        for node in np.flatnonzero(f.var[last] == T.LEAF):
+            seg = perm[f.start[last, node]:f.end[last, node]]
+            assert np.all(np.diff(seg) > 0), f"sweep {sweep}, tree {last} node {node}: rows out of order"
+            assert np.all(chain.state.leaf_of[last, seg] == node), f"sweep {sweep}: leaf map disagrees"
+    # rotate and perturb are off
+    assert np.all(accepted[:4, 1] > 0), f"grow, prune, change and swap must each be accepted at least once: {accepted}"

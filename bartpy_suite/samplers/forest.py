@@ -23,10 +23,14 @@ INITIAL_NODES_PER_TREE = 4
 
 
 def new_forest(n_trees: int, n_rows: int, capacity: int) -> _tree.TreeArrays:
-    """A forest of ``n_trees`` stumps: ``TreeArrays`` fields stacked along a first tree axis."""
-    trees = [_tree.new_tree(n_rows, capacity) for _ in range(n_trees)]
-    return _tree.TreeArrays(*[np.ascontiguousarray(np.stack([getattr(t, k) for t in trees]))
-                              for k in _tree.TreeArrays._fields])
+    """A forest of ``n_trees`` stumps: ``TreeArrays`` fields stacked along a first tree axis,
+    except ``perm``, the one row permutation the trees share (shape (1, n_rows); the sweep
+    rebuilds it for each tree from the leaf map, ``_kernels/backfit.py``)."""
+    stump = _tree.new_tree(n_rows, capacity)
+    return _tree.TreeArrays(*[
+        stump.perm[None, :] if k == "perm"
+        else np.ascontiguousarray(np.broadcast_to(getattr(stump, k), (n_trees, *getattr(stump, k).shape)))
+        for k in _tree.TreeArrays._fields])
 
 
 class ForestBuffers:
@@ -118,9 +122,9 @@ class ForestChain(ForestBuffers):
             # Start the latents at +-1 around a zero fit.
             z = np.where(ybin == 1, 1.0, -1.0)
             start = 0.0
-        else:
-            ybin = np.zeros(n, dtype=np.int64)
-            z = np.zeros(n)
+        else:  # the latents and 0/1 codes of probit BART are not used: no n-sized arrays for them
+            ybin = np.zeros(0, dtype=np.int64)
+            z = np.zeros(0)
             start = float(np.mean(y))
         self.forest.value[:, 0] = start / n_trees
         target = z if probit else y
@@ -131,10 +135,11 @@ class ForestChain(ForestBuffers):
             sums=np.zeros((4, self.capacity)),
             z=z,
             ybin=ybin,
-            ycls=np.zeros(n, dtype=np.int64),
+            ycls=np.zeros(0, dtype=np.int64),  # class codes: read by classification leaf models only
             hyper=hyper,
             fstate=np.zeros(2),
             sigma_mode=np.array([problem.sigma_mode], dtype=np.int64),
+            cursor=np.zeros(self.capacity, dtype=np.int64),
         )
         self.out = None
         self.store = None
