@@ -20,17 +20,24 @@ from .problems import BartProblem
 BART_MAX_NODES = 255
 #: First node room of the draw store per tree and kept draw (it grows on demand).
 INITIAL_NODES_PER_TREE = 4
+#: Most bytes of row permutations a chain keeps one per tree (4 n T). Above, its trees share one,
+#: rebuilt for each tree in the residual pass (``_kernels/backfit.py``): the same draws, a
+#: scattered write per row and tree more (at 10^7 rows and 200 trees: 40 MB instead of 8 GB).
+PER_TREE_PERM_BYTES = 1 << 30
+
+
+def shares_perm(n_trees: int, n_rows: int) -> bool:
+    """Whether a forest of ``n_trees`` trees over ``n_rows`` rows shares one row permutation."""
+    return n_trees > 1 and 4 * n_trees * n_rows > PER_TREE_PERM_BYTES
 
 
 def new_forest(n_trees: int, n_rows: int, capacity: int) -> _tree.TreeArrays:
-    """A forest of ``n_trees`` stumps: ``TreeArrays`` fields stacked along a first tree axis,
-    except ``perm``, the one row permutation the trees share (shape (1, n_rows); the sweep
-    rebuilds it for each tree from the leaf map, ``_kernels/backfit.py``)."""
+    """A forest of ``n_trees`` stumps: ``TreeArrays`` fields stacked along a first tree axis;
+    ``perm`` has one row per tree, or a single row the trees share (``shares_perm``)."""
     stump = _tree.new_tree(n_rows, capacity)
-    return _tree.TreeArrays(*[
-        stump.perm[None, :] if k == "perm"
-        else np.ascontiguousarray(np.broadcast_to(getattr(stump, k), (n_trees, *getattr(stump, k).shape)))
-        for k in _tree.TreeArrays._fields])
+    perm_rows = 1 if shares_perm(n_trees, n_rows) else n_trees
+    return _tree.TreeArrays(*[np.repeat(getattr(stump, k)[None], perm_rows if k == "perm" else n_trees, axis=0)
+                              for k in _tree.TreeArrays._fields])
 
 
 class ForestBuffers:
