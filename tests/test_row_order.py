@@ -2,15 +2,19 @@
 
 Partitions are stable, a rejected grow restores its leaf's order, an accepted prune merges the
 two children and an accepted change or swap re-splits from sorted rows. Sorted segments make
-each pass over a node's rows walk memory forwards, which is what the BART residual passes rely
-on for speed; a broken invariant costs time, not correctness, so it is checked here directly.
+each pass over a node's rows walk memory forwards. BART also relies on the invariant for
+exactness: on large data its trees share one row permutation, rebuilt for each tree from the
+leaf map with every leaf's rows in row order (``_kernels/backfit.py``), which is the tree's own
+permutation only while the invariant holds.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from _chains import bart_chain
 
+import bartpy_suite as bps
 from bartpy_suite._kernels import tree as T
 from bartpy_suite._kernels.backfit import SIGMA_SAMPLED
 from bartpy_suite._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
@@ -52,3 +56,40 @@ def test_bart_leaves_keep_sorted_rows_through_all_moves():
         for node in np.flatnonzero(f.var[j] == T.LEAF):
             seg = f.perm[j, f.start[j, node]:f.end[j, node]]
             assert np.all(np.diff(seg) > 0), f"tree {j} node {node}: rows out of order"
+
+
+@pytest.mark.parametrize("response", ["numeric", "binary", "three classes"])
+def test_a_shared_row_permutation_gives_the_same_draws(monkeypatch, response):
+    """Above ``PER_TREE_PERM_BYTES`` the trees share one row permutation, rebuilt for each tree
+    from its leaf map; the draws must be bit-identical to those with a permutation per tree
+    (regression, probit and log-linear BART, whose sweeps rebuild it in different places)."""
+    from bartpy_suite.samplers import forest
+
+    rng = np.random.default_rng(2)
+    n = 300
+    x = rng.uniform(size=(n, 3))
+    f = np.sin(6 * x[:, 0]) + x[:, 1]
+    keywords = {}
+    if response == "numeric":
+        y = f + 0.2 * rng.standard_normal(n)
+    elif response == "binary":
+        y = (f + 0.3 * rng.standard_normal(n) > np.median(f)).astype(np.int64)
+        keywords["class_labels"] = [False, True]
+    else:
+        y = np.digitize(f + 0.3 * rng.standard_normal(n), np.quantile(f, [1 / 3, 2 / 3]))
+        keywords["class_labels"] = ["a", "b", "c"]
+
+    def fit():
+        model = bps.BART(trees=8, chains=1, draws=25, tune=25, seed=4, progress=False, check_mixing=False,
+                         log_likelihood=False)
+        return model.fit(x, y, **keywords)
+
+    assert not forest.shares_perm(8, n)
+    own = fit()
+    monkeypatch.setattr(forest, "PER_TREE_PERM_BYTES", 0)
+    assert forest.shares_perm(8, n)
+    shared = fit()
+    for name, value in own.posterior.data_vars.items():
+        assert np.array_equal(value.values, shared.posterior[name].values, equal_nan=True), name
+    accepted = own.sample_stats["n_accepted"].values.sum(axis=(0, 1))
+    assert accepted[:4].sum() > 0, "no move was accepted: the comparison would not test the rebuilt permutation"

@@ -32,7 +32,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .backfit import map_leaves, tree_view
+from .backfit import leaf_cursors, map_leaves, shared_perm, tree_view
 from .tree import F_B_SUM, F_LM_SUM, H_LG_RATE, H_LG_SHAPE, H_LIKELIHOOD, LEAF, leaf_terms
 
 
@@ -49,6 +49,7 @@ class LoglinearState(NamedTuple):
     hyper: np.ndarray  # float64[N_HYPER]
     fstate: np.ndarray  # float64[2]
     class_counts: np.ndarray  # float64[1]: work array of ``leaf_terms``
+    cursor: np.ndarray  # int64[N]: work array of the shared row permutation's rebuild
     trees_per_class: int
 
 
@@ -61,15 +62,24 @@ def set_class(state, k):
 
 @njit(cache=True, nogil=True)
 def prepare_tree(state, forest, j):
-    """Tree j as a view, with the rows' rate weights phi_i r_i and its leaf terms cached."""
+    """Tree j as a view, with the rows' rate weights phi_i r_i and its leaf terms cached (and its
+    rows written into the row permutation the trees share, if they share one: ``backfit``)."""
     k = j // state.trees_per_class
     tree = tree_view(forest, j)
     leaf_of = state.leaf_of[j]
     fit = state.log_fit[k]
+    perm = shared_perm(forest)
+    rebuild = perm.shape[0] == fit.shape[0]
+    cursor = state.cursor
+    leaf_cursors(tree.var, tree.start, cursor)
     for i in range(fit.shape[0]):
-        rest = fit[i] - tree.value[leaf_of[i]]
+        leaf = leaf_of[i]
+        rest = fit[i] - tree.value[leaf]
         state.rest[i] = rest
         state.weight[i] = state.phi[i] * math.exp(rest)
+        if rebuild:
+            perm[cursor[leaf]] = i
+            cursor[leaf] += 1
     lm_sum = 0.0
     for node in range(tree.var.shape[0]):
         if tree.var[node] != LEAF:

@@ -92,11 +92,13 @@ FIT_NA_ACTIONS = ("raise", "split")
 
 
 def check_training_arrays(x, y, is_categorical, n_levels, min_leaf_size: int, na_action: str = "raise", names=None):
-    """Validate array-level training data; return float64 copies and factor metadata.
+    """Validate array-level training data; return them as float64 arrays and factor metadata.
 
-    Under ``na_action="split"`` NaN predictor values are allowed (the trees route them).
-    ``names`` (one per column) name the predictors in the messages; else "column j"."""
-    x = np.array(x, dtype=np.float64, copy=True)
+    A float64 ``x`` is returned as it is, not copied (nothing downstream writes into it: at
+    10^7 rows x 20 predictors a copy is 1.6 GB). Under ``na_action="split"`` NaN predictor
+    values are allowed (the trees route them). ``names`` (one per column) name the predictors
+    in the messages; else "column j"."""
+    x = np.asarray(x, dtype=np.float64)
     if x.ndim == 1:
         x = x[:, None]
     if x.ndim != 2:

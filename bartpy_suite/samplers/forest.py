@@ -20,12 +20,23 @@ from .problems import BartProblem
 BART_MAX_NODES = 255
 #: First node room of the draw store per tree and kept draw (it grows on demand).
 INITIAL_NODES_PER_TREE = 4
+#: Most bytes of row permutations a chain keeps one per tree (4 n T). Above, its trees share one,
+#: rebuilt for each tree in the residual pass (``_kernels/backfit.py``): the same draws, a
+#: scattered write per row and tree more (at 10^7 rows and 200 trees: 40 MB instead of 8 GB).
+PER_TREE_PERM_BYTES = 1 << 30
+
+
+def shares_perm(n_trees: int, n_rows: int) -> bool:
+    """Whether a forest of ``n_trees`` trees over ``n_rows`` rows shares one row permutation."""
+    return n_trees > 1 and 4 * n_trees * n_rows > PER_TREE_PERM_BYTES
 
 
 def new_forest(n_trees: int, n_rows: int, capacity: int) -> _tree.TreeArrays:
-    """A forest of ``n_trees`` stumps: ``TreeArrays`` fields stacked along a first tree axis."""
-    trees = [_tree.new_tree(n_rows, capacity) for _ in range(n_trees)]
-    return _tree.TreeArrays(*[np.ascontiguousarray(np.stack([getattr(t, k) for t in trees]))
+    """A forest of ``n_trees`` stumps: ``TreeArrays`` fields stacked along a first tree axis;
+    ``perm`` has one row per tree, or a single row the trees share (``shares_perm``)."""
+    stump = _tree.new_tree(n_rows, capacity)
+    perm_rows = 1 if shares_perm(n_trees, n_rows) else n_trees
+    return _tree.TreeArrays(*[np.repeat(getattr(stump, k)[None], perm_rows if k == "perm" else n_trees, axis=0)
                               for k in _tree.TreeArrays._fields])
 
 
@@ -118,9 +129,9 @@ class ForestChain(ForestBuffers):
             # Start the latents at +-1 around a zero fit.
             z = np.where(ybin == 1, 1.0, -1.0)
             start = 0.0
-        else:
-            ybin = np.zeros(n, dtype=np.int64)
-            z = np.zeros(n)
+        else:  # the latents and 0/1 codes of probit BART are not used: no n-sized arrays for them
+            ybin = np.zeros(0, dtype=np.int64)
+            z = np.zeros(0)
             start = float(np.mean(y))
         self.forest.value[:, 0] = start / n_trees
         target = z if probit else y
@@ -131,10 +142,11 @@ class ForestChain(ForestBuffers):
             sums=np.zeros((4, self.capacity)),
             z=z,
             ybin=ybin,
-            ycls=np.zeros(n, dtype=np.int64),
+            ycls=np.zeros(0, dtype=np.int64),  # class codes: read by classification leaf models only
             hyper=hyper,
             fstate=np.zeros(2),
             sigma_mode=np.array([problem.sigma_mode], dtype=np.int64),
+            cursor=np.zeros(self.capacity, dtype=np.int64),
         )
         self.out = None
         self.store = None

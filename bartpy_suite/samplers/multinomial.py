@@ -48,6 +48,7 @@ class MultinomialChain(ForestBuffers):
             hyper=hyper,
             fstate=np.zeros(2),
             class_counts=np.zeros(1),
+            cursor=np.zeros(self.capacity, dtype=np.int64),
             trees_per_class=m,
         )
         self.out = None
