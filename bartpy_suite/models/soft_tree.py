@@ -31,7 +31,9 @@ class SoftTree(TreeModel):
         variable per node, updated by Metropolis-within-Gibbs.
     chains, draws, tune, thin : int
         Number of chains; kept iterations per chain; warm-up iterations (eq. 19 acceptance and
-        the warm-up move probabilities); keep every ``thin``-th iteration after ``tune``.
+        the warm-up move probabilities); keep every ``thin``-th iteration after ``tune``. The
+        topology is found during the warm-up (after it, eq. 18 rarely accepts a grow), so give
+        ``tune`` room: the paper uses 500.
     seed : int, SeedSequence or None
         Seed of the chains' generators.
     alpha, beta : float
