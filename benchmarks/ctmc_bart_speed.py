@@ -29,6 +29,9 @@ import pandas as pd
 
 import bartpy_suite as bps
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _tables import emit  # noqa: E402
+
 
 def friedman(n: int, rng: np.random.Generator) -> tuple[pd.DataFrame, np.ndarray]:
     X = rng.uniform(size=(n, 10))
@@ -87,11 +90,7 @@ def main(argv=None) -> None:
                          f"{r['ESS f / s']:.2f} | {r['RMSE']:.3f} | {r['jumps/visit']:.2f} | {r['seconds']:.0f} | "
                          f"{r['wall']:.0f} |")
             print(lines[-1], flush=True)
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text)
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":

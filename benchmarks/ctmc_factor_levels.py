@@ -41,6 +41,9 @@ from bartpy_suite.priors import NormalLeafPrior, TreePrior, default_lambda, hype
 from bartpy_suite.samplers.ctmc import CtmcCartChain
 from bartpy_suite.samplers.problems import CartProblem
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _tables import emit  # noqa: E402
+
 
 def problem(n: int, levels: int, rng: np.random.Generator, per_leaf_sigma: bool = False) -> CartProblem:
     """The kernels' view of the data: factor codes, numeric predictors binned at 99 quantile cuts,
@@ -116,11 +119,7 @@ def main(argv=None) -> None:
                      f"{leaves_var:.1f} | {stump_ms:.3f} | {1e6 * stump_ms / n_part:.0f} | "
                      f"{rows_checks / max(steps, 1):.4f} |")
         print(lines[-1], flush=True)
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text)
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -22,12 +22,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import sys
 import time
 
 import numpy as np
 
 import bartpy_suite as bps
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _tables import emit  # noqa: E402
 
 
 def ess_bulk(x: np.ndarray) -> float:
@@ -87,11 +92,7 @@ def main() -> None:
         changed = f"{r['changed']:.3f}"
         lines.append(f"| {r['sampler']} | {r['mean_logpost']:.1f} | {r['chain_means']} | {r['ess_per_1000']:.1f} | "
                      f"{changed} | {r['cpu_ms_per_update']:.2f} |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text)
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":
