@@ -11,6 +11,11 @@ and the two differ only by the order of a few float additions), the walk must vi
 partition once with consecutive codes one level apart, and the per-predictor total the sampler
 caches must equal the sum. Event selection re-walks the code to the drawn cumulative rate: it
 must land on exactly the partition whose cumulative interval holds the target.
+
+Marked slow: calling the rate kernels directly compiles them as separate entry points (95 s
+cold on the 2-core machine), which the default run cannot afford; the default run keeps the
+rates' correctness through ``test_ctmc_exact.py`` (detailed balance and exact frequencies on the
+enumerated trees of the "factor" data set, whose rules the Gray-code walk now produces).
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ from bartpy_suite._kernels.tree import H_ALPHA, H_BETA, H_MIN_LEAF, LEAF, has_av
 from bartpy_suite.priors import DirichletLeafPrior, NormalLeafPrior, TreePrior, hyper_vector
 from bartpy_suite.samplers.ctmc import CtmcCartChain
 from bartpy_suite.samplers.problems import CartProblem
+
+pytestmark = pytest.mark.slow
 
 MODELS = ["mean_shift", "mean_variance_shift", "known_variance", "classification"]
 
