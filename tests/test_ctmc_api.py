@@ -134,17 +134,24 @@ def test_option_errors():
                  progress=False)
 
 
-def test_factor_with_too_many_levels_is_refused():
-    """The error names the column, its level count, the limit and what to do (CART and BART)."""
+@pytest.mark.parametrize("executor", [None, "threads"])
+def test_factor_with_too_many_levels_is_refused(executor):
+    """The error names the column, its level count, the limit and what to do (CART and BART),
+    also when the chains are built inside an executor's tasks."""
+    from concurrent.futures import ThreadPoolExecutor
+
     levels = MAX_FACTOR_LEVELS + 1
     df = pd.DataFrame({"g": [f"l{i % levels}" for i in range(3 * levels)], "x": np.arange(3.0 * levels),
                        "y": np.arange(3.0 * levels)})
+    pool = ThreadPoolExecutor(2) if executor else None
     for fit in (bps.cart, lambda *a, **k: bps.bart(*a, trees=3, **k)):
         with pytest.raises(ArgumentError) as info:
-            fit("y ~ x + C(g)", data=df, sampler="ctmc", draws=5, tune=0, progress=False)
+            fit("y ~ x + C(g)", data=df, sampler="ctmc", draws=5, tune=0, progress=False, executor=pool)
         msg = str(info.value)
         assert f"column 'C(g)' is a factor with {levels} levels, more than the {MAX_FACTOR_LEVELS}" in msg, msg
         assert "sampler='cgm'" in msg and "merge levels of column 'C(g)'" in msg, msg
+    if pool is not None:
+        pool.shutdown()
 
 
 def test_cli(tmp_path):

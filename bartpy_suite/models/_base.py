@@ -272,14 +272,7 @@ class TreeModel:
             )
         rngs = spawn_generators(self.seed, self.chains)
         if self.executor is None:
-            try:
-                chains = [self.spec.make_chain(problem, self.sampler_options, rng) for rng in rngs]
-            except ArgumentError as err:
-                # a sampler's error about one predictor column, by index: name the column
-                names = config.get("predictors") or ()
-                if callable(getattr(err, "with_name", None)) and 0 <= getattr(err, "predictor", -1) < len(names):
-                    raise err.with_name(names[err.predictor]) from None
-                raise
+            chains = [self.spec.make_chain(problem, self.sampler_options, rng) for rng in rngs]
             kept = self._run(chains)
             draws = stack_draws([chain.collect(kept) for chain in chains])
             del chains

@@ -51,10 +51,11 @@ def residual_sd(x: np.ndarray, y: np.ndarray, is_categorical: np.ndarray) -> flo
     # The design is written column by column into one array (a list of columns stacked at the
     # end would hold it twice: 3.4 GB at 10^7 rows and 20 predictors).
     width = [1]
+    levels = {}  # a factor's levels (missing: one more level, -1); all but the first get an indicator
     for v in range(p):
         if is_categorical[v]:
-            # missing: one more level; every level but the first gets an indicator
-            width.append(np.unique(np.where(np.isnan(x[:, v]), -1, x[:, v]).astype(int)).size - 1)
+            levels[v] = np.unique(np.where(np.isnan(x[:, v]), -1, x[:, v]).astype(int))
+            width.append(levels[v].size - 1)
         else:
             width.append(1 + int(np.isnan(x[:, v]).any()))
     if sum(width) >= len(y):
@@ -66,7 +67,7 @@ def residual_sd(x: np.ndarray, y: np.ndarray, is_categorical: np.ndarray) -> flo
         missing = np.isnan(x[:, v])
         if is_categorical[v]:
             codes = np.where(missing, -1, x[:, v]).astype(int)
-            for level in np.unique(codes)[1:]:
+            for level in levels[v][1:]:
                 design[:, col] = codes == level
                 col += 1
         else:
@@ -202,7 +203,7 @@ class BART(TreeModel):
                              tau2=tau * tau, model_code=MODEL_NORMAL_KNOWN_VARIANCE)
         hyper[[H_NU, H_LAM]] = self.nu, lam
         problem = BartProblem(binned.codes, is_cat, binned.nbins, ywork, hyper, self.trees, mode,
-                              center if probit else 0.0)
+                              center if probit else 0.0, predictor_names=tuple(names))
 
         def derived(posterior):
             posterior["mean_leaves"] = posterior["n_leaves"].mean(axis=2)

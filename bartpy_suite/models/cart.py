@@ -134,5 +134,5 @@ class BayesianCART(TreeModel):
         config.update(center=center, scale=scale)
         hyper = hyper_vector(self._fit_tree_prior(na_action), leaf_prior, likelihood=self.likelihood, center=center,
                              scale=scale)
-        problem = CartProblem(binned.codes, is_cat, binned.nbins, yreg, ycls, hyper)
+        problem = CartProblem(binned.codes, is_cat, binned.nbins, yreg, ycls, hyper, predictor_names=tuple(names))
         return self._sample(problem, binned=binned, y=y, config=config, design=design)

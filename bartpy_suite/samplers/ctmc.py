@@ -59,25 +59,18 @@ from .single_tree import TreeChain
 DEFAULT_EVENT_RATE = 1.0
 
 
-def _ctmc_state(codes, is_cat, nbins, n_rows: int, capacity: int, n_classes: int):
+def _ctmc_state(chain, names: tuple, n_rows: int, capacity: int, n_classes: int):
+    """The process' state for ``chain``; a factor with more levels than ``ctmc`` enumerates is
+    refused with an error naming its column (``names``: the problem's ``predictor_names``)."""
     try:
-        return new_ctmc_state(n_rows, capacity, nbins, is_cat, n_classes)
+        return new_ctmc_state(n_rows, capacity, chain.nbins, chain.is_categorical, n_classes)
     except FactorLevelsError as err:
-        raise too_many_levels_error(err.predictor, err.levels, f"predictor {err.predictor}") from None
-
-
-def too_many_levels_error(predictor: int, levels: int, name: str) -> ArgumentError:
-    """The error for a factor with more levels than ``ctmc`` enumerates. The error keeps
-    ``predictor`` (the column index) and ``with_name(column)``, the same error naming the column,
-    which the model layer (which knows the names) raises instead."""
-    err = ArgumentError(
-        f"sampler 'ctmc': {name} is a factor with {levels} levels, more than the {MAX_FACTOR_LEVELS} it supports "
-        f"(every birth rate at a leaf walks the 2^(L-1) - 1 partitions of the L levels present there); use "
-        f"sampler='cgm' or 'grow_prune' for this data, or merge levels of {name} down to at most "
-        f"{MAX_FACTOR_LEVELS}")
-    err.predictor = predictor
-    err.with_name = lambda column: too_many_levels_error(predictor, levels, f"column {column!r}")
-    return err
+        name = f"column {names[err.predictor]!r}" if err.predictor < len(names) else f"predictor {err.predictor}"
+        raise ArgumentError(
+            f"sampler 'ctmc': {name} is a factor with {err.levels} levels, more than the {MAX_FACTOR_LEVELS} it "
+            f"supports (every birth rate at a leaf walks the 2^(L-1) - 1 partitions of the L levels present there); "
+            f"use sampler='cgm' or 'grow_prune' for this data, or merge levels of {name} down to at most "
+            f"{MAX_FACTOR_LEVELS}") from None
 
 
 class CtmcCartChain(TreeChain):
@@ -95,8 +88,7 @@ class CtmcCartChain(TreeChain):
                  rotate: float = 0.0, perturb: float = 0.0):
         super().__init__(problem, rng, capacity)
         self.mh_rates = np.array([float(rotate), float(perturb)])
-        self.cs = _ctmc_state(self.codes, self.is_categorical, self.nbins, self.y.shape[0], self.capacity,
-                              self.n_classes)
+        self.cs = _ctmc_state(self, problem.predictor_names, self.y.shape[0], self.capacity, self.n_classes)
 
     def allocate(self, draws: int) -> None:
         """Buffers for ``draws`` kept draws (the model's, weights, rates and events)."""
@@ -201,7 +193,7 @@ class CtmcBartChain(ForestChain):
         # The starting time before adaptation: about one jump per visit for a stump with a few
         # hundred available rules at rate ~1 would need ~1e-3; adaptation replaces it.
         self.horizon = np.array([1e-3 if self.adapt else float(time)])
-        self.cs = _ctmc_state(self.codes, self.is_categorical, self.nbins, self.resid.shape[0], self.capacity, 1)
+        self.cs = _ctmc_state(self, problem.predictor_names, self.resid.shape[0], self.capacity, 1)
 
     def allocate(self, draws: int) -> None:
         """Buffers for ``draws`` kept draws (the model's and the process' statistics)."""

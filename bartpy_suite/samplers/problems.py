@@ -27,6 +27,8 @@ class CartProblem:
         Class codes (classification) or zeros.
     hyper : ndarray
         Kernel hyperparameters (``priors.hyper_vector``).
+    predictor_names : tuple of str
+        The predictors' names, for a sampler's messages about one of them (empty: by index).
     """
 
     model: ClassVar[str] = "cart"
@@ -36,6 +38,7 @@ class CartProblem:
     y: np.ndarray
     ycls: np.ndarray
     hyper: np.ndarray
+    predictor_names: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,8 @@ class BartProblem:
         ``SIGMA_SAMPLED``, ``SIGMA_FIXED`` or ``SIGMA_PROBIT`` (``_kernels.backfit``).
     offset : float
         Fixed part of f outside the trees (the probit offset Phi^-1(mean y)).
+    predictor_names : tuple of str
+        The predictors' names, for a sampler's messages about one of them (empty: by index).
     """
 
     model: ClassVar[str] = "bart"
@@ -66,6 +71,7 @@ class BartProblem:
     n_trees: int
     sigma_mode: int
     offset: float = 0.0
+    predictor_names: tuple = ()
 
 
 @dataclass(frozen=True)
