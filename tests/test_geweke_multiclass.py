@@ -87,7 +87,7 @@ def successive_conditional(binned, sampler, iterations, burn, rng):
     out = np.empty((iterations, len(NAMES)))
     for it in range(burn + iterations):
         mh_multinomial_sweep(rng, chain.forest, state, chain.codes, chain.is_categorical, chain.nbins, move_probs,
-                             chain.scratch, counts)
+                             None, chain.scratch, counts)
         fit = state.log_fit
         if it >= burn:
             out[it - burn] = functions(fit, state.ycls, chain.forest.meta[:, M_N_LEAVES].mean())

@@ -42,8 +42,8 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from .jit import helper, kernel
 from .likelihood import draw_inverse_gamma, leaf_log_marginal_normal_known_variance
 from .record import record_tree
 from .tree import (
@@ -87,7 +87,7 @@ class BackfitState(NamedTuple):
     cursor: np.ndarray  # int64[N]: next free place of each leaf's segment while ``perm`` is rebuilt
 
 
-@njit(cache=True, nogil=True)
+@helper
 def tree_view(forest, j):
     """Tree j of a forest as a ``TreeArrays`` of views (no copy); ``perm`` is the tree's own row
     permutation, or the one the trees share (valid for the tree being updated, module docstring)."""
@@ -99,7 +99,7 @@ def tree_view(forest, j):
     )
 
 
-@njit(cache=True, nogil=True)
+@helper
 def shared_perm(forest):
     """The row permutation the trees share, to be rebuilt for each tree; empty when every
     tree keeps its own."""
@@ -108,7 +108,7 @@ def shared_perm(forest):
     return forest.perm[0, :0]
 
 
-@njit(cache=True, nogil=True)
+@helper
 def leaf_cursors(var, start, cursor):
     """``cursor[leaf] = start[leaf]`` for every leaf of a tree (node arrays ``var``, ``start``)."""
     for node in range(var.shape[0]):
@@ -116,7 +116,7 @@ def leaf_cursors(var, start, cursor):
             cursor[node] = start[node]
 
 
-@njit(cache=True, nogil=True)
+@helper
 def set_leaf_terms(tree, sums, hyper, fstate):
     """Cache every leaf's residual sum (``b``) and log marginal (``lm``) from ``sums[k, leaf]``
     summed over k; the running totals go to ``fstate``."""
@@ -142,7 +142,7 @@ def set_leaf_terms(tree, sums, hyper, fstate):
     fstate[F_B_SUM] = 0.0
 
 
-@njit(cache=True, nogil=True)
+@helper
 def exchange_fits(resid, leaf_out, value_out, leaf_in, value_in, sums, perm, cursor):
     """One pass in row order: resid -= f_out, resid += f_in, the leaf sums of the new resid
     under ``leaf_in`` into ``sums`` (N_ACC, nodes), and, given a shared ``perm`` (else an empty
@@ -167,7 +167,7 @@ def exchange_fits(resid, leaf_out, value_out, leaf_in, value_in, sums, perm, cur
         resid[i] = r
 
 
-@njit(cache=True, nogil=True)
+@helper
 def map_leaves(tree, leaf_of):
     """leaf_of[i] = the leaf holding row i."""
     for node in range(tree.var.shape[0]):
@@ -177,7 +177,7 @@ def map_leaves(tree, leaf_of):
             leaf_of[tree.perm[i]] = node
 
 
-@njit(cache=True, nogil=True)
+@helper
 def draw_leaves(rng, tree, hyper):
     """Draw every leaf value from its normal full conditional (or the prior, likelihood off)."""
     sigma2 = hyper[H_SIGMA2]
@@ -194,7 +194,7 @@ def draw_leaves(rng, tree, hyper):
             tree.value[node] = math.sqrt(tau2) * rng.standard_normal()
 
 
-@njit(cache=True, nogil=True)
+@helper
 def truncated_normal_above(rng, a):
     """Draw from N(0, 1) truncated to (a, inf): plain rejection for a < 0.45, otherwise the
     exponential-proposal rejection sampler of Robert (1995)."""
@@ -210,7 +210,7 @@ def truncated_normal_above(rng, a):
             return x
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _update_latent(rng, resid, z, ybin):
     """Albert-Chib step: redraw z_i given f_i = z_i - resid_i and keep resid = z - f."""
     for i in range(resid.shape[0]):
@@ -223,7 +223,7 @@ def _update_latent(rng, resid, z, ybin):
         resid[i] = znew - f
 
 
-@njit(cache=True, nogil=True)
+@helper
 def begin_sweep(state, forest):
     """Add tree 0's fit back to the residual and collect its leaf sums."""
     empty_map = state.leaf_of[0, :0]
@@ -233,7 +233,7 @@ def begin_sweep(state, forest):
                   shared_perm(forest), state.cursor)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def prepare_tree(state, forest, j):
     """Tree j as a ``TreeArrays`` view with its leaf terms under the partial residual cached."""
     tree = tree_view(forest, j)
@@ -241,7 +241,7 @@ def prepare_tree(state, forest, j):
     return tree
 
 
-@njit(cache=True, nogil=True)
+@helper
 def finish_tree(rng, state, forest, j, changed):
     """After tree j's update: refresh its leaf map if its partition ``changed``, draw its leaf
     values, and move the residual on to tree j + 1 (or to the full residual after the last)."""
@@ -258,7 +258,7 @@ def finish_tree(rng, state, forest, j, changed):
                       state.sums, shared_perm(forest), state.cursor)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def draw_noise(rng, state):
     """End of a sweep: redraw sigma^2 (inverse gamma full conditional, or its prior with the
     likelihood off), or the probit latents; a fixed sigma stays."""
@@ -281,7 +281,7 @@ def draw_noise(rng, state):
             hyper[H_SIGMA2] = draw_inverse_gamma(rng, 0.5 * nu, 0.5 * nu * lam)
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def record_forest(forest, store, d, out_leaves, out_depth, nodes, order, stack):
     """Append every tree of the forest to draw d of ``store`` and its leaf count and depth to
     ``out_leaves[d]`` / ``out_depth[d]``; False (draw incomplete) when the store lacks room,
@@ -297,7 +297,7 @@ def record_forest(forest, store, d, out_leaves, out_depth, nodes, order, stack):
     return True
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def forest_nodes(forest):
     """Nodes of all trees of a forest (the store room one draw needs)."""
     total = 0

@@ -7,17 +7,17 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from . import loglinear
 from .backfit import begin_sweep, draw_noise, finish_tree, prepare_tree, record_forest
 from .cart_chain import cart_step
 from .cart_moves import N_MOVES
+from .jit import helper, kernel
 from .tree import H_SIGMA2
 
 
-@njit(cache=True, nogil=True)
-def mh_bart_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, scratch, counts):
+@helper
+def mh_bart_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, rotation, scratch, counts):
     """One backfitting sweep with an MH move per tree, then sigma (or the probit latents).
 
     ``counts[k, 0]`` / ``counts[k, 1]`` accumulate proposals / acceptances of move type k.
@@ -26,7 +26,7 @@ def mh_bart_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, scratch, co
     for j in range(forest.var.shape[0]):
         tree = prepare_tree(state, forest, j)
         move, accepted = cart_step(rng, tree, xt, is_cat, nbins, state.resid, state.ycls, state.hyper, move_probs,
-                                   state.fstate, scratch)
+                                   rotation, state.fstate, scratch)
         if move >= 0:
             counts[move, 0] += 1
             if accepted:
@@ -35,9 +35,9 @@ def mh_bart_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, scratch, co
     draw_noise(rng, state)
 
 
-@njit(cache=True, nogil=True)
-def run_bart_chain(rng, forest, state, xt, is_cat, nbins, move_probs, scratch, first_iter, n_iter, tune, thin,
-                   out_sigma, out_counts, out_leaves, out_depth, store, nodes, order):
+@kernel
+def run_bart_chain(rng, forest, state, xt, is_cat, nbins, move_probs, rotation, scratch, first_iter, n_iter, tune,
+                   thin, out_sigma, out_counts, out_leaves, out_depth, store, nodes, order):
     """Advance one BART chain by up to ``n_iter`` sweeps from global iteration ``first_iter``.
 
     Returns ``(iterations done, pending draw index)``. When the store has no room for the
@@ -48,7 +48,7 @@ def run_bart_chain(rng, forest, state, xt, is_cat, nbins, move_probs, scratch, f
     for step in range(n_iter):
         it = first_iter + step
         counts[:, :] = 0
-        mh_bart_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, scratch, counts)
+        mh_bart_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, rotation, scratch, counts)
         if it < tune or (it - tune) % thin != 0:
             continue
         d = (it - tune) // thin
@@ -61,8 +61,8 @@ def run_bart_chain(rng, forest, state, xt, is_cat, nbins, move_probs, scratch, f
     return n_iter, -1
 
 
-@njit(cache=True, nogil=True)
-def mh_multinomial_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, scratch, counts):
+@helper
+def mh_multinomial_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, rotation, scratch, counts):
     """One sweep of log-linear BART (``loglinear.py``) with an MH move per tree, then the
     augmentation latents. ``counts`` as in ``mh_bart_sweep``."""
     m = state.trees_per_class
@@ -72,7 +72,7 @@ def mh_multinomial_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, scra
             j = k * m + t
             tree = loglinear.prepare_tree(state, forest, j)
             move, accepted = cart_step(rng, tree, xt, is_cat, nbins, state.weight, state.is_class, state.hyper,
-                                       move_probs, state.fstate, scratch)
+                                       move_probs, rotation, state.fstate, scratch)
             if move >= 0:
                 counts[move, 0] += 1
                 if accepted:
@@ -81,15 +81,15 @@ def mh_multinomial_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, scra
     loglinear.draw_latent(rng, state)
 
 
-@njit(cache=True, nogil=True)
-def run_multinomial_chain(rng, forest, state, xt, is_cat, nbins, move_probs, scratch, first_iter, n_iter, tune,
-                          thin, out_counts, out_leaves, out_depth, store, nodes, order):
+@kernel
+def run_multinomial_chain(rng, forest, state, xt, is_cat, nbins, move_probs, rotation, scratch, first_iter, n_iter,
+                          tune, thin, out_counts, out_leaves, out_depth, store, nodes, order):
     """``run_bart_chain`` for log-linear BART (no sigma)."""
     counts = np.zeros((N_MOVES, 2), dtype=np.int64)
     for step in range(n_iter):
         it = first_iter + step
         counts[:, :] = 0
-        mh_multinomial_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, scratch, counts)
+        mh_multinomial_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, rotation, scratch, counts)
         if it < tune or (it - tune) % thin != 0:
             continue
         d = (it - tune) // thin

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import math
 
-from numba import njit
-
 from .cart_draws import record_cart_draw
 from .cart_moves import (
     MOVE_GROW,
@@ -27,14 +25,20 @@ from .cart_moves import (
     propose_prune,
     undo_grow,
 )
+from .jit import helper, kernel
 from .rotate import perturb_step, rotate_step
 from .tree import M_N_INTERNAL
 
 
-@njit(cache=True, nogil=True)
-def cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, scratch):
+@helper
+def cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, rotation, fstate, scratch):
     """One MH transition of the tree. Returns (move type, accepted); move -1 means no move was
-    possible and the tree is unchanged."""
+    possible and the tree is unchanged.
+
+    ``rotation`` is None when ``move_probs`` gives the rotate and perturb moves no mass, and True
+    otherwise. Numba drops the ``rotation is not None`` branch while compiling for None, so a
+    chain without those moves does not compile them (issue 11, section 1).
+    """
     n_total = float(y.shape[0])
     move = choose_move(rng, move_probs, tree.meta[M_N_INTERNAL])
     if move < 0:
@@ -54,19 +58,20 @@ def cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, 
             accept_prune(tree, node, fstate, scratch, hyper)
             return move, True
         return move, False
-    if move == MOVE_ROTATE:
-        accepted, _, _ = rotate_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch)
-        return move, accepted
-    if move == MOVE_PERTURB:
-        accepted, _, _ = perturb_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch)
-        return move, accepted
+    if rotation is not None:
+        if move == MOVE_ROTATE:
+            accepted, _, _ = rotate_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch)
+            return move, accepted
+        if move == MOVE_PERTURB:
+            accepted, _, _ = perturb_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch)
+            return move, accepted
     accepted, _, _ = change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, move)
     return move, accepted
 
 
-@njit(cache=True, nogil=True)
-def run_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, scratch, first_iter, n_iter,
-                   tune, thin, draws, out_move, out_accepted, store, order):
+@kernel
+def run_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, rotation, fstate, scratch, first_iter,
+                   n_iter, tune, thin, draws, out_move, out_accepted, store, order):
     """Advance one chain by up to ``n_iter`` iterations from global iteration ``first_iter``.
 
     Iterations ``>= tune`` whose offset is a multiple of ``thin`` are recorded at draw index
@@ -78,7 +83,8 @@ def run_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fst
     """
     for step in range(n_iter):
         it = first_iter + step
-        move, accepted = cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, scratch)
+        move, accepted = cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, rotation, fstate,
+                                   scratch)
         if it < tune or (it - tune) % thin != 0:
             continue
         d = (it - tune) // thin

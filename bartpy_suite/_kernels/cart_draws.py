@@ -11,8 +11,8 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from .jit import helper
 from .likelihood import (
     MODEL_CLASSIFICATION,
     MODEL_MEAN_SHIFT,
@@ -55,7 +55,7 @@ def new_cart_draws(draws: int) -> CartDraws:
                      np.zeros(draws))
 
 
-@njit(cache=True, nogil=True)
+@helper
 def draw_leaf_parameters(rng, tree, y, ycls, hyper, fstate, n_total):
     """Draw leaf means / sigmas / class probabilities from their full conditionals given the
     tree (thesis eq. 3.5, 3.6; Dirichlet for classes); from the prior when the likelihood is off.
@@ -120,7 +120,7 @@ def draw_leaf_parameters(rng, tree, y, ycls, hyper, fstate, n_total):
 
 
 
-@njit(cache=True, nogil=True)
+@helper
 def record_cart_draw(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, draws, store, d, order):
     """Draw the leaf parameters of the current tree and record draw d: the scalars into
     ``draws`` (a ``CartDraws``) and the tree into ``store``. Returns False when the store had

@@ -29,8 +29,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
+from .jit import helper
 from .likelihood import MODEL_NORMAL_KNOWN_VARIANCE, leaf_log_marginal_normal_known_variance
 from .tree import (
     F_B_SUM,
@@ -81,13 +81,13 @@ N_MOVES = 6
 
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _prob(move_probs, k):
     """Probability of move k; 0 for a move past the end of a shorter (four-move) vector."""
     return move_probs[k] if k < move_probs.shape[0] else 0.0
 
 
-@njit(cache=True, nogil=True)
+@helper
 def move_normaliser(move_probs, n_internal):
     """Sum of the probabilities of the moves possible in a tree with ``n_internal`` splits."""
     z = move_probs[MOVE_GROW]
@@ -98,7 +98,7 @@ def move_normaliser(move_probs, n_internal):
     return z
 
 
-@njit(cache=True, nogil=True)
+@helper
 def choose_move(rng, move_probs, n_internal):
     """Draw a move type among the possible ones; -1 when none has positive probability (the
     transition is then the identity)."""
@@ -119,7 +119,7 @@ def choose_move(rng, move_probs, n_internal):
     return last
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _pick_node(rng, tree, kind):
     """Uniform draw of a node: kind 0 leaf, 1 nog (both children leaves), 2 internal,
     3 internal non-root. Returns (node, number of candidates)."""
@@ -152,7 +152,7 @@ def _pick_node(rng, tree, kind):
     return -1, count
 
 
-@njit(cache=True, nogil=True)
+@helper
 def count_nog(tree):
     """Number of internal nodes whose children are both leaves."""
     total = 0
@@ -162,7 +162,7 @@ def count_nog(tree):
     return total
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _leaf_split_log_one_minus(tree, node, xt, is_cat, nbins, hyper, scratch):
     """log(1 - p_SPLIT*) of a leaf: 0 when it has no available rule."""
     m = int(hyper[H_MIN_LEAF])
@@ -173,7 +173,7 @@ def _leaf_split_log_one_minus(tree, node, xt, is_cat, nbins, hyper, scratch):
     return 0.0
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _rule_log_probs(tree, node, v_a, v_b, is_cat, nbins, hyper, scratch):
     """log p_RULE at ``node`` (its current rows) of a stored rule on variable ``v_a`` and on
     ``v_b`` (the mass of a rule depends on its variable only, see ``tree.rule_log_prob``)."""
@@ -186,25 +186,25 @@ def _rule_log_probs(tree, node, v_a, v_b, is_cat, nbins, hyper, scratch):
     return a, b
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _sums_add_up(hyper):
     """Whether leaf terms are a function of (rows, residual sum) only: BART's known-variance
     leaves with the likelihood on."""
     return hyper[H_LIKELIHOOD] != 0.0 and int(hyper[H_MODEL]) == MODEL_NORMAL_KNOWN_VARIANCE
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _known_variance_n_lm(n, r_sum, hyper):
     """Known-variance leaf log marginal of n rows with residual sum ``r_sum``."""
     return leaf_log_marginal_normal_known_variance(n, r_sum, hyper[H_SIGMA2], hyper[H_TAU2])
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _known_variance_lm(tree, node, r_sum, hyper):
     return _known_variance_n_lm(tree.end[node] - tree.start[node], r_sum, hyper)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _cell_scores_known_variance(tree, root, xt, is_cat, y, hyper, scratch, count):
     """Leaf terms of the subtree at ``root`` under its current (proposed) rules, without moving a
     row: one read-only pass evaluates all k rules of the subtree on each row and accumulates
@@ -309,7 +309,7 @@ def _cell_scores_known_variance(tree, root, xt, is_cat, y, hyper, scratch, count
     return 1, lm
 
 
-@njit(cache=True, nogil=True)
+@helper
 def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total, scratch):
     """Propose a grow; the tree is modified. Returns (log r, node) or (-inf, -1) if impossible.
 
@@ -369,7 +369,7 @@ def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstat
     return (1.0 - heat) * log_prior - heat * log_rule + log_q + hyper[H_INV_TEMP] * d_loglik, node
 
 
-@njit(cache=True, nogil=True)
+@helper
 def undo_grow(tree, node, hyper, scratch):
     """Collapse a rejected grow; the node is a leaf with an available rule again, its rows in
     their order before the grow."""
@@ -379,7 +379,7 @@ def undo_grow(tree, node, hyper, scratch):
     tree.lp[node] = math.log1p(-p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node]))
 
 
-@njit(cache=True, nogil=True)
+@helper
 def accept_grow(tree, node, fstate):
     """Update the running leaf-term sums after an accepted grow at ``node``."""
     lc = tree.left[node]
@@ -388,7 +388,7 @@ def accept_grow(tree, node, fstate):
     fstate[F_B_SUM] += tree.b[lc] + tree.b[rc] - tree.b[node]
 
 
-@njit(cache=True, nogil=True)
+@helper
 def propose_prune(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total, scratch):
     """Propose pruning a uniformly chosen nog node. Returns (log r, node); tree unchanged.
 
@@ -436,7 +436,7 @@ def propose_prune(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fsta
     return log_prior + log_q + hyper[H_INV_TEMP] * d_loglik, node
 
 
-@njit(cache=True, nogil=True)
+@helper
 def accept_prune(tree, node, fstate, scratch, hyper):
     """Collapse ``node`` after an accepted prune and update the running sums."""
     lc = tree.left[node]
@@ -451,7 +451,7 @@ def accept_prune(tree, node, fstate, scratch, hyper):
     tree.lp[node] = math.log1p(-p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node]))
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _save_subtree(tree, scratch, count):
     """Save the cached terms, segments and rows of the subtree listed in ``scratch.nodes``."""
     root = scratch.nodes[0]
@@ -466,7 +466,7 @@ def _save_subtree(tree, scratch, count):
         scratch.saved_lp[i] = tree.lp[node]
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _restore_subtree(tree, scratch, count):
     """Undo a rejected change or swap: rows, segments and cached terms of the subtree."""
     root = scratch.nodes[0]
@@ -481,7 +481,7 @@ def _restore_subtree(tree, scratch, count):
         tree.lp[node] = scratch.saved_lp[i]
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _prior_upper_bound(tree, nodes, count, hyper):
     """An upper bound of ``subtree_log_prior`` over ``nodes[:count]`` that needs no rows: each
     internal node contributes log p_SPLIT(depth) (its p_RULE <= 1), each leaf at most log 1."""
@@ -493,7 +493,7 @@ def _prior_upper_bound(tree, nodes, count, hyper):
     return total
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _log_r_upper_bound(tree, nodes, count, hyper, old_prior, d_loglik):
     """log r of a change/swap with the new subtree prior at ``_prior_upper_bound``: a proposal
     whose MH uniform exceeds it is rejected without the prior's rule counts."""
@@ -501,7 +501,7 @@ def _log_r_upper_bound(tree, nodes, count, hyper, old_prior, d_loglik):
             + hyper[H_INV_TEMP] * d_loglik)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _rewire_and_score(tree, root, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, count, first,
                       old_prior, old_lm, old_b, log_u):
     """After rules in the subtree at ``root`` changed: re-partition and score.
@@ -534,7 +534,7 @@ def _rewire_and_score(tree, root, xt, is_cat, nbins, y, ycls, hyper, fstate, n_t
     return (1.0 - hyper[H_PRIOR_HEAT]) * (new_prior - old_prior) + hyper[H_INV_TEMP] * d_loglik, new_lm, new_b, False
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _put_rules(tree, move, root, root_var, root_cut, child, other, child_var, child_cut, both):
     """Set the rules a change or swap touches: the root's and, for a swap, the child's (and the
     other child's when both children carried the child's rule)."""
@@ -548,7 +548,7 @@ def _put_rules(tree, move, root, root_var, root_cut, child, other, child_var, ch
             tree.cut[other] = child_cut
 
 
-@njit(cache=True, nogil=True)
+@helper
 def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, move, force_accept=False):
     """Run one change or swap MH step in place. Returns (accepted, proposal valid, log r).
 

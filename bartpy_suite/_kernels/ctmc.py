@@ -71,8 +71,8 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from .jit import helper
 from .likelihood import (
     MODEL_CLASSIFICATION,
     MODEL_MEAN_SHIFT,
@@ -209,7 +209,7 @@ def _pow2(n: int) -> int:
 
 # -- leaf terms from sufficient statistics ---------------------------------------------------------
 
-@njit(cache=True, nogil=True)
+@helper
 def stats_leaf_terms(n, s1, s2, cls, hyper):
     """The (lm, b) of ``tree.leaf_terms`` from a leaf's row count, response sum and square sum
     (or class counts ``cls``)."""
@@ -227,7 +227,7 @@ def stats_leaf_terms(n, s1, s2, cls, hyper):
     return leaf_log_marginal_mean_variance(n, ybar, ssd, hyper[H_A], hyper[H_MU_BAR], hyper[H_NU], hyper[H_LAM]), 0.0
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _global_delta(fstate, db, n_total, hyper):
     """Change of the non-additive part of the log marginal (common-sigma model) when the leaf
     scatter sum B changes by ``db``: the constant of ``mean_shift_global_term`` cancels,
@@ -238,13 +238,13 @@ def _global_delta(fstate, db, n_total, hyper):
     return -0.5 * (n_total + hyper[H_NU]) * math.log1p(db / base)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _has_global_term(hyper):
     """Whether the tree's log marginal has a part that is not a sum over leaves (common sigma)."""
     return hyper[H_LIKELIHOOD] != 0.0 and int(hyper[H_MODEL]) == MODEL_MEAN_SHIFT
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _log_one_minus(xt, perm, start, end, is_cat, nbins, depth, hyper, scratch):
     """log(1 - p_SPLIT) of a leaf over ``perm[start:end]``; 0 if it has no available rule."""
     m = int(hyper[H_MIN_LEAF])
@@ -253,7 +253,7 @@ def _log_one_minus(xt, perm, start, end, is_cat, nbins, depth, hyper, scratch):
     return 0.0
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _rate(log_ratio):
     """min(1, exp(log_ratio)) (CT-MCMC eq. 9, 10)."""
     if log_ratio >= 0.0:
@@ -263,7 +263,7 @@ def _rate(log_ratio):
 
 # -- birth rates ------------------------------------------------------------------------------------
 
-@njit(cache=True, nogil=True)
+@helper
 def _bin_rows(tree, node, xt, v, nb, y, ycls, hyper, cs):
     """Counting sort of the leaf's rows by the code of v into ``cs.sorted_rows[:n]``; binned
     counts, sums and class counts; ``cs.bin_n[k]`` ends as the rows with code < k."""
@@ -302,7 +302,7 @@ def _bin_rows(tree, node, xt, v, nb, y, ycls, hyper, cs):
     cs.bin_n[0] = 0
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _numeric_rates(tree, node, xt, is_cat, nbins, v, lo, count, log_base, lm_leaf, b_leaf, n_total, hyper, fstate,
                    scratch, cs):
     """Birth rates of cuts ``lo .. lo + count - 1`` of numeric v at a leaf into ``cs.rates[k]``
@@ -395,7 +395,7 @@ def _numeric_rates(tree, node, xt, is_cat, nbins, v, lo, count, log_base, lm_lea
     return total
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _subset_mask(cs, n_present, sub):
     """Level mask of the partition index ``sub`` (bits over the present levels but the last)."""
     mask = np.int64(0)
@@ -405,7 +405,7 @@ def _subset_mask(cs, n_present, sub):
     return mask
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _factor_setup(xt, is_cat, nbins, v, hyper, scratch, cs):
     """Per-level statistics of factor v at a leaf (``_bin_rows`` must have run for it): the
     present levels into ``cs.levels``, and per level whether its rows alone offer an available
@@ -422,7 +422,7 @@ def _factor_setup(xt, is_cat, nbins, v, hyper, scratch, cs):
     return n_present
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _neumaier(s, c, x):
     """s + x with the rounding error added to the compensation c (Neumaier's summation): the
     Gray-code walk adds and removes each level's sums up to 2^(L-2) times, and the compensated
@@ -435,7 +435,7 @@ def _neumaier(s, c, x):
     return t, c
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _side_availability(n_side, size, n_self, n_big, big_sum, m):
     """Whether one side of a factor partition offers an available rule, from its per-level
     tallies: 1 yes, 0 no, -1 undecided (then check the rows). The side has ``n_side`` rows in
@@ -463,7 +463,7 @@ def _side_availability(n_side, size, n_self, n_big, big_sum, m):
     return 1 if n_side >= 3 * m - 2 else -1
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _side_rows_available(xt, is_cat, nbins, m, g, n_present, left, scratch, cs):
     """``has_available_rule`` on the rows of one side of partition g (the undecided case of
     ``_side_availability``): the side's rows are copied into ``cs.sub_rows``."""
@@ -479,7 +479,7 @@ def _side_rows_available(xt, is_cat, nbins, m, g, n_present, left, scratch, cs):
     return has_available_rule(xt, cs.sub_rows, 0, fill, is_cat, nbins, m, scratch.hist, scratch.sums)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, lm_leaf, b_leaf, n_total, hyper, fstate,
                  scratch, cs, target, out_sub, out_rate):
     """Birth rates of every unordered partition of the ``n_present`` levels of factor v present
@@ -637,7 +637,7 @@ def _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, lm_leaf,
     return total, -1
 
 
-@njit(cache=True, nogil=True)
+@helper
 def factor_partition_rates(tree, node, v, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, out_sub, out_rate):
     """Every partition's birth rate of factor v at leaf ``node``, in the walk's order: codes
     (``_subset_mask`` gives the left side's levels, over ``cs.levels``) into ``out_sub`` and
@@ -655,7 +655,7 @@ def factor_partition_rates(tree, node, v, xt, is_cat, nbins, y, ycls, hyper, fst
     return n_present
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _leaf_rule_setup(tree, node, xt, is_cat, nbins, hyper, scratch):
     """Rule counts at a leaf (``scratch.counts``, ``scratch.lows``) and the cut-independent log
     ratio part shared by all births there; returns (n_vars, log p_SPLIT - log(1 - p_SPLIT))."""
@@ -666,7 +666,7 @@ def _leaf_rule_setup(tree, node, xt, is_cat, nbins, hyper, scratch):
     return n_vars, math.log(ps) - math.log1p(-ps)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _var_birth_rates(tree, node, v, n_vars, log_split, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs):
     """Birth rates of predictor v's rules at a leaf into ``cs.rates``; returns their sum.
     ``_leaf_rule_setup`` must have run for the leaf."""
@@ -688,7 +688,7 @@ def _var_birth_rates(tree, node, v, n_vars, log_split, xt, is_cat, nbins, y, ycl
                           tree.b[node], n_total, hyper, fstate, scratch, cs)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def leaf_birth_rates(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs):
     """Fill ``cs.rate_var[node, v]``: the total birth rate at a leaf over each predictor's rules
     (all 0 when fewer than two node slots are free: the tree cannot grow)."""
@@ -709,7 +709,7 @@ def leaf_birth_rates(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scra
 
 # -- death rates ------------------------------------------------------------------------------------
 
-@njit(cache=True, nogil=True)
+@helper
 def nog_death_rate(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs):
     """Death rate of a nog node: ``min(1, pi(T-) / pi(T))`` (CT-MCMC eq. 10)."""
     m = int(hyper[H_MIN_LEAF])
@@ -736,12 +736,12 @@ def nog_death_rate(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratc
     return _rate(log_r + _global_delta(fstate, db, float(y.shape[0]), hyper))
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _is_nog(tree, node):
     return tree.var[node] >= 0 and tree.var[tree.left[node]] == LEAF and tree.var[tree.right[node]] == LEAF
 
 
-@njit(cache=True, nogil=True)
+@helper
 def compute_all_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs):
     """Recompute every cached rate of the tree."""
     for node in range(tree.var.shape[0]):
@@ -755,7 +755,7 @@ def compute_all_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, 
     rebuild_sum_tree(tree, cs)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def refresh_global_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs):
     """Common-sigma model: after a jump changed the scatter sum B, recompute every rate from the
     cached local parts (``cut_a``, ``cut_db``, ``death_a``, ``death_db``): one log1p and one exp
@@ -785,14 +785,14 @@ def refresh_global_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratc
     rebuild_sum_tree(tree, cs)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def total_rate(tree, cs):
     """Lambda(T): the sum of every birth and death rate (1 / the expected holding time, eq. 4),
     the root of the sum tree (kept current by every function that changes a rate)."""
     return cs.sum_tree[1]
 
 
-@njit(cache=True, nogil=True)
+@helper
 def node_event_rate(tree, cs, node):
     """Total rate of the events at one node slot: its births (leaf), its death (nog), else 0."""
     v = tree.var[node]
@@ -806,7 +806,7 @@ def node_event_rate(tree, cs, node):
     return 0.0
 
 
-@njit(cache=True, nogil=True)
+@helper
 def sum_tree_set(st, i, w):
     """Set slot i of the sum tree to w and recompute the sums above it (O(log slots))."""
     j = st.shape[0] // 2 + i
@@ -817,7 +817,7 @@ def sum_tree_set(st, i, w):
         j //= 2
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _update_slots(tree, cs, a, b, c, d):
     """Refresh the sum tree at the (up to four) slots a jump touched (-1: none)."""
     for k in (np.int64(a), np.int64(b), np.int64(c), np.int64(d)):
@@ -825,7 +825,7 @@ def _update_slots(tree, cs, a, b, c, d):
             sum_tree_set(cs.sum_tree, k, node_event_rate(tree, cs, k))
 
 
-@njit(cache=True, nogil=True)
+@helper
 def rebuild_sum_tree(tree, cs):
     """Recompute the whole sum tree from the cached rates (O(slots))."""
     st = cs.sum_tree
@@ -837,7 +837,7 @@ def rebuild_sum_tree(tree, cs):
         st[j] = st[2 * j] + st[2 * j + 1]
 
 
-@njit(cache=True, nogil=True)
+@helper
 def sum_tree_find(st, u):
     """Slot i with (sum of slots < i) <= u < (sum of slots <= i), and u minus the sum of the
     slots before it; a descent from the root, O(log slots). Rounding can leave u at or past the
@@ -868,7 +868,7 @@ def sum_tree_find(st, u):
 
 # -- jumps ------------------------------------------------------------------------------------------
 
-@njit(cache=True, nogil=True)
+@helper
 def _pick(values, count, u):
     """Index i with cumsum(values)[i - 1] <= u < cumsum(values)[i] (the last positive one if
     rounding leaves u beyond the sum)."""
@@ -884,7 +884,7 @@ def _pick(values, count, u):
     return last
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _factor_mask(rng, cs, n_present, sub, nb):
     """Stored representation of the partition ``sub``: uniform orientation, uniform bits for
     the levels absent from the node (the conventions of ``tree.py``)."""
@@ -903,7 +903,7 @@ def _factor_mask(rng, cs, n_present, sub, nb):
     return mask
 
 
-@njit(cache=True, nogil=True)
+@helper
 def apply_birth(tree, node, v, cut, xt, is_cat, y, ycls, hyper, fstate, scratch):
     """Split leaf ``node`` by (v, cut); cache the children's leaf terms and update the sums."""
     lc, rc = split_leaf(tree, xt, is_cat, node, v, cut, scratch.part_buf)
@@ -916,7 +916,7 @@ def apply_birth(tree, node, v, cut, xt, is_cat, y, ycls, hyper, fstate, scratch)
     return lc, rc
 
 
-@njit(cache=True, nogil=True)
+@helper
 def apply_death(tree, node, y, ycls, hyper, fstate, scratch):
     """Collapse nog ``node`` into a leaf; cache its leaf terms and update the sums."""
     lc = tree.left[node]
@@ -930,13 +930,13 @@ def apply_death(tree, node, y, ycls, hyper, fstate, scratch):
     tree.b[node] = b
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _needs_full_refresh(tree):
     """Births need two free node slots: near the capacity a jump changes every leaf's births."""
     return tree.meta[M_N_FREE] <= 3
 
 
-@njit(cache=True, nogil=True)
+@helper
 def jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam):
     """Make one jump of the process from a tree whose rates are cached (``lam`` = Lambda > 0):
     draw an event with probability rate / Lambda (eq. 5, 6), apply it, refresh the rates it
@@ -1005,7 +1005,7 @@ def jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam)
     return kind, node
 
 
-@njit(cache=True, nogil=True)
+@helper
 def run_for_time(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, horizon, mh_rates):
     """Simulate the process for ``horizon`` time units from the current tree (Exp(Lambda)
     holding times; the state at a fixed time is pi-invariant, which a single jump is not).
@@ -1029,7 +1029,7 @@ def run_for_time(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, 
 
 # -- rotate and perturb events ----------------------------------------------------------------------
 
-@njit(cache=True, nogil=True)
+@helper
 def mh_event_rate(tree, mh_rates):
     """Total rate of the rotate and perturb events of the tree (see the module docstring)."""
     n_int = tree.meta[M_N_INTERNAL]
@@ -1041,7 +1041,7 @@ def mh_event_rate(tree, mh_rates):
     return out
 
 
-@njit(cache=True, nogil=True)
+@helper
 def event_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam_bd, mh_rates):
     """One event of the process with birth/death total ``lam_bd`` (cached rates) and the rotate /
     perturb rates ``mh_rates``: returns its kind. Without rotate/perturb events this is exactly

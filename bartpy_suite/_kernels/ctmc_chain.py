@@ -9,15 +9,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from .backfit import begin_sweep, draw_noise, finish_tree, prepare_tree, record_forest
 from .cart_draws import record_cart_draw
 from .ctmc import compute_all_rates, event_step, mh_event_rate, run_for_time, total_rate
+from .jit import helper, kernel
 from .tree import H_SIGMA2
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def run_ctmc_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, first_iter, n_iter, tune,
                         thin, draws, out_weight, out_rate, out_event, store, order, mh_rates):
     """Advance a CART chain by up to ``n_iter`` jumps of the birth-death process.
@@ -54,7 +54,7 @@ def run_ctmc_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, sc
     return n_iter, -1
 
 
-@njit(cache=True, nogil=True)
+@helper
 def ctmc_bart_sweep(rng, forest, state, xt, is_cat, nbins, scratch, cs, horizon, out, mh_rates):
     """One backfitting sweep: each tree runs the process for ``horizon`` time against its
     partial residual, then sigma (or the probit latents). ``out`` receives (jumps, sum of the
@@ -74,7 +74,7 @@ def ctmc_bart_sweep(rng, forest, state, xt, is_cat, nbins, scratch, cs, horizon,
     out[1] = lam_sum
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def run_ctmc_bart_chain(rng, forest, state, xt, is_cat, nbins, scratch, cs, horizon, adapt, first_iter, n_iter, tune,
                         thin, out_sigma, out_jumps, out_rate, out_time, out_leaves, out_depth, store, nodes, order,
                         mh_rates):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from numba import njit
+from .jit import helper
 
 MODEL_MEAN_SHIFT = 0  # common sigma, mu_i ~ N(mu_bar, sigma^2/a), sigma^2 ~ IG(nu/2, nu*lam/2)
 MODEL_MEAN_VARIANCE_SHIFT = 1  # sigma_i per leaf (thesis eq. 3.3)
@@ -22,7 +22,7 @@ MODEL_LOG_GAMMA = 4  # log-linear BART: leaf factor gamma ~ Gamma(c, d), Poisson
 LOG_PI = math.log(math.pi)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def mean_shift_leaf_terms(n, ybar, ssd, a, mu_bar):
     """Per-leaf pieces of the common-sigma marginal (CGM 1998, paper 003 closed form).
 
@@ -35,7 +35,7 @@ def mean_shift_leaf_terms(n, ybar, ssd, a, mu_bar):
     return lm, b
 
 
-@njit(cache=True, nogil=True)
+@helper
 def leaf_log_marginal_log_gamma(count, rate_sum, shape, rate):
     """log of the integral of gamma^count exp(-gamma rate_sum) over gamma ~ Gamma(shape, rate):
     ``shape log(rate) - lgamma(shape) + lgamma(shape + count) - (shape + count) log(rate + rate_sum)``.
@@ -49,7 +49,7 @@ def leaf_log_marginal_log_gamma(count, rate_sum, shape, rate):
             - (shape + count) * math.log(rate + rate_sum))
 
 
-@njit(cache=True, nogil=True)
+@helper
 def mean_shift_global_term(n_total, b_sum, nu, lam):
     """Global part of the common-sigma marginal: constant c and ``(sum b + nu*lam)^(-(n+nu)/2)``.
 
@@ -64,7 +64,7 @@ def mean_shift_global_term(n_total, b_sum, nu, lam):
     return logc - 0.5 * (n_total + nu) * math.log(b_sum + nu * lam)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def tree_log_marginal_mean_shift(counts, ybars, ssds, a, mu_bar, nu, lam):
     """log p(Y | X, T) of the common-sigma mean-shift model, mu and sigma integrated out.
 
@@ -89,7 +89,7 @@ def tree_log_marginal_mean_shift(counts, ybars, ssds, a, mu_bar, nu, lam):
     return lm_sum + mean_shift_global_term(n_total, b_sum, nu, lam)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def leaf_log_marginal_mean_variance(n, ybar, ssd, a, mu_bar, nu, lam):
     """log p(Y_i) of one leaf with its own (mu_i, sigma_i) integrated out (thesis eq. 3.3).
 
@@ -108,7 +108,7 @@ def leaf_log_marginal_mean_variance(n, ybar, ssd, a, mu_bar, nu, lam):
     )
 
 
-@njit(cache=True, nogil=True)
+@helper
 def leaf_log_marginal_dirichlet(class_counts, class_alpha):
     """log p(Y_i) of one leaf under a symmetric Dirichlet(class_alpha) prior (thesis eq. 3.4/3.17).
 
@@ -123,7 +123,7 @@ def leaf_log_marginal_dirichlet(class_counts, class_alpha):
     return out - math.lgamma(n + k * class_alpha)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def leaf_log_marginal_normal_known_variance(n, r_sum, sigma2, tau2):
     """log p(R_i) of one leaf with mu ~ N(0, tau2) integrated out, sigma2 known, up to a term
     ``-sum r^2/(2 sigma2) - n/2 log(2 pi sigma2)`` that is the same for every tree over the
@@ -133,7 +133,7 @@ def leaf_log_marginal_normal_known_variance(n, r_sum, sigma2, tau2):
     return -0.5 * math.log(prec) + 0.5 * tau2 * r_sum * r_sum / (sigma2 * (sigma2 + n * tau2))
 
 
-@njit(cache=True, nogil=True)
+@helper
 def draw_inverse_gamma(rng, shape, scale):
     """One draw of IG(shape, scale) (density proportional to x^{-shape-1} exp(-scale/x))."""
     return scale / rng.gamma(shape, 1.0)

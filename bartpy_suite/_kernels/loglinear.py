@@ -30,9 +30,9 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from .backfit import leaf_cursors, map_leaves, shared_perm, tree_view
+from .jit import helper
 from .tree import F_B_SUM, F_LM_SUM, H_LG_RATE, H_LG_SHAPE, H_LIKELIHOOD, LEAF, leaf_terms
 
 
@@ -53,14 +53,14 @@ class LoglinearState(NamedTuple):
     trees_per_class: int
 
 
-@njit(cache=True, nogil=True)
+@helper
 def set_class(state, k):
     """Mark the rows of class k (the counts of the class's tree updates)."""
     for i in range(state.ycls.shape[0]):
         state.is_class[i] = 1 if state.ycls[i] == k else 0
 
 
-@njit(cache=True, nogil=True)
+@helper
 def prepare_tree(state, forest, j):
     """Tree j as a view, with the rows' rate weights phi_i r_i and its leaf terms cached (and its
     rows written into the row permutation the trees share, if they share one: ``backfit``)."""
@@ -93,7 +93,7 @@ def prepare_tree(state, forest, j):
     return tree
 
 
-@njit(cache=True, nogil=True)
+@helper
 def draw_leaves(rng, tree, state):
     """Every leaf's mu = log gamma, gamma ~ Gamma(shape + n, rate + S) (the prior with the
     likelihood off)."""
@@ -114,7 +114,7 @@ def draw_leaves(rng, tree, state):
         tree.value[node] = math.log(rng.gamma(shape + count, 1.0) / (rate + total))
 
 
-@njit(cache=True, nogil=True)
+@helper
 def finish_tree(rng, state, forest, j, changed):
     """After tree j's update: refresh its leaf map if its partition ``changed``, draw its leaf
     factors and put its new fit into F_k."""
@@ -129,7 +129,7 @@ def finish_tree(rng, state, forest, j, changed):
         fit[i] = state.rest[i] + tree.value[leaf_of[i]]
 
 
-@njit(cache=True, nogil=True)
+@helper
 def draw_latent(rng, state):
     """phi_i ~ Exp(rate = sum_k lambda_k(x_i)) (kept at 1 with the likelihood off)."""
     if state.hyper[H_LIKELIHOOD] == 0.0:

@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
+from .jit import helper
 from .soft_tree import C_H, C_KIND, C_MODE, C_NX, MODE_DF, potential
 
 MAX_DELTA_H = 1000.0  # a leapfrog point with H - H0 above this is divergent
@@ -47,7 +47,7 @@ def default_adapt(target_accept: float = 0.8, max_tree_depth: int = 10, init_ste
     return np.array([target_accept, 0.05, 10.0, 0.75, float(max_tree_depth), float(init_stepsize)])
 
 
-@njit(cache=True, nogil=True)
+@helper
 def energy(q, g, tgt, want_grad):
     """U(q) and its gradient (into ``g``) of the target ``tgt``."""
     X, y, ycls, right, kappa, off, nn, conf, work = tgt
@@ -64,7 +64,7 @@ def energy(q, g, tgt, want_grad):
     return potential(q, g, X, y, ycls, right, kappa, off, nn[0], conf, work, want_grad)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _kinetic(p, minv):
     k = 0.0
     for a in range(p.shape[0]):
@@ -72,7 +72,7 @@ def _kinetic(p, minv):
     return 0.5 * k
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _leapfrog(q, p, g, eps, minv, tgt):
     """One leapfrog step of signed size ``eps``; return the new U."""
     d = q.shape[0]
@@ -86,7 +86,7 @@ def _leapfrog(q, p, g, eps, minv, tgt):
     return u
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _logsumexp(a, b):
     if a == -np.inf:
         return b
@@ -96,7 +96,7 @@ def _logsumexp(a, b):
     return m + math.log(math.exp(a - m) + math.exp(b - m))
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _criterion(p_sharp_minus, p_sharp_plus, rho):
     s1 = 0.0
     s2 = 0.0
@@ -106,7 +106,7 @@ def _criterion(p_sharp_minus, p_sharp_plus, rho):
     return s1 > 0.0 and s2 > 0.0
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _build_tree(depth, z, prop_q, prop_g, prop_u, p_sharp_beg, p_sharp_end, rho, p_beg, p_end, H0, eps, minv, tgt,
                 scr, scs, rng, acc):
     """Stan's ``build_tree``: extend the trajectory in ``z = (q, p, g, u)`` by 2^depth leapfrog
@@ -184,7 +184,7 @@ def _build_tree(depth, z, prop_q, prop_g, prop_u, p_sharp_beg, p_sharp_end, rho,
     return persist
 
 
-@njit(cache=True, nogil=True)
+@helper
 def transition(q, g, u, eps, minv, max_depth, tgt, scr, scs, tmp, rng, rs):
     """One NUTS transition from (q, g, u[0]) in place; return the adaptation statistic.
 
@@ -307,7 +307,7 @@ def new_scratch(dim: int, max_depth: int):
     return np.zeros((max_depth + 1, 8, dim)), np.zeros((max_depth + 1, 5)), np.zeros((16, dim))
 
 
-@njit(cache=True, nogil=True)
+@helper
 def window_plan(W, ends):
     """Stan's warm-up windows for ``W`` transitions: fill ``ends`` with the last transition of each
     slow window; return (count, first slow transition). No metric adaptation when W < 20."""
@@ -335,7 +335,7 @@ def window_plan(W, ends):
     return count, init
 
 
-@njit(cache=True, nogil=True)
+@helper
 def h_at(t, h_init, h_final, w1, ramp, code_schedule):
     """Routing bandwidth used at warm-up transition t (eq. 20 as spec 3 recommends, or the code's)."""
     if h_init == h_final:
@@ -347,13 +347,13 @@ def h_at(t, h_init, h_final, w1, ramp, code_schedule):
     return h_init + (h_final - h_init) * frac
 
 
-@njit(cache=True, nogil=True)
+@helper
 def h_ramp(W, w1, last_end):
     """Length of the h ramp: 274 for W = 500 (spec 3), scaled with the slow windows otherwise."""
     return max(1, int(round((last_end - w1) * 274.0 / 374.0)))
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _init_stepsize(q, g, u, eps, minv, tgt, rng, buf):
     """Stan's ``init_stepsize``: double or halve eps until one leapfrog's acceptance crosses 0.8."""
     d = q.shape[0]
@@ -390,7 +390,7 @@ def _init_stepsize(q, g, u, eps, minv, tgt, rng, buf):
     return eps
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _gibbs_kappa(q, g, u, tgt, rng):
     """HMC-DF's discrete update (spec 2.6): visit every split variable in random order, propose
     a uniform kappa' (possibly equal) and accept with probability min(1, exp(U_old - U_new))."""
@@ -422,7 +422,7 @@ def _gibbs_kappa(q, g, u, tgt, rng):
     u[0] = energy(q, g, tgt, True)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def run(q, g, u, eps0, minv, W, n_after, out, h_init, h_final, code_schedule, ad, tgt, scr, scs, tmp, rng, rs):
     """W adaptive warm-up transitions (h annealed from ``h_init`` to ``h_final``), then
     ``n_after`` transitions at the adapted step size, recorded into ``out`` (n_after, dim).

@@ -32,8 +32,8 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from .jit import helper, kernel
 from .particle_proposal import optimal_choice
 from .tree import (
     FREE,
@@ -88,7 +88,7 @@ class Work(NamedTuple):
     as_logw: np.ndarray  # float64[N]: ancestor-sampling log weights
 
 
-@njit(cache=True, nogil=True)
+@helper
 def particle_view(p, i):
     """Particle i's tree as a ``TreeArrays`` of views (no copy)."""
     f = p.trees
@@ -98,20 +98,20 @@ def particle_view(p, i):
     )
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _used(tree):
     """Node slots in use: particles allocate slots 0, 1, 2, ... in order and never free one."""
     return tree.var.shape[0] - tree.meta[M_N_FREE]
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _eligible(tree, node, xt, is_cat, nbins, hyper, scratch):
     m = int(hyper[H_MIN_LEAF])
     return has_available_rule(xt, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m, scratch.hist,
                               scratch.sums, hyper[H_NA_SPLIT] != 0.0)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def reset_root(p, i, root_lm, root_b, root_eligible):
     """Make particle i a root leaf holding every row (in row order)."""
     t = particle_view(p, i)
@@ -144,7 +144,7 @@ def reset_root(p, i, root_lm, root_b, root_eligible):
     p.b_sum[i] = root_b
 
 
-@njit(cache=True, nogil=True)
+@helper
 def copy_particle(src, i, dst, j):
     """dst[j] = src[i] (tree nodes in use, rows, queue, sums)."""
     a = particle_view(src, i)
@@ -177,7 +177,7 @@ def copy_particle(src, i, dst, j):
     dst.b_sum[j] = src.b_sum[i]
 
 
-@njit(cache=True, nogil=True)
+@helper
 def copy_tree(a, b):
     """b = a, every node slot (the output tree may have been built by another sampler)."""
     b.var[:] = a.var
@@ -196,7 +196,7 @@ def copy_tree(a, b):
     b.meta[:] = a.meta
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _apply_split(p, i, t, node, v, cut, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total):
     """Split ``node`` of particle i by (v, cut); returns (log weight increment of eq. 11, left
     child) or (0, -1) when the node capacity is exhausted (the node then stays a leaf)."""
@@ -220,7 +220,7 @@ def _apply_split(p, i, t, node, v, cut, xt, is_cat, nbins, y, ycls, hyper, scrat
     return new - old, lc
 
 
-@njit(cache=True, nogil=True)
+@helper
 def grow_step(rng, p, i, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total):
     """One stage of particle i under the prior proposal (section 2.5); returns the log weight
     increment (eq. 11). The caller checks that the queue is not empty."""
@@ -236,7 +236,7 @@ def grow_step(rng, p, i, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total):
     return delta
 
 
-@njit(cache=True, nogil=True)
+@helper
 def optimal_step(rng, p, i, xt, is_cat, nbins, y, ycls, hyper, scratch, bins, levels, n_total):
     """One stage of particle i under the one-step optimal proposal (``particle_proposal``);
     returns the log weight increment (the proposal's normaliser)."""
@@ -250,7 +250,7 @@ def optimal_step(rng, p, i, xt, is_cat, nbins, y, ycls, hyper, scratch, bins, le
     return delta
 
 
-@njit(cache=True, nogil=True)
+@helper
 def replay_step(p, ref, ref_map, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total):
     """One stage of particle 0, clamped to the reference tree ``ref`` (Algorithm 2 line 7): the
     popped node takes T*'s decision at the corresponding node."""
@@ -267,7 +267,7 @@ def replay_step(p, ref, ref_map, xt, is_cat, nbins, y, ycls, hyper, scratch, n_t
     return delta
 
 
-@njit(cache=True, nogil=True)
+@helper
 def normalise(logw, w):
     """w = softmax(logw); returns (log sum exp(logw), Kish ESS of w)."""
     mx = -np.inf
@@ -285,7 +285,7 @@ def normalise(logw, w):
     return mx + math.log(total), 1.0 / sq
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _inverse_cdf(w, u, k, acc):
     """Advance (k, acc = w[0] + ... + w[k]) to the first k with acc > u (u increasing calls)."""
     n = w.shape[0]
@@ -295,7 +295,7 @@ def _inverse_cdf(w, u, k, acc):
     return k, acc
 
 
-@njit(cache=True, nogil=True)
+@helper
 def resample(rng, w, anc, first, scheme, ref_anc):
     """Ancestors ``anc[first:]`` from the normalised weights ``w``.
 
@@ -343,7 +343,7 @@ def resample(rng, w, anc, first, scheme, ref_anc):
         slot += 1
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _resample_into(rng, cur, nxt, work, scheme, ref_anc):
     """Resample ``cur`` into ``nxt`` by the normalised weights ``work.w`` and reset the log
     weights to 0 (equal). ``ref_anc < 0``: all N particles (SMC); else slot 0 is the reference
@@ -359,7 +359,7 @@ def _resample_into(rng, cur, nxt, work, scheme, ref_anc):
         work.logw[i] = 0.0
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _all_done(p, count):
     for i in range(count):
         if p.head[i] < p.tail[i]:
@@ -367,7 +367,7 @@ def _all_done(p, count):
     return True
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _root_terms(p, xt, is_cat, nbins, y, ycls, hyper, scratch):
     """Leaf terms and eligibility of the root (all rows), computed on particle 0."""
     reset_root(p, 0, 0.0, 0.0, False)
@@ -384,7 +384,7 @@ def _root_terms(p, xt, is_cat, nbins, y, ycls, hyper, scratch):
 # the decisions use up the queue exactly.
 
 
-@njit(cache=True, nogil=True)
+@helper
 def reference_decisions(ref, pc, work, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total):
     """Replay T* (``ref``) on the one-particle set ``pc`` and store its decision at each stage in
     ``work.ref_var`` / ``work.ref_cut`` (LEAF for a stop); returns the number of stages."""
@@ -401,7 +401,7 @@ def reference_decisions(ref, pc, work, xt, is_cat, nbins, y, ycls, hyper, scratc
     return stages
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _rule_log_prior(t, node, v, cut, is_cat, nbins, hyper, scratch):
     """log p_RULE of the stored rule (v, cut) at ``node`` (``tree.rule_log_prob``), or -inf if
     the rule is not available there (a side with fewer than m rows)."""
@@ -427,7 +427,7 @@ def _rule_log_prior(t, node, v, cut, is_cat, nbins, hyper, scratch):
     return rule_log_prob(n_vars, count, scratch.extras[v], is_cat[v])
 
 
-@njit(cache=True, nogil=True)
+@helper
 def forced_step(p, i, v, cut, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total, with_prior):
     """Pop particle i's head node and apply the decision (v, cut) (``v == LEAF``: stop). Returns
     the change of log L (eq. 11), plus the decision's log prior if ``with_prior``; -inf when
@@ -453,7 +453,7 @@ def forced_step(p, i, v, cut, xt, is_cat, nbins, y, ycls, hyper, scratch, n_tota
     return out + delta
 
 
-@njit(cache=True, nogil=True)
+@helper
 def completion_log_ratio(src, i, pc, work, first, n_dec, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total):
     """log [gamma(x^i_{<first}, d*_{first:}) / gamma(x^i_{<first})]: prior times likelihood of
     particle i's partial tree completed by T*'s decisions from stage ``first`` on, over those of
@@ -476,7 +476,7 @@ def completion_log_ratio(src, i, pc, work, first, n_dec, xt, is_cat, nbins, y, y
     return total
 
 
-@njit(cache=True, nogil=True)
+@helper
 def ancestor_draw(rng, cur, pc, work, stage, n_dec, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total):
     """Draw the reference's ancestor before ``stage`` (Lindsten, Jordan & Schon 2014, the
     ancestor-sampling weights of non-Markovian models): P(i) proportional to
@@ -505,7 +505,7 @@ def ancestor_draw(rng, cur, pc, work, stage, n_dec, xt, is_cat, nbins, y, ycls, 
     return last
 
 
-@njit(cache=True, nogil=True)
+@helper
 def csmc_update(rng, ref, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, hyper, scratch, scheme, ancestor, fstate):
     """Particle Gibbs update of the tree ``ref`` (Algorithm 2): conditional SMC with particle 0
     clamped to ``ref``, then ``ref`` is overwritten by a particle drawn from the final weights
@@ -576,7 +576,7 @@ def csmc_update(rng, ref, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, hyper, s
     return not kept
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def smc_run(rng, pa, pb, work, xt, is_cat, nbins, y, ycls, hyper, scratch, scheme, ess_threshold, proposal, bins,
             levels):
     """The top-down particle filter (spec 2.2, node-wise breadth-first growth; ``proposal``

@@ -7,10 +7,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from .backfit import begin_sweep, draw_noise, finish_tree, prepare_tree, record_forest
 from .cart_draws import record_cart_draw
+from .jit import helper, kernel
 from .particle import csmc_update, particle_view
 from .tree import F_B_SUM, F_LM_SUM, H_SIGMA2
 
@@ -20,7 +20,7 @@ S_KEPT_REFERENCE = 1
 S_STAGES = 2
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def run_pg_cart_chain(rng, tree, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, scheme,
                       ancestor, first_iter, n_iter, tune, thin, draws, out_stats, store, order):
     """Advance a particle Gibbs CART chain by up to ``n_iter`` iterations (one conditional SMC
@@ -47,7 +47,7 @@ def run_pg_cart_chain(rng, tree, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, h
     return n_iter, -1
 
 
-@njit(cache=True, nogil=True)
+@helper
 def pg_bart_sweep(rng, forest, state, pa, pb, pc, work, xt, is_cat, nbins, scratch, scheme, ancestor, stats):
     """One backfitting sweep (Algorithm 1) with a conditional SMC update of every tree against
     its partial residual (Algorithm 2), then sigma (or the probit latents). ``stats`` gets the
@@ -66,7 +66,7 @@ def pg_bart_sweep(rng, forest, state, pa, pb, pc, work, xt, is_cat, nbins, scrat
     draw_noise(rng, state)
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def run_pg_bart_chain(rng, forest, state, pa, pb, pc, work, xt, is_cat, nbins, scratch, scheme, ancestor, first_iter,
                       n_iter, tune, thin, out_sigma, out_stats, out_leaves, out_depth, store, nodes, order):
     """Advance a particle Gibbs BART chain by up to ``n_iter`` sweeps (see ``run_bart_chain``
@@ -87,7 +87,7 @@ def run_pg_bart_chain(rng, forest, state, pa, pb, pc, work, xt, is_cat, nbins, s
     return n_iter, -1
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def record_particles(rng, final, work, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, draws, store, order,
                      perm, first):
     """Record the particles of an SMC island as draws ``first, first + 1, ...``: particle

@@ -25,8 +25,8 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from .jit import helper
 from .likelihood import (
     MODEL_CLASSIFICATION,
     MODEL_MEAN_SHIFT,
@@ -73,7 +73,7 @@ def new_bin_stats(max_bins: int, n_classes: int) -> BinStats:
                     np.zeros((2, 3 + k)))
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _terms(side, j, hyper):
     """(lm, b) of a leaf with the statistics ``side[j]`` (as ``tree.leaf_terms``)."""
     if hyper[H_LIKELIHOOD] == 0.0:
@@ -94,7 +94,7 @@ def _terms(side, j, hyper):
                                            hyper[H_LAM]), 0.0
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _fill_bins(xt, perm, start, end, v, nb, y, ycls, hyper, st):
     k = st.cls.shape[1]
     for b in range(nb):
@@ -116,7 +116,7 @@ def _fill_bins(xt, perm, start, end, v, nb, y, ycls, hyper, st):
             st.ss[b] += y[r] * y[r]
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _split_score(st, left_mask_or_cut, is_cat_v, nb, hyper, lm_sum, b_sum, lm_node, b_node, n_total, base):
     """Score of one rule: ``base`` + the change of L when the node splits by it."""
     k = st.cls.shape[1]
@@ -142,7 +142,7 @@ def _split_score(st, left_mask_or_cut, is_cat_v, nb, hyper, lm_sum, b_sum, lm_no
     return base + after - before
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _present_levels(st, nb, levels):
     count = 0
     for b in range(nb):
@@ -152,7 +152,7 @@ def _present_levels(st, nb, levels):
     return count
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _subset_mask(sub, levels, present):
     mask = np.int64(0)
     for j in range(present):
@@ -161,7 +161,7 @@ def _subset_mask(sub, levels, present):
     return mask
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _subset_rows(st, sub, levels, present):
     s = 0.0
     for j in range(present):
@@ -170,7 +170,7 @@ def _subset_rows(st, sub, levels, present):
     return s
 
 
-@njit(cache=True, nogil=True)
+@helper
 def optimal_choice(rng, tree, node, xt, is_cat, nbins, y, ycls, hyper, scratch, st, levels, lm_sum, b_sum,
                    n_total):
     """Draw the decision at ``node`` from the one-step optimal proposal.
@@ -238,7 +238,7 @@ def optimal_choice(rng, tree, node, xt, is_cat, nbins, y, ycls, hyper, scratch, 
     return log_total, -1, np.int64(0)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _lse(a, b):
     if a == -np.inf:
         return b

@@ -20,13 +20,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .jit import helper
 from .tree import goes_left
 
 #: Rows evaluated together (per-rule buffers of BLOCK int32 stay in L1 cache).
 BLOCK = 256
 
 
-@njit(cache=True, nogil=True)
+@helper
 def blocked_codes(codes):
     """Codes (p, m) copied to (blocks, p, BLOCK), the last block padded with code 0."""
     p, m = codes.shape
@@ -40,7 +41,7 @@ def blocked_codes(codes):
     return out
 
 
-@njit(cache=True, nogil=True)
+@helper
 def tree_size(var, root):
     """Number of nodes of the tree stored in preorder from ``root``."""
     node = root
@@ -51,7 +52,7 @@ def tree_size(var, root):
     return node - root
 
 
-@njit(cache=True, nogil=True)
+@helper
 def block_leaves(x, is_cat, var, cut, right, root, size, work):
     """Leaves reached by the ``BLOCK`` rows of codes ``x`` (p, BLOCK) in the tree of ``size``
     nodes rooted at ``root``, a tree with at least one split.
@@ -96,7 +97,7 @@ def _rule_pass(x, c, cat, k, right_k, var, root, work):
             dest[i] = src_l[i] if goes_left(x[i], c, cat) else src_r[i]
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _work_for(work, size):
     """``work`` if it has at least ``size`` rows, else a larger one."""
     if work.shape[0] >= size:

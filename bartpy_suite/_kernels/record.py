@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from .jit import kernel
 from .tree import subtree_nodes
 
 
@@ -102,7 +102,7 @@ def trim_store(store: DrawStore, kept: int) -> DrawStore:
     )
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def record_tree(tree, store, d, j, order, stack):
     """Append tree ``tree`` as tree j of draw d; return False (writing nothing) when the store
     lacks room. ``order`` and ``stack`` are int32 work arrays of the tree's node capacity."""
@@ -137,7 +137,7 @@ def record_tree(tree, store, d, j, order, stack):
     return True
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def split_shares(var, tree_nodes, n_vars, out):
     """``out[s, v]``: share of the split rules of sample s (``tree_nodes[s]`` holds the node
     counts of its trees, samples consecutive in the store) on variable v; 0 without splits."""
@@ -158,7 +158,7 @@ def split_shares(var, tree_nodes, n_vars, out):
                 out[s, v] /= total
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def preorder_right(var, offsets, n_nodes, right):
     """``right[i]``: flat index of the right child of internal node i (-1 at leaves), for trees
     stored in preorder starting at ``offsets[k]`` with ``n_nodes[k]`` nodes each."""
@@ -179,7 +179,7 @@ def preorder_right(var, offsets, n_nodes, right):
                 top += 1
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def unpack_padded(var, cut, value, right, offsets, n_nodes, out_var, out_cut, out_left, out_right, out_value):
     """Expand trees k = 0..K-1 of the flat store into padded per-tree arrays (K, N) with node
     indices local to each tree (the layout ``split_var``/``left_child``/... of older fits)."""

@@ -17,9 +17,9 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from . import nuts
+from .jit import helper, kernel
 from .soft_tree import (
     C_H,
     C_LIK,
@@ -89,7 +89,7 @@ def new_state(cap: int, nx: int) -> SoftState:
     return s
 
 
-@njit(cache=True, nogil=True)
+@helper
 def copy_state(src, dst):
     """Copy the first ``src.nn[0]`` nodes of ``src`` into ``dst``."""
     n = src.nn[0]
@@ -107,7 +107,7 @@ def copy_state(src, dst):
     dst.nn[0] = n
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _move_node(s, src, dst):
     s.right[dst] = s.right[src]
     s.kappa[dst] = s.kappa[src]
@@ -119,7 +119,7 @@ def _move_node(s, src, dst):
         s.minv[dst, d] = s.minv[src, d]
 
 
-@njit(cache=True, nogil=True)
+@helper
 def grow_at(s, i):
     """Make leaf i internal with two leaf children at i + 1 (left) and i + 2 (right); the left
     child inherits i's mu. The new split and the right child's mu are left for the caller."""
@@ -143,7 +143,7 @@ def grow_at(s, i):
     s.nn[0] = n + 2
 
 
-@njit(cache=True, nogil=True)
+@helper
 def prune_at(s, i):
     """Make internal node i (whose children are leaves) a leaf keeping its left child's mu."""
     n = s.nn[0]
@@ -158,7 +158,7 @@ def prune_at(s, i):
             s.right[j] -= 2
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def log_tree_prior(s, alpha_s, beta_s):
     """log p(T) = sum over internal nodes of log p_s(d) + sum over leaves of log(1 - p_s(d)) (eqs. 14-15)."""
     lp = 0.0
@@ -171,7 +171,7 @@ def log_tree_prior(s, alpha_s, beta_s):
     return lp
 
 
-@njit(cache=True, nogil=True)
+@helper
 def count_nog(s):
     """Internal nodes whose two children are leaves."""
     c = 0
@@ -182,7 +182,7 @@ def count_nog(s):
     return c
 
 
-@njit(cache=True, nogil=True)
+@helper
 def count_leaves(s):
     c = 0
     for j in range(s.nn[0]):
@@ -191,7 +191,7 @@ def count_leaves(s):
     return c
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _log_split_prior(s, j, conf):
     """log p of node j's split parameters: tau ~ Beta(1,1) (0), kappa uniform or Delta ~ Dir(1)."""
     nx = int(conf[C_NX])
@@ -200,14 +200,14 @@ def _log_split_prior(s, j, conf):
     return -math.log(nx)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _log_mu_prior(m, conf):
     m0, s0 = conf[C_MU_MEAN], conf[C_MU_SCALE]
     z = (m - m0) / s0
     return -0.5 * math.log(2.0 * math.pi) - math.log(s0) - 0.5 * z * z
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _draw_split(s, j, conf, rng):
     """Prior draws of node j's split: tau ~ U(0,1), kappa ~ U{0..nx-1} or Delta ~ Dir(1)."""
     nx = int(conf[C_NX])
@@ -227,7 +227,7 @@ def _draw_split(s, j, conf, rng):
         s.delta[j, s.kappa[j]] = 1.0
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _positional_copy(src, dst):
     """The code's warm start after a prune (spec 2.3 [QUIRK]): internal nodes of ``dst`` take the
     values of ``src``'s internal nodes by preorder position, leaves those of ``src``'s leaves
@@ -259,7 +259,7 @@ def _positional_copy(src, dst):
             dst.mu[j] = src.mu[k]
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def state_energy(s, conf, h, X, y, ycls, off, qbuf, gbuf, work):
     """(U, log lik, log prior) of state ``s`` at bandwidth h; ``qbuf``/``gbuf`` are scratch."""
     regression = conf[C_N_CLASSES] == 0
@@ -275,7 +275,7 @@ def state_energy(s, conf, h, X, y, ycls, off, qbuf, gbuf, work):
     return u, work.parts[0], work.parts[1]
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def nuts_on(s, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, rs):
     """One intermediate NUTS run on state ``s``, in place (spec 2.1, step 2): ``rc[R_WARMUP]``
     adaptive transitions with the h ramp, then one transition kept. The faithful mode restarts
@@ -322,7 +322,7 @@ def nuts_on(s, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, rs
         s.scal[1] = minv[dim - 1]
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _propose(cur, prop, move, p_g, conf, rc, rng):
     """Build T* in ``prop`` (a copy of ``cur`` holding x') for ``move``; return
     (log q ratio + log rv ratio, move actually made). Spec 2.3."""
@@ -373,7 +373,7 @@ def _propose(cur, prop, move, p_g, conf, rc, rng):
     return log_q + log_rv, MOVE_PRUNE
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def iteration(cur, x1, prop, xs, warm, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, it):
     """One RJHMC-Tree iteration (spec 2.1) from state ``cur`` = (T, x), in place.
 

@@ -70,9 +70,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from .cart_moves import _pick_node, _restore_subtree, _rewire_and_score, _save_subtree
+from .jit import helper
 from .tree import (
     F_B_SUM,
     F_LM_SUM,
@@ -103,7 +103,7 @@ PERTURB_WIDTH = 0.1
 
 # -- preorder sequences -----------------------------------------------------------------------------
 
-@njit(cache=True, nogil=True)
+@helper
 def seq_end(sv, i):
     """Index just past the subtree starting at ``i`` of a preorder sequence."""
     need = 1
@@ -113,7 +113,7 @@ def seq_end(sv, i):
     return i
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _copy(sv, sc, i, ov, oc, pos):
     e = seq_end(sv, i)
     for j in range(i, e):
@@ -123,7 +123,7 @@ def _copy(sv, sc, i, ov, oc, pos):
     return pos
 
 
-@njit(cache=True, nogil=True)
+@helper
 def split_side(sv, sc, i, v, c, left, ov, oc, pos, stack):
     """SplitL (``left``) or SplitR of the subtree at ``i`` on numeric rule (v, c), written at
     ``pos``; returns the end. SplitL replaces every node (v, c' >= c) by its left subtree (all
@@ -157,7 +157,7 @@ def split_side(sv, sc, i, v, c, left, ov, oc, pos, stack):
     return pos
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _ends(sv, start):
     """``seq_end`` of every position of the subtree starting at ``start`` (relative indexing)."""
     e = seq_end(sv, start)
@@ -167,7 +167,7 @@ def _ends(sv, start):
     return out
 
 
-@njit(cache=True, nogil=True)
+@helper
 def merge_table(xv, xc, x0, yv, yc, y0, v, c):
     """|M(X', Y'; v, c)| for every pair of subtrees X' of X (at ``x0``) and Y' of Y (at ``y0``):
     the trees Z with SplitL(Z; v, c) = X' and SplitR(Z; v, c) = Y' (spec 1.6 b). Entry [i, j]
@@ -201,14 +201,14 @@ def merge_table(xv, xc, x0, yv, yc, y0, v, c):
     return t, ex, ey
 
 
-@njit(cache=True, nogil=True)
+@helper
 def merge_count(xv, xc, xi, yv, yc, yi, v, c):
     """|M(X, Y; v, c)| of the subtrees at ``xi`` and ``yi``."""
     t, _, _ = merge_table(xv, xc, xi, yv, yc, yi, v, c)
     return t[0, 0]
 
 
-@njit(cache=True, nogil=True)
+@helper
 def merge_sample(rng, xv, xc, x0, yv, yc, y0, v, c, ov, oc, pos):
     """Write a uniform draw from M(X, Y; v, c) at ``pos`` (preorder); returns the end.
 
@@ -300,7 +300,7 @@ def merge_sample(rng, xv, xc, x0, yv, yc, y0, v, c, ov, oc, pos):
     return pos
 
 
-@njit(cache=True, nogil=True)
+@helper
 def rotate_sequence(rng, sv, sc, n_left, ov, oc, work_v, work_c, stack):
     """The rotation of ``sv, sc`` (the subtree at P: P at 0, N its left child if ``n_left``)
     into ``ov, oc``. Returns ``(length, log q ratio without |R|, k_fwd, k_rev)``; ``k_rev = 0``
@@ -365,7 +365,7 @@ def rotate_sequence(rng, sv, sc, n_left, ov, oc, work_v, work_c, stack):
 
 # -- rebuilding a subtree ---------------------------------------------------------------------------
 
-@njit(cache=True, nogil=True)
+@helper
 def _build(tree, root, sv, sc, stack):
     """Give ``root`` (whose old descendants were released) the subtree of the sequence; returns
     False when the node capacity runs out (the caller restores the tree)."""
@@ -408,7 +408,7 @@ def _build(tree, root, sv, sc, stack):
     return True, leaves, internal
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _count_internal(sv, n):
     k = 0
     for i in range(n):
@@ -417,7 +417,7 @@ def _count_internal(sv, n):
     return k
 
 
-@njit(cache=True, nogil=True)
+@helper
 def rotate_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, force_accept=False):
     """One ROTATE MH step in place. Returns (accepted, proposal valid, log r); the tree is
     unchanged unless accepted. ``force_accept`` keeps any valid proposal (tests read ratios)."""
@@ -540,7 +540,7 @@ def rotate_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, s
 
 # -- perturb ----------------------------------------------------------------------------------------
 
-@njit(cache=True, nogil=True)
+@helper
 def perturb_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, width=PERTURB_WIDTH,
                  force_accept=False):
     """One PERTURB MH step in place at a uniformly chosen internal node. Returns (accepted,

@@ -21,7 +21,8 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+
+from .jit import helper, kernel
 
 MODE_DF = 0
 MODE_DFI = 1
@@ -67,7 +68,7 @@ def new_work(n: int, cap: int, nx: int, n_classes: int) -> SoftWork:
                     np.zeros((cap, max(n_classes, 1))), np.zeros(3))
 
 
-@njit(cache=True, nogil=True)
+@helper
 def expit(a):
     """Branch-stable logistic function."""
     if a >= 0.0:
@@ -76,7 +77,7 @@ def expit(a):
     return e / (1.0 + e)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def softplus(a):
     """log(1 + e^a) without overflow."""
     if a > 0.0:
@@ -84,7 +85,7 @@ def softplus(a):
     return math.log1p(math.exp(a))
 
 
-@njit(cache=True, nogil=True)
+@helper
 def digamma(x):
     """psi_0(x) for x > 0: recurrence up to x >= 10, then the asymptotic series to x^-10 (spec 5,
     pitfall 5; the first omitted term is below 3e-14 there)."""
@@ -97,7 +98,7 @@ def digamma(x):
         1.0 / 240.0 - f / 132.0))))
 
 
-@njit(cache=True, nogil=True)
+@helper
 def layout(right, n_nodes, nx, mode, regression, off):
     """Fill ``off`` with each node's first parameter index; return the dimension of ``q``."""
     k = 0
@@ -113,7 +114,7 @@ def layout(right, n_nodes, nx, mode, regression, off):
     return k
 
 
-@njit(cache=True, nogil=True)
+@helper
 def stick_forward(v, out_delta):
     """Stick-breaking v (K-1) -> simplex Delta (K); return log |J| (spec 1.2)."""
     K = out_delta.shape[0]
@@ -130,7 +131,7 @@ def stick_forward(v, out_delta):
     return logj
 
 
-@njit(cache=True, nogil=True)
+@helper
 def stick_inverse(delta, out_v):
     """Simplex Delta (K) -> stick-breaking coordinates v (K-1)."""
     K = delta.shape[0]
@@ -143,7 +144,7 @@ def stick_inverse(delta, out_v):
             rem = 0.0
 
 
-@njit(cache=True, nogil=True)
+@helper
 def stick_backward(v, gdelta, out_gv):
     """Gradient of f(Delta(v)) + log |J(v)| given ``gdelta`` = df/dDelta (spec 5)."""
     K = gdelta.shape[0]
@@ -166,7 +167,7 @@ def stick_backward(v, gdelta, out_gv):
         out_gv[k] = g_z * z * (1.0 - z)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def unpack(q, right, kappa, off, n_nodes, conf, tau, delta, mu):
     """Constrained node parameters from ``q``; return (sigma, log |J|)."""
     nx = int(conf[C_NX])
@@ -195,7 +196,7 @@ def unpack(q, right, kappa, off, n_nodes, conf, tau, delta, mu):
     return sigma, logj
 
 
-@njit(cache=True, nogil=True)
+@helper
 def route(X, right, kappa, n_nodes, tau, delta, h, mode, P, SP, SM):
     """Forward pass: reach probabilities ``P`` (n, nodes) and expit(+-a) at internal nodes."""
     n, nx = X.shape
@@ -220,7 +221,7 @@ def route(X, right, kappa, n_nodes, tau, delta, h, mode, P, SP, SM):
             P[i, r] = P[i, j] * sp
 
 
-@njit(cache=True, nogil=True)
+@helper
 def log_prior(right, n_nodes, conf, tau, delta, mu, sigma):
     """log p(theta | T) in constrained coordinates, with every normalising constant (spec 5, pitfall 7)."""
     nx = int(conf[C_NX])
@@ -244,7 +245,7 @@ def log_prior(right, n_nodes, conf, tau, delta, mu, sigma):
     return lp
 
 
-@njit(cache=True, nogil=True)
+@helper
 def log_lik_grad(X, y, ycls, right, kappa, n_nodes, conf, w, sigma, want_grad):
     """log likelihood (eq. 12 regression, eq. 10 classification) at the parameters in ``w``.
 
@@ -320,7 +321,7 @@ def log_lik_grad(X, y, ycls, right, kappa, n_nodes, conf, w, sigma, want_grad):
     return ll, ds
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _backward_row(X, i, right, kappa, n_nodes, mode, h, P, SP, SM, B, gtau, gdelta):
     """Add row i's contribution to d log lik / d tau and d/dDelta (spec 5, backward pass)."""
     nx = X.shape[1]
@@ -335,7 +336,7 @@ def _backward_row(X, i, right, kappa, n_nodes, mode, h, P, SP, SM, B, gtau, gdel
                 gdelta[j, d] += G * X[i, d]
 
 
-@njit(cache=True, nogil=True)
+@helper
 def potential(q, grad, X, y, ycls, right, kappa, off, n_nodes, conf, w, want_grad):
     """U(q) = -(lik * log lik + log prior + log |J|); fills ``grad`` = dU/dq when ``want_grad``.
 
@@ -385,7 +386,7 @@ def potential(q, grad, X, y, ycls, right, kappa, off, n_nodes, conf, w, want_gra
     return u
 
 
-@njit(cache=True, nogil=True)
+@helper
 def pack(right, n_nodes, conf, off, tau, delta, mu, sigma, q):
     """Unconstrained ``q`` from constrained node parameters (the inverse of ``unpack``)."""
     nx = int(conf[C_NX])
@@ -404,7 +405,7 @@ def pack(right, n_nodes, conf, off, tau, delta, mu, sigma, q):
         q[q.shape[0] - 1] = math.log(sigma)
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def leaf_probabilities(X, right, kappa, n_nodes, tau, delta, h, mode, P, SP, SM, phi):
     """phi (n, n_leaves): each row's probability of each leaf, leaves left to right."""
     route(X, right, kappa, n_nodes, tau, delta, h, mode, P, SP, SM)
@@ -416,7 +417,7 @@ def leaf_probabilities(X, right, kappa, n_nodes, tau, delta, h, mode, P, SP, SM,
             k += 1
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _reach(X, i, first, count, node_var, right, tau, delta, h, mode, P):
     """Reach probabilities of row i in the stored tree at flat slots first..first+count-1."""
     nx = X.shape[1]
@@ -436,7 +437,7 @@ def _reach(X, i, first, count, node_var, right, tau, delta, h, mode, P):
         P[right[j] - first] = P[j - first] * expit(a)
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def predict_samples(X, node_var, right, roots, counts, tau, delta, value, prob, h, mode, out_f, out_p):
     """Soft-routed predictions of every stored tree (eq. 3 before the average over draws).
 
@@ -468,7 +469,7 @@ def predict_samples(X, node_var, right, roots, counts, tau, delta, value, prob, 
                 out_f[s, i] = f
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def argmax_leaves(X, node_var, right, roots, counts, tau, delta, h, mode, out):
     """The paper's per-iteration routing (spec 4): each row's most probable leaf (flat slot)."""
     n = X.shape[0]
@@ -485,7 +486,7 @@ def argmax_leaves(X, node_var, right, roots, counts, tau, delta, h, mode, out):
                     out[s, i] = j
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def soft_class_counts(X, ycls, n_classes, node_var, right, roots, counts, tau, delta, h, mode, out):
     """Soft class counts C_km of the training rows per stored leaf (flat slot, class)."""
     n = X.shape[0]

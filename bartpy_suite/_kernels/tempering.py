@@ -33,10 +33,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from .cart_chain import cart_step
 from .cart_draws import record_cart_draw
+from .jit import helper, kernel
 from .tree import (
     F_B_SUM,
     F_LM_SUM,
@@ -59,7 +59,7 @@ SWAPS_DEO = 0
 SWAPS_SEO = 1
 
 
-@njit(cache=True, nogil=True)
+@helper
 def prior_parts(tree, xt, is_cat, nbins, hyper, scratch, n_int, n_spl):
     """Split the log prior of ``tree`` (whose ``lp`` cache follows ``hyper``) into the rule terms
     (returned) and counts by depth of internal nodes (``n_int``) and splittable leaves (``n_spl``).
@@ -91,7 +91,7 @@ def prior_parts(tree, xt, is_cat, nbins, hyper, scratch, n_int, n_spl):
     return rules, top
 
 
-@njit(cache=True, nogil=True)
+@helper
 def structure_log_prior(hyper, n_int, n_spl, top):
     """The split / no-split part of the log prior (eq. 4.5's 'structural probability') under the
     (alpha, beta) of ``hyper``."""
@@ -105,20 +105,20 @@ def structure_log_prior(hyper, n_int, n_spl, top):
     return total
 
 
-@njit(cache=True, nogil=True)
+@helper
 def rung_log_target(hyper, log_lik, rules, n_int, n_spl, top):
     """log pi_r of a tree (up to the rung's constant): ``t log L + s log p``."""
     prior = rules + structure_log_prior(hyper, n_int, n_spl, top)
     return hyper[H_INV_TEMP] * log_lik + (1.0 - hyper[H_PRIOR_HEAT]) * prior
 
 
-@njit(cache=True, nogil=True)
+@helper
 def tree_log_lik(fstate, n_total, hyper):
     """log p(Y | X, T) from a tree's running sums (0 with the likelihood off)."""
     return fstate[F_LM_SUM] + global_term(fstate[F_B_SUM], n_total, hyper)
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def retarget_prior_cache(tree, hyper_from, hyper_to):
     """Move a tree's ``lp`` cache from one rung's (alpha, beta) to another's: internal nodes
     exchange their log p_SPLIT; leaves are marked unknown (recomputed when needed)."""
@@ -134,7 +134,7 @@ def retarget_prior_cache(tree, hyper_from, hyper_to):
                               - math.log(p_split(hyper_from[H_ALPHA], hyper_from[H_BETA], d)))
 
 
-@njit(cache=True, nogil=True)
+@helper
 def swap_log_ratio(trees, fstates, slot_of, hypers, r, xt, is_cat, nbins, n_total, scratch, n_int, n_spl):
     """log acceptance ratio (eq. 4.1) of exchanging the trees of rungs r and r + 1."""
     ka = slot_of[r]
@@ -152,7 +152,7 @@ def swap_log_ratio(trees, fstates, slot_of, hypers, r, xt, is_cat, nbins, n_tota
     return swapped - now
 
 
-@njit(cache=True, nogil=True)
+@helper
 def swap_round(rng, trees, fstates, slot_of, hypers, parity, xt, is_cat, nbins, n_total, scratch, n_int, n_spl,
                proposed, accepted):
     """Attempt the swaps of every pair (r, r + 1) with r of the given parity (0 even, 1 odd);
@@ -172,7 +172,7 @@ def swap_round(rng, trees, fstates, slot_of, hypers, parity, xt, is_cat, nbins, 
             slot_of[r + 1] = ka
 
 
-@njit(cache=True, nogil=True)
+@helper
 def track_round_trips(slot_of, phase):
     """Update each slot's index process after a swap round; return the round trips completed.
 
@@ -191,9 +191,9 @@ def track_round_trips(slot_of, phase):
     return trips
 
 
-@njit(cache=True, nogil=True)
-def tempered_iteration(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, y, ycls, move_probs, scratch,
-                       swaps, it, n_int, n_spl, proposed, accepted, phase, step_counts):
+@helper
+def tempered_iteration(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, y, ycls, move_probs, rotation,
+                       scratch, swaps, it, n_int, n_spl, proposed, accepted, phase, step_counts):
     """One tempered iteration: one MH transition per rung, then one round of swaps (Algorithm 6).
 
     Returns the round trips completed. ``step_counts[r]`` counts accepted moves per rung.
@@ -201,7 +201,8 @@ def tempered_iteration(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, 
     n_total = float(y.shape[0])
     for r in range(slot_of.shape[0]):
         k = slot_of[r]
-        _, ok = cart_step(rng, trees[k], xt, is_cat, nbins, y, ycls, hypers[r], move_probs, fstates[k], scratch)
+        _, ok = cart_step(rng, trees[k], xt, is_cat, nbins, y, ycls, hypers[r], move_probs, rotation, fstates[k],
+                          scratch)
         if ok:
             step_counts[r] += 1
     if swaps == SWAPS_DEO:
@@ -213,7 +214,7 @@ def tempered_iteration(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, 
     return track_round_trips(slot_of, phase)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def kept_draw(it, tune, thin, n_out):
     """Draw index of iteration ``it`` if it is kept and there is room, else -1."""
     if it < tune or (it - tune) % thin != 0:
@@ -222,7 +223,7 @@ def kept_draw(it, tune, thin, n_out):
     return d if d < n_out else -1
 
 
-@njit(cache=True, nogil=True)
+@helper
 def record_swaps(counters, d, out_proposed, out_accepted, out_trips):
     """Copy the cumulative swap counts per pair and the round trips (``counters[0, K - 1]``) into
     draw d."""
@@ -233,7 +234,7 @@ def record_swaps(counters, d, out_proposed, out_accepted, out_trips):
     out_trips[d] = counters[0, n_rungs - 1]
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def record_rung_trees(trees, slot_of, rung_store, d, order, stack):
     """Record the structure of every rung's tree as "tree" r of draw d of ``rung_store``: split
     variables and cuts in preorder, NaN leaf values (a hot rung's leaf parameters are not drawn).
@@ -259,9 +260,9 @@ def record_rung_trees(trees, slot_of, rung_store, d, order, stack):
     return True
 
 
-@njit(cache=True, nogil=True)
-def run_tempered_chain(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, y, ycls, move_probs, scratch, swaps,
-                       first_iter, n_iter, tune, thin, counters, phase, draws, store, order, out_proposed,
+@kernel
+def run_tempered_chain(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, y, ycls, move_probs, rotation, scratch,
+                       swaps, first_iter, n_iter, tune, thin, counters, phase, draws, store, order, out_proposed,
                        out_accepted, out_trips, out_rung_moves, out_rung_leaves, out_rung_lp, n_int, n_spl, rung_store):
     """Advance one tempered chain by up to ``n_iter`` iterations from global iteration ``first_iter``.
 
@@ -282,7 +283,8 @@ def run_tempered_chain(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, 
         if it == tune:
             counters[:, :] = 0
         trips = tempered_iteration(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, y, ycls, move_probs,
-                                   scratch, swaps, it, n_int, n_spl, counters[0], counters[1], phase, counters[2])
+                                   rotation, scratch, swaps, it, n_int, n_spl, counters[0], counters[1], phase,
+                                   counters[2])
         counters[0, n_rungs - 1] += trips
         d = kept_draw(it, tune, thin, out_proposed.shape[0])
         if d < 0:

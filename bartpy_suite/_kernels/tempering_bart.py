@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import math
 
-from numba import njit
-
 from .backfit import SIGMA_SAMPLED, begin_sweep, finish_tree, prepare_tree, record_forest
 from .cart_chain import cart_step
+from .jit import helper, kernel
 from .likelihood import draw_inverse_gamma
 from .tempering import kept_draw, record_swaps, track_round_trips
 from .tree import H_LAM, H_LIKELIHOOD, H_NU, H_SIGMA2
@@ -28,7 +27,7 @@ from .tree import H_LAM, H_LIKELIHOOD, H_NU, H_SIGMA2
 LOG_2PI = math.log(2.0 * math.pi)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def sum_of_squares(resid):
     total = 0.0
     for i in range(resid.shape[0]):
@@ -36,7 +35,7 @@ def sum_of_squares(resid):
     return total
 
 
-@njit(cache=True, nogil=True)
+@helper
 def set_rung(state, sigma2, t, likelihood_on):
     """Condition a state's kernels on rung temperature t: effective variance sigma^2 / t, or the
     likelihood switched off at t = 0."""
@@ -48,7 +47,7 @@ def set_rung(state, sigma2, t, likelihood_on):
         state.hyper[H_SIGMA2] = sigma2
 
 
-@njit(cache=True, nogil=True)
+@helper
 def draw_tempered_sigma2(rng, state, sigma2, k, t, likelihood_on):
     """sigma^2 of slot k from its tempered full conditional (a fixed sigma stays)."""
     if state.sigma_mode[0] != SIGMA_SAMPLED:
@@ -62,16 +61,16 @@ def draw_tempered_sigma2(rng, state, sigma2, k, t, likelihood_on):
         sigma2[k] = draw_inverse_gamma(rng, 0.5 * nu, 0.5 * nu * lam)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def log_lik(state, sigma2):
     """log N(y; f, sigma^2) of a state between sweeps (``resid`` = y - f)."""
     n = state.resid.shape[0]
     return -0.5 * n * (LOG_2PI + math.log(sigma2)) - 0.5 * sum_of_squares(state.resid) / sigma2
 
 
-@njit(cache=True, nogil=True)
+@helper
 def tempered_bart_iteration(rng, forests, states, sigma2, slot_of, temps, likelihood_on, xt, is_cat, nbins,
-                            move_probs, scratch, swaps_seo, it, proposed, accepted, phase):
+                            move_probs, rotation, scratch, swaps_seo, it, proposed, accepted, phase):
     """One backfitting sweep per rung (one MH move per tree), then one round of forest swaps
     between adjacent rungs (DEO, or SEO when ``swaps_seo``). Returns the round trips completed."""
     n_rungs = slot_of.shape[0]
@@ -84,7 +83,7 @@ def tempered_bart_iteration(rng, forests, states, sigma2, slot_of, temps, likeli
         for j in range(forest.var.shape[0]):
             tree = prepare_tree(state, forest, j)
             _, ok = cart_step(rng, tree, xt, is_cat, nbins, state.resid, state.ycls, state.hyper, move_probs,
-                              state.fstate, scratch)
+                              rotation, state.fstate, scratch)
             finish_tree(rng, state, forest, j, ok)
         draw_tempered_sigma2(rng, state, sigma2, k, temps[r], likelihood_on)
     parity = (0 if rng.random() < 0.5 else 1) if swaps_seo else it % 2
@@ -102,9 +101,9 @@ def tempered_bart_iteration(rng, forests, states, sigma2, slot_of, temps, likeli
     return track_round_trips(slot_of, phase)
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def run_tempered_bart_chain(rng, forests, states, sigma2, slot_of, temps, likelihood_on, xt, is_cat, nbins,
-                            move_probs, scratch, swaps_seo, first_iter, n_iter, tune, thin, counters, phase,
+                            move_probs, rotation, scratch, swaps_seo, first_iter, n_iter, tune, thin, counters, phase,
                             out_sigma, out_proposed, out_accepted, out_trips, out_rung_sigma, out_leaves, out_depth,
                             store, order):
     """Advance a tempered BART chain by up to ``n_iter`` iterations (see ``run_tempered_chain`` for
@@ -115,7 +114,8 @@ def run_tempered_bart_chain(rng, forests, states, sigma2, slot_of, temps, likeli
         if it == tune:
             counters[:, :] = 0
         trips = tempered_bart_iteration(rng, forests, states, sigma2, slot_of, temps, likelihood_on, xt, is_cat,
-                                        nbins, move_probs, scratch, swaps_seo, it, counters[0], counters[1], phase)
+                                        nbins, move_probs, rotation, scratch, swaps_seo, it, counters[0], counters[1],
+                                        phase)
         counters[0, n_rungs - 1] += trips
         d = kept_draw(it, tune, thin, out_sigma.shape[0])
         if d < 0:

@@ -44,8 +44,8 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from .jit import helper, kernel
 from .likelihood import (
     MODEL_CLASSIFICATION,
     MODEL_LOG_GAMMA,
@@ -226,13 +226,13 @@ def node_capacity(n_rows: int, min_leaf_size: int) -> int:
     return 2 * max(n_rows // max(min_leaf_size, 1), 1) - 1 + 2
 
 
-@njit(cache=True, nogil=True)
+@helper
 def p_split(alpha, beta, depth):
     """Split probability of a splittable node at ``depth`` (thesis eq. 3.1)."""
     return alpha * (1.0 + depth) ** (-beta)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def goes_left(code, cut, is_cat):
     """Whether a row with bin ``code`` goes left under rule ``cut``.
 
@@ -244,7 +244,7 @@ def goes_left(code, cut, is_cat):
     return code <= (cut & CUT_MASK) or code == (cut >> NA_SHIFT)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def numeric_cut(k, na_left, na_code):
     """Stored numeric rule: cut index ``k``; missing values (code ``na_code``) go left iff
     ``na_left``."""
@@ -253,7 +253,7 @@ def numeric_cut(k, na_left, na_code):
     return np.int64(k)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def partition(xt, perm, start, end, v, cut, is_cat, buf):
     """Stable partition of ``perm[start:end]`` by rule (v, cut); return the first right index.
 
@@ -276,7 +276,7 @@ def partition(xt, perm, start, end, v, cut, is_cat, buf):
     return n_left
 
 
-@njit(cache=True, nogil=True)
+@helper
 def merge_sorted_halves(perm, start, mid, end, buf):
     """Merge the sorted runs ``perm[start:mid]`` and ``perm[mid:end]`` in place."""
     n_left = mid - start
@@ -299,7 +299,7 @@ def merge_sorted_halves(perm, start, mid, end, buf):
         out += 1
 
 
-@njit(cache=True, nogil=True)
+@helper
 def sort_segment(perm, start, end, flags):
     """Sort ``perm[start:end]`` (distinct row indices) ascending: a scan over all rows when the
     segment holds at least 1/16 of them, else a comparison sort."""
@@ -317,7 +317,7 @@ def sort_segment(perm, start, end, flags):
             flags[r] = 0
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _histogram(xt, perm, start, end, v, nbins, hist):
     for k in range(nbins):
         hist[k] = 0
@@ -326,7 +326,7 @@ def _histogram(xt, perm, start, end, v, nbins, hist):
         hist[row[perm[i]]] += 1
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _count_level_subsets(hist, nbins, n, m, sums):
     """Ordered subsets S of the present levels with m <= rows(S) <= n - m (a 0/1 knapsack count).
 
@@ -351,7 +351,7 @@ def _count_level_subsets(hist, nbins, n, m, sums):
     return total, present
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _numeric_na_ranges(hist, nbins_v, n, m):
     """Available numeric rules ``(k, d)`` of a node with n rows when missing values (count
     ``hist[nbins_v]``) follow the rule's bit d: ``(lo0, count0, lo1, count1)``, the contiguous
@@ -372,7 +372,7 @@ def _numeric_na_ranges(hist, nbins_v, n, m):
     return lo0, (hi0 - lo0 + 1 if lo0 >= 0 else 0), lo1, (hi1 - lo1 + 1 if lo1 >= 0 else 0)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _rule_count_from_hist(hist, is_cat_v, nbins_v, n, m, sums, na=False):
     """Available rules of one variable from the code histogram of a node with n rows.
 
@@ -407,7 +407,7 @@ def _rule_count_from_hist(hist, is_cat_v, nbins_v, n, m, sums, na=False):
     return float(hi - lo + 1), lo, 0
 
 
-@njit(cache=True, nogil=True)
+@helper
 def var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, hist, sums, na=False):
     """Available rules on variable v at a segment (see ``_rule_count_from_hist``); leaves the
     histogram of v in ``hist``."""
@@ -418,7 +418,7 @@ def var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, hist, sums, na=Fal
     return _rule_count_from_hist(hist, is_cat[v], nbins[v], n, m, sums, na)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def node_rule_counts(xr, perm, start, end, is_cat, nbins, m, hist2d, sums, counts, lows, extras, na=False):
     """Fill per-variable available-rule counts at a segment; return the number of variables
     with at least one available rule.
@@ -450,7 +450,7 @@ def node_rule_counts(xr, perm, start, end, is_cat, nbins, m, hist2d, sums, count
     return n_vars
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _cut_available(xt, perm, start, end, v, t, m):
     """Whether numeric cut t (stored form) sends at least m rows each way; stops as soon as it does."""
     row = xt[v]
@@ -466,7 +466,7 @@ def _cut_available(xt, perm, start, end, v, t, m):
     return False
 
 
-@njit(cache=True, nogil=True)
+@helper
 def has_available_rule(xt, perm, start, end, is_cat, nbins, m, hist, sums, na=False):
     """Whether any variable offers an available rule at the segment (p_SPLIT > 0)."""
     if end - start < 2 * m:
@@ -484,7 +484,7 @@ def has_available_rule(xt, perm, start, end, is_cat, nbins, m, hist, sums, na=Fa
     return False
 
 
-@njit(cache=True, nogil=True)
+@helper
 def rule_log_prob(n_vars, count_v, extra_v, is_cat_v):
     """log of the prior mass of one stored rule representation given the node's rows."""
     out = -math.log(n_vars) - math.log(count_v)
@@ -493,7 +493,7 @@ def rule_log_prob(n_vars, count_v, extra_v, is_cat_v):
     return out
 
 
-@njit(cache=True, nogil=True)
+@helper
 def _sample_level_mask(rng, xt, perm, start, end, v, nbins, m, hist, count, na=False):
     """Uniform draw of an ordered valid level subset (present levels) plus uniform bits for the
     absent levels. ``hist`` must hold the level counts of the segment (with ``na``, the
@@ -546,7 +546,7 @@ def _sample_level_mask(rng, xt, perm, start, end, v, nbins, m, hist, count, na=F
     return mask
 
 
-@njit(cache=True, nogil=True)
+@helper
 def sample_rule(rng, xt, perm, start, end, is_cat, nbins, m, hist, sums, var_order, na=False):
     """Draw a rule from p_RULE at a segment: returns ``(v, cut)``, or ``v = -1`` if none.
 
@@ -593,7 +593,7 @@ def sample_rule(rng, xt, perm, start, end, is_cat, nbins, m, hist, sums, var_ord
     return -1, np.int64(0)
 
 
-@njit(cache=True, nogil=True)
+@helper
 def alloc_node(tree):
     """Pop a free node slot (-1 when the capacity is exhausted)."""
     nf = tree.meta[M_N_FREE]
@@ -604,7 +604,7 @@ def alloc_node(tree):
     return node
 
 
-@njit(cache=True, nogil=True)
+@helper
 def release_node(tree, node):
     """Return a node slot to the free stack."""
     tree.var[node] = FREE
@@ -615,7 +615,7 @@ def release_node(tree, node):
     tree.meta[M_N_FREE] = nf + 1
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def split_leaf(tree, xt, is_cat, node, v, cut, buf):
     """Turn leaf ``node`` into an internal node with rule (v, cut) and two leaf children
     (``buf``: work array of perm's dtype, at least the node's row count).
@@ -652,7 +652,7 @@ def split_leaf(tree, xt, is_cat, node, v, cut, buf):
     return lchild, rchild
 
 
-@njit(cache=True, nogil=True)
+@helper
 def collapse_node(tree, node):
     """Turn an internal node whose children are leaves back into a leaf."""
     release_node(tree, tree.left[node])
@@ -665,7 +665,7 @@ def collapse_node(tree, node):
     tree.meta[M_N_INTERNAL] -= 1
 
 
-@njit(cache=True, nogil=True)
+@helper
 def subtree_nodes(tree, root, out, stack):
     """Write the nodes of the subtree at ``root`` in preorder into ``out``; return the count."""
     stack[0] = root
@@ -684,7 +684,7 @@ def subtree_nodes(tree, root, out, stack):
     return count
 
 
-@njit(cache=True, nogil=True)
+@helper
 def repartition_subtree(tree, xt, is_cat, root, m, stack, buf):
     """Re-split the rows of ``root``'s segment down its subtree after a rule changed.
 
@@ -718,7 +718,7 @@ def repartition_subtree(tree, xt, is_cat, root, m, stack, buf):
     return valid
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def leaf_terms(tree, node, y, ycls, hyper, class_counts):
     """Per-leaf (lm, b) of the model selected by ``hyper[H_MODEL]`` for the rows of ``node``."""
     if hyper[H_LIKELIHOOD] == 0.0:
@@ -757,7 +757,7 @@ def leaf_terms(tree, node, y, ycls, hyper, class_counts):
     return leaf_log_marginal_mean_variance(n, ybar, ssd, hyper[H_A], hyper[H_MU_BAR], hyper[H_NU], hyper[H_LAM]), 0.0
 
 
-@njit(cache=True, nogil=True)
+@helper
 def global_term(b_sum, n_total, hyper):
     """The non-additive part of the tree log marginal (common-sigma model only)."""
     if hyper[H_LIKELIHOOD] == 0.0 or int(hyper[H_MODEL]) != MODEL_MEAN_SHIFT:
@@ -765,7 +765,7 @@ def global_term(b_sum, n_total, hyper):
     return mean_shift_global_term(n_total, b_sum, hyper[H_NU], hyper[H_LAM])
 
 
-@njit(cache=True, nogil=True)
+@helper
 def refresh_leaf_terms(tree, nodes, count, y, ycls, hyper, class_counts):
     """Recompute the cached (lm, b) of every leaf among ``nodes[:count]``."""
     for i in range(count):
@@ -776,7 +776,7 @@ def refresh_leaf_terms(tree, nodes, count, y, ycls, hyper, class_counts):
             tree.b[node] = b
 
 
-@njit(cache=True, nogil=True)
+@helper
 def sum_leaf_terms(tree, nodes, count):
     """Sum the cached (lm, b) over the leaves among ``nodes[:count]``."""
     lm = 0.0
@@ -789,7 +789,7 @@ def sum_leaf_terms(tree, nodes, count):
     return lm, b
 
 
-@njit(cache=True, nogil=True)
+@helper
 def node_log_prior(tree, node, xt, is_cat, nbins, hyper, scratch):
     """Prior factor of one node given its rows: ``log p_SPLIT + log p_RULE`` for an internal node
     (``-inf`` if its rule is not available), ``log(1 - p_SPLIT)`` for a leaf."""
@@ -814,7 +814,7 @@ def node_log_prior(tree, node, xt, is_cat, nbins, hyper, scratch):
     return math.log(ps) + rule_log_prob(n_vars, scratch.counts[v], scratch.extras[v], is_cat[v])
 
 
-@njit(cache=True, nogil=True)
+@helper
 def subtree_log_prior(tree, nodes, count, xt, is_cat, nbins, hyper, scratch):
     """Sum of node prior factors over ``nodes[:count]`` (``-inf`` if any rule is unavailable).
 
@@ -831,7 +831,7 @@ def subtree_log_prior(tree, nodes, count, xt, is_cat, nbins, hyper, scratch):
     return total
 
 
-@njit(cache=True, nogil=True)
+@helper
 def cached_subtree_log_prior(tree, nodes, count, xt, is_cat, nbins, hyper, scratch):
     """As ``subtree_log_prior`` but reusing cached factors of nodes whose rows and rule have not
     changed since they were computed (moves reset the cache of every node they alter)."""
@@ -844,7 +844,7 @@ def cached_subtree_log_prior(tree, nodes, count, xt, is_cat, nbins, hyper, scrat
     return total
 
 
-@njit(cache=True, nogil=True)
+@helper
 def tree_depth(tree, nodes, count):
     """Largest depth among ``nodes[:count]``."""
     d = 0

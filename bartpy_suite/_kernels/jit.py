@@ -1,0 +1,80 @@
+"""The two ways a function here is compiled: ``kernel`` (called from Python) and ``helper``
+(called only from other compiled functions).
+
+Both compile in nopython mode, without the GIL, and cache their machine code on disk. They
+differ in the wrappers numba builds around the machine code. Every compiled function normally
+gets a CPython wrapper (to be called from Python) and a C callback wrapper. For a function taking
+``TreeArrays`` or ``Scratch``, named tuples of 13-17 arrays, the CPython wrapper unboxes and
+reference-counts every array. That wrapper is then optimised again, with the function, in every
+caller's final module. For a function that is only ever called from compiled code it is dead
+weight, and it was most of a first fit's compile time (issue 11, section 1;
+``benchmarks/results/compile_time.md``).
+
+``helper`` builds neither wrapper. Calling such a function straight from Python would run
+numba's entry point without a wrapper (a crash), so the dispatcher class below sends a Python
+call to a twin of the same function compiled the usual way (in memory, not cached). A test or a
+debugging session can therefore call any helper. Fitting, prediction and the posterior call only
+``kernel`` functions from Python (``tests/test_kernel_entry_points.py``); the twins serve the
+single-move and single-rate methods the exact tests use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from numba import njit
+from numba.core.registry import CPUDispatcher
+
+__all__ = ["kernel", "helper"]
+
+_TARGET_OPTIONS = {"nopython": True, "nogil": True, "boundscheck": None}
+
+
+def kernel(fn: Callable) -> CPUDispatcher:
+    """Compile ``fn`` as a kernel that Python code calls (``njit(cache=True, nogil=True)``).
+
+    Parameters
+    ----------
+    fn : callable
+        A nopython-compatible Python function.
+
+    Returns
+    -------
+    CPUDispatcher
+        The numba dispatcher.
+    """
+    return njit(cache=True, nogil=True)(fn)
+
+
+class HelperDispatcher(CPUDispatcher):
+    """A dispatcher compiled without the CPython and C callback wrappers.
+
+    Compiled callers link its machine code as usual; a call from Python goes to an ordinary,
+    uncached ``njit`` twin of the same Python function.
+    """
+
+    def __call__(self, *args, **kwargs):
+        twin = self.__dict__.get("_python_twin")
+        if twin is None:
+            twin = njit(nogil=True)(self.py_func)
+            self.__dict__["_python_twin"] = twin
+        return twin(*args, **kwargs)
+
+
+def helper(fn: Callable) -> HelperDispatcher:
+    """Compile ``fn`` as a helper that only compiled functions call.
+
+    Parameters
+    ----------
+    fn : callable
+        A nopython-compatible Python function.
+
+    Returns
+    -------
+    HelperDispatcher
+        The numba dispatcher; see the module docstring for what a call from Python does.
+    """
+    options = dict(_TARGET_OPTIONS, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+    dispatcher = HelperDispatcher(py_func=fn, locals={}, targetoptions=options)
+    dispatcher.enable_caching()
+    return dispatcher
