@@ -16,7 +16,7 @@ from .jit import helper, kernel
 from .tree import H_SIGMA2
 
 
-@helper
+@helper(inline=True)
 def mh_bart_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, rotation, scratch, counts):
     """One backfitting sweep with an MH move per tree, then sigma (or the probit latents).
 
@@ -61,7 +61,7 @@ def run_bart_chain(rng, forest, state, xt, is_cat, nbins, move_probs, rotation, 
     return n_iter, -1
 
 
-@helper
+@helper(inline=True)
 def mh_multinomial_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, rotation, scratch, counts):
     """One sweep of log-linear BART (``loglinear.py``) with an MH move per tree, then the
     augmentation latents. ``counts`` as in ``mh_bart_sweep``."""

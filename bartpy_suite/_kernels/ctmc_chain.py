@@ -54,7 +54,7 @@ def run_ctmc_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, sc
     return n_iter, -1
 
 
-@helper
+@helper(inline=True)
 def ctmc_bart_sweep(rng, forest, state, xt, is_cat, nbins, scratch, cs, horizon, out, mh_rates):
     """One backfitting sweep: each tree runs the process for ``horizon`` time against its
     partial residual, then sigma (or the probit latents). ``out`` receives (jumps, sum of the

@@ -61,20 +61,30 @@ class HelperDispatcher(CPUDispatcher):
         return twin(*args, **kwargs)
 
 
-def helper(fn: Callable) -> HelperDispatcher:
+def helper(fn: Callable | None = None, *, inline: bool = False) -> HelperDispatcher | Callable:
     """Compile ``fn`` as a helper that only compiled functions call.
 
     Parameters
     ----------
     fn : callable
-        A nopython-compatible Python function.
+        A nopython-compatible Python function (omit it to get a decorator with options).
+    inline : bool
+        Inline the function into its compiled callers at numba's IR level instead of linking it
+        (``inline="always"``). Meant for a driver with a single compiled caller, such as one
+        sweep of a chain inside its runner: numba finalises every linked function as a library of
+        its own, optimising and generating machine code for its whole call graph once more, so
+        each level saved is one such pass (``benchmarks/results/compile_time.md``).
 
     Returns
     -------
     HelperDispatcher
         The numba dispatcher; see the module docstring for what a call from Python does.
     """
+    if fn is None:
+        return lambda f: helper(f, inline=inline)
     options = dict(_TARGET_OPTIONS, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+    if inline:
+        options["inline"] = "always"
     dispatcher = HelperDispatcher(py_func=fn, locals={}, targetoptions=options)
     dispatcher.enable_caching()
     return dispatcher

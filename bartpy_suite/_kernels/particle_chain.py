@@ -47,7 +47,7 @@ def run_pg_cart_chain(rng, tree, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, h
     return n_iter, -1
 
 
-@helper
+@helper(inline=True)
 def pg_bart_sweep(rng, forest, state, pa, pb, pc, work, xt, is_cat, nbins, scratch, scheme, ancestor, stats):
     """One backfitting sweep (Algorithm 1) with a conditional SMC update of every tree against
     its partial residual (Algorithm 2), then sigma (or the probit latents). ``stats`` gets the

@@ -191,7 +191,7 @@ def track_round_trips(slot_of, phase):
     return trips
 
 
-@helper
+@helper(inline=True)
 def tempered_iteration(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, y, ycls, move_probs, rotation,
                        scratch, swaps, it, n_int, n_spl, proposed, accepted, phase, step_counts):
     """One tempered iteration: one MH transition per rung, then one round of swaps (Algorithm 6).

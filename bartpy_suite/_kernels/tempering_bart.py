@@ -68,7 +68,7 @@ def log_lik(state, sigma2):
     return -0.5 * n * (LOG_2PI + math.log(sigma2)) - 0.5 * sum_of_squares(state.resid) / sigma2
 
 
-@helper
+@helper(inline=True)
 def tempered_bart_iteration(rng, forests, states, sigma2, slot_of, temps, likelihood_on, xt, is_cat, nbins,
                             move_probs, rotation, scratch, swaps_seo, it, proposed, accepted, phase):
     """One backfitting sweep per rung (one MH move per tree), then one round of forest swaps
