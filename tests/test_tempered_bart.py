@@ -146,10 +146,10 @@ def test_geweke_target_rung_with_a_prior_rung():
     for it in range(burn + iterations):
         chain.run(it, 1, 10**9, 1)
         k0 = int(chain.slot_of[0])
-        f = y - chain.states[k0].resid
+        f = y - chain.rung_states[k0].resid
         sigma2 = chain.sigma2[k0]
         if it >= burn:
-            sc[it - burn] = functions(f, y, sigma2, chain.forests[k0].meta[:, M_N_LEAVES].mean())
+            sc[it - burn] = functions(f, y, sigma2, chain.rung_forests[k0].meta[:, M_N_LEAVES].mean())
         y_new = f + np.sqrt(sigma2) * rng.standard_normal(n)
         for state in chain.states:
             state.resid[:] = y_new - (y - state.resid)

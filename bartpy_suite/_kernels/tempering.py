@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba.typed import List
 
 from .cart_chain import cart_step
 from .cart_draws import record_cart_draw
@@ -305,3 +306,22 @@ def run_tempered_chain(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, 
                                                                           scratch.stack):
             return step + 1, d
     return n_iter, -1
+
+
+@kernel
+def rung_list(first):
+    """A numba typed List holding ``first`` (the rungs' trees, forests or backfitting states).
+
+    Built here rather than with ``numba.typed.List()`` from Python: the methods of a typed List
+    called from Python are compiled in every process and never cached (about 3 CPU s of every
+    tempered BART fit), while this kernel and ``rung_list_append`` are cached like the others.
+    """
+    out = List()
+    out.append(first)
+    return out
+
+
+@kernel
+def rung_list_append(items, item):
+    """Append ``item`` to a typed List made by ``rung_list``."""
+    items.append(item)

@@ -61,7 +61,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from numba.typed import List as TypedList
 
 from .. import _validation as check
 from .._kernels import tree as _tree
@@ -73,6 +72,8 @@ from .._kernels.tempering import (
     record_rung_trees,
     retarget_prior_cache,
     run_tempered_chain,
+    rung_list,
+    rung_list_append,
 )
 from .._kernels.tempering_bart import run_tempered_bart_chain
 from ..errors import ArgumentError
@@ -103,6 +104,16 @@ LADDER_COLUMNS = (_tree.H_INV_TEMP, _tree.H_PRIOR_HEAT, _tree.H_ALPHA, _tree.H_B
 LADDER_PARAMS = ("inv_temp", "prior_power", "alpha", "beta")
 #: The thesis' geometric ladder (section 5).
 THESIS_TEMPERATURES = (1.0, 0.85, 0.7, 0.48, 0.31, 0.2, 0.08, 1e-7)
+
+
+def typed_list(items: list):
+    """The numba typed List of ``items`` that the tempered kernels take, built by cached kernels
+    (``rung_list``): a ``numba.typed.List`` made and filled from Python compiles its methods in
+    every process."""
+    out = rung_list(items[0])
+    for item in items[1:]:
+        rung_list_append(out, item)
+    return out
 
 
 def default_temperatures(n_rungs: int) -> np.ndarray:
@@ -237,13 +248,12 @@ class TemperedCartChain(_Rungs, TreeChain):
         self.move_probs = move_vector(moves)
         self.swaps = SWAP_SCHEMES[swaps]
         n = self.y.shape[0]
-        self.trees = TypedList()
-        self.trees.append(self.tree)
-        for _ in range(1, self.n_rungs):
-            self.trees.append(_tree.new_tree(n, self.capacity, self.n_classes))
+        self.rung_trees = [self.tree] + [_tree.new_tree(n, self.capacity, self.n_classes)
+                                         for _ in range(1, self.n_rungs)]
+        self.trees = typed_list(self.rung_trees)
         self.fstates = np.tile(self.fstate, (self.n_rungs, 1))
         for k in range(1, self.n_rungs):  # the stumps' cached leaf terms (refresh writes the row views)
-            self.tree, self.fstate = self.trees[k], self.fstates[k]
+            self.tree, self.fstate = self.rung_trees[k], self.fstates[k]
             self.refresh()
         depth_room = self.capacity + 1
         self.n_int = np.zeros((2, depth_room), dtype=np.int64)
@@ -253,7 +263,7 @@ class TemperedCartChain(_Rungs, TreeChain):
     def _sync_target(self) -> None:
         """Point ``tree`` / ``fstate`` (what ``TreeChain`` and the tests read) at the target rung."""
         k = int(self.slot_of[0])
-        self.tree = self.trees[k]
+        self.tree = self.rung_trees[k]
         self.fstate = self.fstates[k]
 
     def allocate(self, draws: int) -> None:
@@ -287,7 +297,7 @@ class TemperedCartChain(_Rungs, TreeChain):
         if self.store.tree_nodes[d, 0] == 0:
             super().record_pending(d)
         if self.store_rungs and self.rung_store.tree_nodes[d, 0] == 0:
-            needed = sum(2 * int(self.trees[int(k)].meta[_tree.M_N_LEAVES]) - 1 for k in self.slot_of)
+            needed = sum(2 * int(self.rung_trees[int(k)].meta[_tree.M_N_LEAVES]) - 1 for k in self.slot_of)
             self.rung_store = grow_store(self.rung_store, needed, d)
             if not record_rung_trees(self.trees, self.slot_of, self.rung_store, d, self.order, self.scratch.stack):
                 raise RuntimeError("rung tree store still full after growing it")  # a bug, not a user error
@@ -306,7 +316,7 @@ class TemperedCartChain(_Rungs, TreeChain):
         for r in range(1, self.n_rungs):  # row 0 (the target) sits at position 0 and never moves
             old = self.hypers[r].copy()
             self.hypers[r, cols] = rows[r]
-            retarget_prior_cache(self.trees[int(self.slot_of[r])], old, self.hypers[r])
+            retarget_prior_cache(self.rung_trees[int(self.slot_of[r])], old, self.hypers[r])
 
     def sampler_stats(self, kept: int) -> dict:
         """Swap counts and rates per pair, round trips, the ladder, and per rung the accepted moves,
@@ -322,13 +332,14 @@ class TemperedCartChain(_Rungs, TreeChain):
         k = int(self.slot_of[rung])
         self.fstate = np.zeros(2)  # not a view of another rung's row: set_tree refreshes it
         TreeChain.set_tree(self, nested)
-        self.trees[k] = self.tree
+        self.rung_trees[k] = self.tree
+        self.trees = typed_list(self.rung_trees)
         self.fstates[k] = self.fstate
         self._sync_target()
 
     def get_rung_tree(self, rung: int):
         """The tree of ``rung`` as a canonical nested tuple."""
-        self.tree = self.trees[int(self.slot_of[rung])]
+        self.tree = self.rung_trees[int(self.slot_of[rung])]
         out = TreeChain.get_tree(self)
         self._sync_target()
         return out
@@ -369,14 +380,11 @@ class TemperedBartChain(_Rungs, ForestChain):
         self.move_probs = move_vector(moves)
         self.swaps_seo = swaps == "seo"
         self.likelihood_on = bool(self.state.hyper[_tree.H_LIKELIHOOD] != 0.0)
-        self.forests = TypedList()
-        self.states = TypedList()
-        self.forests.append(self.forest)
-        self.states.append(self.state)
-        for _ in range(1, self.n_rungs):
-            other = ForestChain(problem, rng)
-            self.forests.append(other.forest)
-            self.states.append(other.state)
+        others = [ForestChain(problem, rng) for _ in range(1, self.n_rungs)]
+        self.rung_forests = [self.forest] + [other.forest for other in others]
+        self.rung_states = [self.state] + [other.state for other in others]
+        self.forests = typed_list(self.rung_forests)
+        self.states = typed_list(self.rung_states)
         self.sigma2 = np.full(self.n_rungs, float(self.state.hyper[_tree.H_SIGMA2]))
 
     def allocate(self, draws: int) -> None:
@@ -387,8 +395,8 @@ class TemperedBartChain(_Rungs, ForestChain):
 
     def _sync_target(self) -> None:
         k = int(self.slot_of[0])
-        self.forest = self.forests[k]
-        self.state = self.states[k]
+        self.forest = self.rung_forests[k]
+        self.state = self.rung_states[k]
 
     def _advance(self, it: int, n_iter: int, tune: int, thin: int) -> int:
         """One kernel call of up to ``n_iter`` iterations (one sweep per rung, one swap round each)."""
