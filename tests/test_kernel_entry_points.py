@@ -82,3 +82,14 @@ def test_multiclass_and_soft_tree_fits_call_no_helper_from_python(helper_calls):
     soft = bps.soft_tree("y ~ x1 + x2", data=_frame(), chains=1, draws=3, tune=3, seed=1, progress=False)
     soft.predict(_frame().head(5))
     assert helper_calls == []
+
+
+def test_rotation_flag_marks_move_mixes_with_rotate_or_perturb():
+    # None lets numba drop the rotate and perturb branch of cart_step; a mix using either needs True
+    from bartpy_suite.samplers.mh import move_vector, rotation_flag
+
+    assert rotation_flag(move_vector({"grow": 0.5, "prune": 0.5})) is None
+    assert rotation_flag(move_vector({"grow": 0.3, "prune": 0.3, "change": 0.2, "swap": 0.2})) is None
+    assert rotation_flag(move_vector({"grow": 0.4, "prune": 0.4, "rotate": 0.2})) is True
+    assert rotation_flag(move_vector({"grow": 0.4, "prune": 0.4, "perturb": 0.2})) is True
+    assert rotation_flag(np.zeros(4)) is None  # a four-move vector (plug-ins may pass one)

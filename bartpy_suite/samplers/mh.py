@@ -48,7 +48,8 @@ def move_vector(moves: dict) -> np.ndarray:
 def rotation_flag(move_probs: np.ndarray) -> bool | None:
     """The kernels' ``rotation`` argument for a move vector: True when it gives the rotate or
     perturb move mass, else None (the chain's kernels are then compiled without those moves)."""
-    return True if move_probs[MOVE_INDEX["rotate"]] > 0 or move_probs[MOVE_INDEX["perturb"]] > 0 else None
+    extra = move_probs[MOVE_INDEX["rotate"]:MOVE_INDEX["perturb"] + 1]
+    return True if (extra > 0).any() else None
 
 
 class CartChain(TreeChain):
