@@ -615,7 +615,7 @@ def release_node(tree, node):
     tree.meta[M_N_FREE] = nf + 1
 
 
-@kernel
+@helper
 def split_leaf(tree, xt, is_cat, node, v, cut, buf):
     """Turn leaf ``node`` into an internal node with rule (v, cut) and two leaf children
     (``buf``: work array of perm's dtype, at least the node's row count).
