@@ -43,10 +43,10 @@ os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_
 import numpy as np  # noqa: E402
 from scipy import stats  # noqa: E402
 
-PACKAGES = ("bartpy_suite", "bartpy_suite-gp", "bartpy_suite-pg", "bartpy_suite-ctmc", "bartpy_suite-tempered",
+PACKAGES = ("bartpy_suite", "bartpy_suite-cgm", "bartpy_suite-pg", "bartpy_suite-ctmc", "bartpy_suite-tempered",
             "stochtree", "bartz", "pymc-bart")
 #: This package's BART sampler behind each of its package names.
-OUR_SAMPLERS = {"bartpy_suite": "cgm", "bartpy_suite-gp": "grow_prune", "bartpy_suite-pg": "pg",
+OUR_SAMPLERS = {"bartpy_suite": "grow_prune", "bartpy_suite-cgm": "cgm", "bartpy_suite-pg": "pg",
                 "bartpy_suite-ctmc": "ctmc", "bartpy_suite-tempered": "tempered"}
 TASKS = ("friedman", "breast_cancer", "friedman_ess")
 ESS_POINTS = 100  # test points whose f(x) ESS is reported (the first rows of the Friedman test set)

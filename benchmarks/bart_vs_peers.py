@@ -14,9 +14,10 @@ What runs
   test set of 5,000 rows against the noiseless f.
 * Probit BART on sklearn's breast cancer data (569 rows, 30 predictors; fixed stratified 70/30
   split, random_state 0; y = 1 for benign): accuracy and log loss of the posterior mean P(y = 1).
-* Packages (``--packages``): ``bartpy_suite`` (this package, ``sampler="cgm"``: grow, prune,
-  change and swap), ``bartpy_suite-gp`` (this package, ``sampler="grow_prune"``, the same move
-  set as bartz and stochtree), ``stochtree``, ``bartz`` (JAX on the CPU) and ``pymc-bart``.
+* Packages (``--packages``): ``bartpy_suite`` (this package with its default BART sampler,
+  ``"grow_prune"``: the same move set as bartz and stochtree), ``bartpy_suite-cgm`` (this
+  package, ``sampler="cgm"``: grow, prune, change and swap; the default before issue 11),
+  ``stochtree``, ``bartz`` (JAX on the CPU) and ``pymc-bart``.
 * Iterations: the same burn-in + kept draws for every package at a given n: 200 + 500 at
   n = 1,000 (and for breast cancer), 100 + 200 at 10,000, 20 + 50 at 100,000 (``--tune`` and
   ``--draws`` replace them for every size). pymc-bart, at 0.5-1 s per sweep at n = 1,000,
@@ -61,14 +62,15 @@ Each package x size runs in its own subprocess (``benchmarks/_peers.py``), one a
 
 ESS per second (``--tasks friedman_ess``)
 ----------------------------------------
-Friedman #1 at each size of ``--sizes``: every BART sampler of ours (``bartpy_suite`` = cgm,
-``-gp``, ``-pg``, ``-ctmc``, ``-tempered``) and every peer runs ``--chains`` (4) chains from their
-own seeds, one after the other on one thread, with the priors below and the iterations above. The
-record holds the ESS of sigma and of f(x) at the first 100 test rows over the chains together
-(``bartpy_suite.posterior.weighted.weighted_ess``: arviz-stats' bulk ESS for equal weights, the
-delta-method ESS of the weighted mean for ctmc's Rao-Blackwellized weights), the median and 5th
-percentile over the points, and each divided by the CPU seconds of sampling (compilation excluded;
-this package's chain runner, stochtree's and bartz's fit calls, pymc-bart's ``pm.sample``).
+Friedman #1 at each size of ``--sizes``: every BART sampler of ours (``bartpy_suite`` =
+grow_prune, the default, ``-cgm``, ``-pg``, ``-ctmc``, ``-tempered``) and every peer runs
+``--chains`` (4) chains from their own seeds, one after the other on one thread, with the priors
+below and the iterations above. The record holds the ESS of sigma and of f(x) at the first 100
+test rows over the chains together (``bartpy_suite.posterior.weighted.weighted_ess``:
+arviz-stats' bulk ESS for equal weights, the delta-method ESS of the weighted mean for ctmc's
+Rao-Blackwellized weights), the median and 5th percentile over the points, and each divided by
+the CPU seconds of sampling (compilation excluded; this package's chain runner, stochtree's and
+bartz's fit calls, pymc-bart's ``pm.sample``).
 
 Priors (CGM 2010) and how each package gets them
 ------------------------------------------------
@@ -102,8 +104,8 @@ Phi^-1(mean y), sigma = 1.
 
 Priors and settings that could not be matched exactly:
 
-* Tree moves: bartz and stochtree propose grow/prune only; this package's ``cgm`` sampler also
-  change and swap (the ``bartpy_suite-gp`` rows use grow/prune); pymc-bart uses particle Gibbs
+* Tree moves: bartz, stochtree and this package's default (``grow_prune``) propose grow/prune
+  only; the ``bartpy_suite-cgm`` rows add change and swap; pymc-bart uses particle Gibbs
   (10 particles), a different sampler altogether.
 * bartz: trees are at most 6 levels deep (fixed-size heaps; maxdepth=6 as in its gbart), a
   truncation of the CGM prior that has little prior mass (a node at depth 5 splits with
@@ -137,16 +139,16 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 RUNNER = HERE / "_peers.py"
 
-PACKAGES = ("bartpy_suite", "bartpy_suite-gp", "stochtree", "bartz", "pymc-bart")
+PACKAGES = ("bartpy_suite", "bartpy_suite-cgm", "stochtree", "bartz", "pymc-bart")
 # ESS per second (task friedman_ess): every BART sampler of ours, then the peers.
-ESS_PACKAGES = ("bartpy_suite", "bartpy_suite-gp", "bartpy_suite-pg", "bartpy_suite-ctmc", "bartpy_suite-tempered",
+ESS_PACKAGES = ("bartpy_suite", "bartpy_suite-cgm", "bartpy_suite-pg", "bartpy_suite-ctmc", "bartpy_suite-tempered",
                 "stochtree", "bartz", "pymc-bart")
-ESS_SAMPLER = {"bartpy_suite": "cgm (default)", "bartpy_suite-gp": "grow_prune", "bartpy_suite-pg": "pg",
+ESS_SAMPLER = {"bartpy_suite": "grow_prune (default)", "bartpy_suite-cgm": "cgm", "bartpy_suite-pg": "pg",
                "bartpy_suite-ctmc": "ctmc", "bartpy_suite-tempered": "tempered"}
 TASKS = ("friedman", "breast_cancer", "friedman_ess")
 OURS = "bartpy_suite"
 SCHEDULE = {1_000: (200, 500), 10_000: (100, 200), 100_000: (20, 50)}
-DISTRIBUTIONS = {"bartpy_suite": "bartpy-suite", "bartpy_suite-gp": "bartpy-suite", "bartpy_suite-pg": "bartpy-suite",
+DISTRIBUTIONS = {"bartpy_suite": "bartpy-suite", "bartpy_suite-cgm": "bartpy-suite", "bartpy_suite-pg": "bartpy-suite",
                  "bartpy_suite-ctmc": "bartpy-suite", "bartpy_suite-tempered": "bartpy-suite", "stochtree": "stochtree",
                  "bartz": "bartz", "pymc-bart": "pymc-bart"}
 EXTRA_DISTRIBUTIONS = ("jax", "jaxlib", "pymc", "pytensor", "numba", "numpy", "scikit-learn")
@@ -316,10 +318,10 @@ def probit_table(records: list[dict]) -> list[str]:
 
 
 def ess_table(records: list[dict]) -> list[str]:
-    """Markdown rows of the ESS-per-second task, with each row's ratio to our default (cgm) at that n."""
+    """Markdown rows of the ESS-per-second task, with each row's ratio to our default (grow_prune) at that n."""
     head = ["package", "sampler", "n", "chains x (burn-in+draws)", "sampling CPU s", "CPU s/sweep", "ESS sigma",
             "ESS f median", "ESS f 5%", "ESS/s sigma", "ESS/s f median", "ESS/s f 5%",
-            "cgm/row: sigma", "cgm/row: f median", "cgm/row: f 5%", "sigma mean"]
+            "default/row: sigma", "default/row: f median", "default/row: f 5%", "sigma mean"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     ours = {r["n"]: r for r in records if r["package"] == OURS and r.get("ok")}
     for r in records:
@@ -472,8 +474,10 @@ def main(argv=None) -> int:
     notes += [
         "s/sweep excludes compilation and prediction; for stochtree and bartz it is the whole fit call "
         "(binning and set-up included), for bartpy_suite the chain runner, for pymc-bart PyMC's sampling_time.",
-        "ratio ours/peer = bartpy_suite (cgm) s/sweep / the row's s/sweep at the same n: above 1, ours is slower.",
-        "bartz and stochtree propose grow/prune moves only; bartpy_suite-gp is this package with the same move set.",
+        "ratio ours/peer = bartpy_suite (default, grow_prune) s/sweep / the row's s/sweep at the same n: above 1, "
+        "ours is slower.",
+        "bartz and stochtree propose grow/prune moves only, as our default (grow_prune) does; bartpy_suite-cgm adds "
+        "change and swap.",
         "Priors that could not be matched exactly are listed in the docstring of benchmarks/bart_vs_peers.py.",
         f"Logs and raw records: {log_dir}.",
     ]
@@ -486,7 +490,7 @@ def main(argv=None) -> int:
             "rows of the Friedman test set, median and 5th percentile of the 100 ESS; per CPU second of sampling "
             "(compilation excluded): for bartpy_suite the chain runner, for stochtree and bartz the fit calls, for "
             "pymc-bart pm.sample.",
-            "cgm/row: our default's ESS per second over the row's (above 1: our default is ahead).",
+            "default/row: our default's (grow_prune) ESS per second over the row's (above 1: our default is ahead).",
         ]
     records = []
     t_start = time.perf_counter()

@@ -42,8 +42,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
 SAMPLERS = {
-    "cart": ("cgm", "grow_prune", "pg", "smc", "ctmc", "tempered"),
-    "bart": ("cgm", "grow_prune", "pg", "ctmc", "tempered"),
+    "cart": ("cgm", "grow_prune", "pg", "smc", "ctmc", "tempered"),  # the default first
+    "bart": ("grow_prune", "cgm", "pg", "ctmc", "tempered"),  # the default first
 }
 
 CHILD = r"""

@@ -36,7 +36,7 @@ def cart_fit(cgm):
 
 @pytest.fixture(scope="module")
 def bart_fit(cgm):
-    return bps.bart("y ~ x1 + x2", data=cgm, trees=8, **FAST)
+    return bps.bart("y ~ x1 + x2", data=cgm, trees=8, sampler="cgm", **FAST)
 
 
 # -- options ---------------------------------------------------------------------------------------
@@ -149,6 +149,20 @@ def test_statistics_carry_the_schema_dims_and_coords(bart_fit):
     assert stats["n_proposed"].dims == ("chain", "draw", "move")
     assert list(stats["move"].values) == ["grow", "prune", "change", "swap", "rotate", "perturb"]
     assert bart_fit.acceptance().index.tolist() == ["grow", "prune", "change", "swap"]
+
+
+def test_bart_defaults_to_grow_prune_and_cart_to_cgm(cgm):
+    fit = bps.bart("y ~ x1 + x2", data=cgm, trees=8, **FAST)
+    assert fit.config["sampler"] == "grow_prune"
+    assert fit.acceptance().index.tolist() == ["grow", "prune"]
+    assert bps.cart("y ~ x1 + x2", data=cgm, **FAST).config["sampler"] == "cgm"
+
+
+def test_change_and_swap_moves_under_the_bart_default_name_the_sampler_that_has_them(cgm):
+    with pytest.raises(ArgumentError, match=r"sampler 'grow_prune' has no change or swap move \(moves got 'change', "
+                                            r"'swap'\): use sampler='cgm'"):
+        bps.bart("y ~ x1 + x2", data=cgm, trees=4, moves={"grow": 0.25, "prune": 0.25, "change": 0.4, "swap": 0.1},
+                 **FAST)
 
 
 # -- models and aliases ----------------------------------------------------------------------------

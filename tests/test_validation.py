@@ -192,4 +192,5 @@ def test_models_refuse_a_move_mix_without_grow():
     df = bps.datasets.load("cgm1998")
     for fit in (bps.cart, bps.bart):
         with pytest.raises(ArgumentError, match=r"moves must give 'grow' a positive weight"):
-            fit("y ~ x1 + x2", data=df, moves={"change": 1.0}, draws=5, tune=5, chains=1, progress=False)
+            fit("y ~ x1 + x2", data=df, sampler="cgm", moves={"change": 1.0}, draws=5, tune=5, chains=1,
+                progress=False)

@@ -10,7 +10,7 @@
 # measurements `s1`..`s6`) and a measure of disease progression one year later. We compare, on
 # the same held-out rows of a K-fold split:
 #
-# - BART (200 trees, `cgm` sampler) with its 90% posterior predictive intervals,
+# - BART (200 trees, the default `grow_prune` sampler) with its 90% posterior predictive intervals,
 # - ordinary least squares on all ten variables (statsmodels) with its 90% prediction intervals,
 # - a random forest (scikit-learn, 500 trees), which gives no intervals.
 

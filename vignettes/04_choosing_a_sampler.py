@@ -129,7 +129,7 @@ print(f"largest / smallest weight: {w.max() / w.min():.1f}; Kish ESS {kish_ess(w
 #
 # Read the two tables above for this run's numbers; what they measure, and what to look for:
 #
-# - **Start with `cgm`** (the default): it is the cheapest per iteration and has change and swap
+# - **Start with `cgm`** (the single tree's default): it is cheap per iteration and has change and swap
 #   moves that `grow_prune` lacks. Trust it only when R-hat across four or more chains is below
 #   about 1.01.
 # - **`grow_prune`** is the move set of most BART packages; on a single tree it is usually the
@@ -146,5 +146,7 @@ print(f"largest / smallest weight: {w.max() / w.min():.1f}; Kish ESS {kish_ess(w
 #   the parallel-tempering vignette.
 #
 # Inside BART the same choice applies to each tree's update (`bps.bart(..., sampler=...)`): the
-# other trees make each tree's posterior simpler, and `cgm` or `grow_prune` are the usual choices;
-# `pg` helps when single trees must be deep (the particle Gibbs vignette).
+# other trees make each tree's posterior simpler, and `grow_prune` (BART's default) or `cgm` are the
+# usual choices; `grow_prune` gave more effective draws per CPU second than `cgm` on every data set
+# of `benchmarks/results/bart_default_mixing.md`. `pg` helps when single trees must be deep (the
+# particle Gibbs vignette).

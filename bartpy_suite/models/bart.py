@@ -93,8 +93,11 @@ class BART(TreeModel):
         Number of trees.
     sampler : str
         The single-tree update inside Bayesian backfitting, a sampler of the registry that
-        supports BART: ``"cgm"`` (default; grow/prune/change/swap MH), ``"grow_prune"``,
-        ``"tempered"``, ``"pg"`` or ``"ctmc"`` (multinomial BART: ``"cgm"`` and ``"grow_prune"``).
+        supports BART: ``"grow_prune"`` (default; grow/prune MH), ``"cgm"`` (grow/prune/change/swap
+        MH), ``"tempered"``, ``"pg"`` or ``"ctmc"`` (multinomial BART: ``"grow_prune"`` and
+        ``"cgm"``). ``grow_prune`` is the default because it gave more effective draws of sigma and
+        f(x) per CPU second than ``cgm`` on Friedman #1, the hypercube, Wu and CGM data
+        (``benchmarks/results/bart_default_mixing.md``); a single tree (``bps.cart``) keeps ``cgm``.
     chains, draws, tune, thin, seed
         MCMC settings (chains run in parallel threads; one Generator per chain from ``seed``).
     alpha, beta : float
@@ -129,8 +132,8 @@ class BART(TreeModel):
 
     model_type = "bart"
 
-    def __init__(self, *, trees=200, sampler="cgm", chains=4, draws=1000, tune=1000, thin=1, seed=None, alpha=0.95,
-                 beta=2.0, k=2.0, nu=3.0, q=0.9, sigma_hat=None, max_cuts=100, min_leaf_size=5, moves=None,
+    def __init__(self, *, trees=200, sampler="grow_prune", chains=4, draws=1000, tune=1000, thin=1, seed=None,
+                 alpha=0.95, beta=2.0, k=2.0, nu=3.0, q=0.9, sigma_hat=None, max_cuts=100, min_leaf_size=5, moves=None,
                  sampler_options=None, sigma=None, link="auto", likelihood=True, progress=True, threads=None,
                  check_mixing=True, log_likelihood=None, executor=None):
         self._init_mcmc(sampler=sampler, chains=chains, draws=draws, tune=tune, thin=thin, seed=seed, alpha=alpha,

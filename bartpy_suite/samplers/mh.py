@@ -23,6 +23,7 @@ from .._kernels.bart_chain import mh_bart_sweep, run_bart_chain, run_multinomial
 from .._kernels.cart_chain import cart_step, run_cart_chain
 from .._kernels.cart_moves import MOVE_NAMES, accept_prune, change_or_swap, propose_grow, propose_prune, undo_grow
 from .._kernels.rotate import PERTURB_WIDTH, perturb_step, rotate_step
+from ..errors import ArgumentError
 from .forest import ForestChain
 from .multinomial import MultinomialChain
 from .problems import BartProblem, CartProblem, MultinomialBartProblem
@@ -219,7 +220,13 @@ class MultinomialMHChain(MultinomialChain):
     sampler_stats = BartChain.sampler_stats
 
 
-def _check_moves(defaults: dict, name: str, value) -> dict:
+def _check_moves(defaults: dict, sampler: str, name: str, value) -> dict:
+    missing = [k for k in CGM_MOVES if k not in defaults and isinstance(value, dict) and k in value]
+    if missing:
+        raise ArgumentError(
+            f"sampler {sampler!r} has no {' or '.join(missing)} move ({name} got {', '.join(map(repr, missing))}): "
+            f"use sampler='cgm' for grow/prune/change/swap moves, or leave them out"
+        )
     # the defaults first, in their order, so a default mix normalises to the same numbers
     return check.check_moves(value, {**defaults, **{k: v for k, v in EXTRA_MOVES.items() if k not in defaults}},
                              paired=[("grow", "prune")], required=["grow"], name=name)
@@ -252,7 +259,7 @@ _STATISTICS["bart_multinomial"] = _STATISTICS["bart"]
 
 
 def _mh_spec(name: str, description: str, defaults: dict) -> SamplerSpec:
-    moves = Option("moves", dict(defaults), partial(_check_moves, defaults),
+    moves = Option("moves", dict(defaults), partial(_check_moves, defaults, name),
                    f"move probabilities by name (default {defaults}); the models' moves= keyword sets the same")
     return SamplerSpec(
         name=name, family="mh", description=description,
