@@ -26,7 +26,7 @@ def mh_bart_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, rotation, s
     for j in range(forest.var.shape[0]):
         tree = prepare_tree(state, forest, j)
         move, accepted = cart_step(rng, tree, xt, is_cat, nbins, state.resid, state.ycls, state.hyper, move_probs,
-                                   rotation, state.fstate, scratch)
+                                   rotation, state.fstate, scratch, state.leaf_of[j])
         if move >= 0:
             counts[move, 0] += 1
             if accepted:
@@ -72,7 +72,7 @@ def mh_multinomial_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, rota
             j = k * m + t
             tree = loglinear.prepare_tree(state, forest, j)
             move, accepted = cart_step(rng, tree, xt, is_cat, nbins, state.weight, state.is_class, state.hyper,
-                                       move_probs, rotation, state.fstate, scratch)
+                                       move_probs, rotation, state.fstate, scratch, state.leaf_of[0, :0])
             if move >= 0:
                 counts[move, 0] += 1
                 if accepted:

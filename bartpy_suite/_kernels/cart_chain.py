@@ -11,19 +11,19 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .cart_draws import record_cart_draw
 from .cart_moves import (
     MOVE_GROW,
     MOVE_PERTURB,
     MOVE_PRUNE,
     MOVE_ROTATE,
-    accept_grow,
     accept_prune,
     change_or_swap,
     choose_move,
-    propose_grow,
+    grow_transition,
     propose_prune,
-    undo_grow,
 )
 from .jit import helper, kernel
 from .rotate import perturb_step, rotate_step
@@ -31,9 +31,12 @@ from .tree import M_N_INTERNAL
 
 
 @helper
-def cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, rotation, fstate, scratch):
+def cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, rotation, fstate, scratch, leaf_of):
     """One MH transition of the tree. Returns (move type, accepted); move -1 means no move was
     possible and the tree is unchanged.
+
+    ``leaf_of``: the tree's current row-to-leaf map (BART keeps one), or an empty uint8 array
+    (see ``grow_transition``).
 
     ``rotation`` is None when ``move_probs`` gives the rotate and perturb moves no mass, and True
     otherwise. Numba drops the ``rotation is not None`` branch while compiling for None, so a
@@ -44,14 +47,9 @@ def cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, rotation
     if move < 0:
         return move, False
     if move == MOVE_GROW:
-        log_r, node = propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total, scratch)
-        if node < 0:
-            return move, False
-        if math.log(rng.random()) < log_r:
-            accept_grow(tree, node, fstate)
-            return move, True
-        undo_grow(tree, node, hyper, scratch)
-        return move, False
+        _, accepted = grow_transition(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total,
+                                      scratch, leaf_of)
+        return move, accepted
     if move == MOVE_PRUNE:
         log_r, node = propose_prune(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total, scratch)
         if node >= 0 and math.log(rng.random()) < log_r:
@@ -81,10 +79,11 @@ def run_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, rot
     iteration with everything but the tree recorded, and returns its draw index (else -1); the
     caller grows the store and records the tree (the state is unchanged in between).
     """
+    no_map = np.empty(0, dtype=np.uint8)
     for step in range(n_iter):
         it = first_iter + step
         move, accepted = cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, rotation, fstate,
-                                   scratch)
+                                   scratch, no_map)
         if it < tune or (it - tune) % thin != 0:
             continue
         d = (it - tune) // thin

@@ -61,7 +61,8 @@ class HelperDispatcher(CPUDispatcher):
         return twin(*args, **kwargs)
 
 
-def helper(fn: Callable | None = None, *, inline: bool = False) -> HelperDispatcher | Callable:
+def helper(fn: Callable | None = None, *, inline: bool = False,
+           fastmath: set[str] | None = None) -> HelperDispatcher | Callable:
     """Compile ``fn`` as a helper that only compiled functions call.
 
     Parameters
@@ -74,6 +75,10 @@ def helper(fn: Callable | None = None, *, inline: bool = False) -> HelperDispatc
         sweep of a chain inside its runner: numba finalises every linked function as a library of
         its own, optimising and generating machine code for its whole call graph once more, so
         each level saved is one such pass (``benchmarks/results/compile_time.md``).
+    fastmath : set of str or None
+        LLVM fast-math flags for this function's own floating-point operations (numba's
+        ``fastmath``), e.g. ``{"reassoc"}`` to let a sum vectorise where its rounding does not
+        matter. Callers keep their own exact arithmetic.
 
     Returns
     -------
@@ -81,10 +86,12 @@ def helper(fn: Callable | None = None, *, inline: bool = False) -> HelperDispatc
         The numba dispatcher; see the module docstring for what a call from Python does.
     """
     if fn is None:
-        return lambda f: helper(f, inline=inline)
+        return lambda f: helper(f, inline=inline, fastmath=fastmath)
     options = dict(_TARGET_OPTIONS, no_cpython_wrapper=True, no_cfunc_wrapper=True)
     if inline:
         options["inline"] = "always"
+    if fastmath:
+        options["fastmath"] = set(fastmath)
     dispatcher = HelperDispatcher(py_func=fn, locals={}, targetoptions=options)
     dispatcher.enable_caching()
     return dispatcher

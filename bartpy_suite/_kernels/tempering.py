@@ -200,10 +200,11 @@ def tempered_iteration(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, 
     Returns the round trips completed. ``step_counts[r]`` counts accepted moves per rung.
     """
     n_total = float(y.shape[0])
+    no_map = np.empty(0, dtype=np.uint8)
     for r in range(slot_of.shape[0]):
         k = slot_of[r]
         _, ok = cart_step(rng, trees[k], xt, is_cat, nbins, y, ycls, hypers[r], move_probs, rotation, fstates[k],
-                          scratch)
+                          scratch, no_map)
         if ok:
             step_counts[r] += 1
     if swaps == SWAPS_DEO:

@@ -83,7 +83,7 @@ def tempered_bart_iteration(rng, forests, states, sigma2, slot_of, temps, likeli
         for j in range(forest.var.shape[0]):
             tree = prepare_tree(state, forest, j)
             _, ok = cart_step(rng, tree, xt, is_cat, nbins, state.resid, state.ycls, state.hyper, move_probs,
-                              rotation, state.fstate, scratch)
+                              rotation, state.fstate, scratch, state.leaf_of[j])
             finish_tree(rng, state, forest, j, ok)
         draw_tempered_sigma2(rng, state, sigma2, k, temps[r], likelihood_on)
     parity = (0 if rng.random() < 0.5 else 1) if swaps_seo else it % 2

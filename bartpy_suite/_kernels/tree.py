@@ -276,6 +276,24 @@ def partition(xt, perm, start, end, v, cut, is_cat, buf):
     return n_left
 
 
+@helper(fastmath={"reassoc"})
+def leaf_left_count_sum(leaf_of, node, codes, cut, is_cat, y):
+    """Rows i with ``leaf_of[i] == node`` whose code ``codes[i]`` rule ``cut`` sends left: their
+    count and the sum of their ``y``, in one branch-free sequential pass over every row.
+
+    The sum may be reassociated (``fastmath={"reassoc"}``) so that the pass vectorises (about
+    0.5 ns a row against 1.3 in order); its rounding then differs from a sum in row order, so
+    callers use it only where a bound with a margin is enough (``cart_moves.grow_transition``).
+    """
+    count = 0
+    total = 0.0
+    for i in range(y.shape[0]):
+        go = (leaf_of[i] == node) & goes_left(codes[i], cut, is_cat)
+        count += go
+        total += y[i] if go else 0.0
+    return count, total
+
+
 @helper
 def merge_sorted_halves(perm, start, mid, end, buf):
     """Merge the sorted runs ``perm[start:mid]`` and ``perm[mid:end]`` in place."""

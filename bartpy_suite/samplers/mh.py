@@ -110,7 +110,7 @@ class CartChain(TreeChain):
                 probs[:2] = 0.5
         k, accepted = cart_step(
             self.rng, self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls,
-            self.hyper, probs, rotation_flag(probs), self.fstate, self.scratch,
+            self.hyper, probs, rotation_flag(probs), self.fstate, self.scratch, np.empty(0, dtype=np.uint8),
         )
         return (MOVE_NAMES[k] if k >= 0 else "none"), bool(accepted)
 
