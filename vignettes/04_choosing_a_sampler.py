@@ -35,7 +35,8 @@ SAMPLERS = ["cgm", "grow_prune", "pg", "ctmc", "tempered"]
 # compile every sampler once, so that the timings below measure sampling, not compilation
 warm = bps.datasets.load("wu2007").head(60)
 for sampler in SAMPLERS:
-    bps.cart("y ~ .", data=warm, sampler=sampler, chains=1, draws=5, tune=5, seed=0, progress=False)
+    bps.cart("y ~ .", data=warm, sampler=sampler, chains=1, draws=5, tune=5, seed=0, progress=False,
+             check_mixing=False)
 
 
 def compare(formula, data, truth_leaves=None, **priors):
