@@ -44,9 +44,9 @@ import pandas as pd
 
 import bartpy_suite as bps
 from bartpy_suite.models import _base
-from bartpy_suite.posterior.weighted import weighted_ess
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _peers import ess_figures  # noqa: E402
 from _tables import emit, markdown_table  # noqa: E402
 
 SAMPLERS = ("cgm", "grow_prune")
@@ -106,25 +106,17 @@ def fit_once(df: pd.DataFrame, sampler: str, chains: int, tune: int, draws: int,
                        progress=False, threads=1)
     rows = df.iloc[: min(POINTS, len(df))]
     f = fit.function_samples(rows).reshape(chains, draws, -1)
-    ones = np.ones((chains, draws))
-    if "sigma" in fit.posterior:
-        sigma = fit.posterior["sigma"].values.reshape(chains, draws)
-        ess_sigma = float(weighted_ess(sigma, ones))
-    else:  # probit: f is on the latent scale and there is no sigma
-        sigma = np.full((chains, draws), np.nan)
-        ess_sigma = float("nan")
-    ess_f = np.array([weighted_ess(f[:, :, i], ones) for i in range(f.shape[2])])
-    cpu = clock.cpu
+    # probit: f is on the latent scale and there is no sigma (its ESS is then NaN)
+    sigma = (fit.posterior["sigma"].values.reshape(chains, draws) if "sigma" in fit.posterior
+             else np.full((chains, draws), np.nan))
+    figures = ess_figures(dict(f=f, sigma=sigma, weights=None, sample_cpu_s=clock.cpu, sample_wall_s=float("nan"),
+                               timed="the chain runner"))
     return {
-        "cpu_s": cpu,
-        "ess_sigma": ess_sigma,
-        "ess_f_median": float(np.nanmedian(ess_f)),
-        "ess_f_p5": float(np.nanpercentile(ess_f, 5)),
-        "ess_sigma_per_s": ess_sigma / cpu,
-        "ess_f_median_per_s": float(np.nanmedian(ess_f)) / cpu,
-        "ess_f_p5_per_s": float(np.nanpercentile(ess_f, 5)) / cpu,
+        "cpu_s": clock.cpu,
+        **{k: figures[k] for k in ("ess_sigma", "ess_f_median", "ess_f_p5", "ess_sigma_per_s", "ess_f_median_per_s",
+                                   "ess_f_p5_per_s")},
         "rhat_f_max": rhat_max(f),
-        "sigma_mean": float(sigma.mean()),
+        "sigma_mean": figures["sigma_mean"],
         "leaves_mean": float(fit.posterior["n_leaves"].values.mean()),
     }
 
