@@ -47,9 +47,8 @@ def cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, rotation
     if move < 0:
         return move, False
     if move == MOVE_GROW:
-        _, accepted = grow_transition(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total,
-                                      scratch, leaf_of)
-        return move, accepted
+        return move, grow_transition(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total,
+                                     scratch, leaf_of)
     if move == MOVE_PRUNE:
         log_r, node = propose_prune(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total, scratch)
         if node >= 0 and math.log(rng.random()) < log_r:

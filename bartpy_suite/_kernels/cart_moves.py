@@ -81,7 +81,7 @@ MOVE_PERTURB = 5
 MOVE_NAMES = ("grow", "prune", "change", "swap", "rotate", "perturb")
 N_MOVES = 6
 # grow_transition bounds a grow by a pass over all rows of the leaf map when the leaf holds at least
-# 1/SCAN_SHARE of them: that sequential pass costs about a sixth of a partition per row of the leaf.
+# 1/SCAN_SHARE of them: per row, that sequential pass costs a sixth or less of a partition.
 SCAN_SHARE = 6
 
 
@@ -406,7 +406,8 @@ def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstat
 @helper
 def grow_transition(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total, scratch, leaf_of):
     """One grow MH transition: ``propose_grow``, accept with probability min(1, r) or
-    ``undo_grow``. Returns (proposed, accepted), with the random numbers of those three calls.
+    ``undo_grow``. Returns whether the grow was accepted; the random numbers are those of the
+    three calls.
 
     ``leaf_of`` is the tree's row-to-leaf map when the caller keeps one current (BART), else
     empty. With it, when the leaf terms are functions of (rows, residual sum) (``_sums_add_up``)
@@ -421,7 +422,7 @@ def grow_transition(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fs
     """
     node, v, cut, log_q, log_rule = _draw_grow(rng, tree, xt, is_cat, nbins, hyper, move_probs, scratch)
     if node < 0:
-        return False, False
+        return False
     s = tree.start[node]
     e = tree.end[node]
     n = y.shape[0]
@@ -430,28 +431,30 @@ def grow_transition(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fs
         n_l, b_l = leaf_left_count_sum(leaf_of, node, xt[v], cut, is_cat[v], y)
         b_r = tree.b[node] - b_l
         ps = p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node])
-        log_r_max = _grow_log_r(math.log(ps) - math.log1p(-ps), log_q, log_rule, _known_variance_n_lm(n_l, b_l, hyper),
-                                _known_variance_n_lm(e - s - n_l, b_r, hyper), b_l, b_r, tree.lm[node],
+        lm_l = _known_variance_n_lm(n_l, b_l, hyper)
+        lm_r = _known_variance_n_lm(e - s - n_l, b_r, hyper)
+        log_r_max = _grow_log_r(math.log(ps) - math.log1p(-ps), log_q, log_rule, lm_l, lm_r, b_l, b_r, tree.lm[node],
                                 tree.b[node], fstate, n_total, hyper)
         log_u = math.log(rng.random())
-        # The margin covers rounding (the sums here run in another order); within it the exact
-        # log r decides.
-        if log_u > log_r_max + 1e-9 * (1.0 + abs(log_r_max)):
+        # The margin covers rounding (the sums here run in another order), relative to the
+        # magnitudes that enter the ratio; within it the exact log r decides.
+        margin = 1e-7 * (1.0 + abs(log_r_max) + abs(lm_l) + abs(lm_r) + abs(tree.lm[node]))
+        if log_u > log_r_max + margin:
             _as_if_split_undone(tree, node, cut, hyper)
-            return True, False
+            return False
         log_r, node = _split_and_score(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, node, v,
                                        cut, log_q, log_rule)
     else:
         log_r, node = _split_and_score(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, node, v,
                                        cut, log_q, log_rule)
         if node < 0:
-            return False, False
+            return False
         log_u = math.log(rng.random())
     if log_u < log_r:
         accept_grow(tree, node, fstate)
-        return True, True
+        return True
     undo_grow(tree, node, hyper, scratch)
-    return True, False
+    return False
 
 
 @helper
