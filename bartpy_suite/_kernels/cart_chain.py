@@ -19,11 +19,13 @@ from .cart_moves import (
     MOVE_PERTURB,
     MOVE_PRUNE,
     MOVE_ROTATE,
+    accept_grow,
     accept_prune,
     change_or_swap,
     choose_move,
-    grow_transition,
+    propose_grow,
     propose_prune,
+    undo_grow,
 )
 from .jit import helper, kernel
 from .rotate import perturb_step, rotate_step
@@ -36,7 +38,7 @@ def cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, rotation
     possible and the tree is unchanged.
 
     ``leaf_of``: the tree's current row-to-leaf map (BART keeps one), or an empty uint8 array
-    (see ``grow_transition``).
+    (see ``cart_moves.propose_grow``).
 
     ``rotation`` is None when ``move_probs`` gives the rotate and perturb moves no mass, and True
     otherwise. Numba drops the ``rotation is not None`` branch while compiling for None, so a
@@ -47,8 +49,17 @@ def cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, rotation
     if move < 0:
         return move, False
     if move == MOVE_GROW:
-        return move, grow_transition(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total,
-                                     scratch, leaf_of)
+        log_r, node, log_u = propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total,
+                                          scratch, leaf_of)
+        if node < 0:
+            return move, False
+        if math.isnan(log_u):
+            log_u = math.log(rng.random())
+        if log_u < log_r:
+            accept_grow(tree, node, fstate)
+            return move, True
+        undo_grow(tree, node, hyper, scratch)
+        return move, False
     if move == MOVE_PRUNE:
         log_r, node = propose_prune(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total, scratch)
         if node >= 0 and math.log(rng.random()) < log_r:

@@ -80,7 +80,7 @@ MOVE_ROTATE = 4
 MOVE_PERTURB = 5
 MOVE_NAMES = ("grow", "prune", "change", "swap", "rotate", "perturb")
 N_MOVES = 6
-# grow_transition bounds a grow by a pass over all rows of the leaf map when the leaf holds at least
+# propose_grow bounds a grow by a pass over all rows of the leaf map when the leaf holds at least
 # 1/SCAN_SHARE of them: per row, that sequential pass costs a sixth or less of a partition.
 SCAN_SHARE = 6
 
@@ -315,11 +315,24 @@ def _cell_scores_known_variance(tree, root, xt, is_cat, y, hyper, scratch, count
 
 
 @helper
-def _draw_grow(rng, tree, xt, is_cat, nbins, hyper, move_probs, scratch):
-    """Draw the leaf and rule of a grow proposal and the terms that do not need the children.
+def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total, scratch, leaf_of):
+    """Propose a grow; the tree is modified. Returns ``(log r, node, log u)``: node -1 when no
+    grow was possible or the bound below rejected it (tree unchanged), ``log u`` the log uniform
+    of the MH test when the bound drew it, else NaN (the caller draws it).
 
-    Returns ``(node, v, cut, log_q, log_rule)``, node -1 when the drawn leaf has no available
-    rule. The tree is not modified.
+    The caller keeps the split on acceptance and calls ``undo_grow(tree, node, hyper, scratch)``
+    otherwise.
+
+    ``leaf_of`` is the tree's row-to-leaf map when the caller keeps one current (BART), else
+    empty. With it, when the leaf terms are functions of (rows, residual sum) (``_sums_add_up``)
+    and the leaf holds at least 1 / ``SCAN_SHARE`` of the rows, one sequential pass over the map
+    (``leaf_left_count_sum``) gives the children's counts and residual sums, hence log r but for
+    the children's factors ``1 - p_SPLIT*``, which lie in (0, 1]: taking them as 1 bounds log r
+    from above. The uniform is drawn there (the same random number the caller would draw next),
+    and a proposal it rejects against the bound is rejected without touching the leaf's row
+    segment: no copy, partition, child sums or restore, which cost a read of the tree's row
+    permutation from far caches (issue 11, section 2). The tree is then left as ``undo_grow``
+    leaves it, down to the order of the free node slots, so the chain is the same.
     """
     node, n_leaves = _pick_node(rng, tree, 0)
     m = int(hyper[H_MIN_LEAF])
@@ -328,49 +341,48 @@ def _draw_grow(rng, tree, xt, is_cat, nbins, hyper, move_probs, scratch):
         scratch.var_order, hyper[H_NA_SPLIT] != 0.0,
     )
     if v < 0:
-        return -1, v, cut, 0.0, 0.0
+        return -np.inf, -1, np.nan
     n_internal = tree.meta[M_N_INTERNAL]
     par = tree.parent[node]
     parent_was_nog = False
     if par >= 0:
         sib = tree.right[par] if tree.left[par] == node else tree.left[par]
         parent_was_nog = tree.var[sib] == LEAF
-    n_nog_after = count_nog(tree) + 1 - (1 if parent_was_nog else 0)
+    n_nog_before = count_nog(tree)
+    heat = hyper[H_PRIOR_HEAT]
     log_rule = 0.0
-    if hyper[H_PRIOR_HEAT] != 0.0:
+    if heat != 0.0:
         log_rule, _ = _rule_log_probs(tree, node, v, v, is_cat, nbins, hyper, scratch)
+    n_nog_after = n_nog_before + 1 - (1 if parent_was_nog else 0)
     log_q = (
         math.log(move_probs[1] / move_normaliser(move_probs, n_internal + 1))
         - math.log(n_nog_after)
         - math.log(move_probs[0] / move_normaliser(move_probs, n_internal))
         + math.log(n_leaves)
     )
-    return node, v, cut, log_q, log_rule
-
-
-@helper
-def _grow_log_r(log_split_prior, log_q, log_rule, lm_l, lm_r, b_l, b_r, node_lm, node_b, fstate, n_total, hyper):
-    """log r of a grow from its parts (``log_split_prior``: log p_SPLIT - log(1 - p_SPLIT) at the
-    node plus the children's log(1 - p_SPLIT*))."""
-    heat = hyper[H_PRIOR_HEAT]
-    b_new = fstate[F_B_SUM] - node_b + b_l + b_r
-    d_global = global_term(b_new, n_total, hyper) - global_term(fstate[F_B_SUM], n_total, hyper)
-    d_loglik = (lm_l + lm_r - node_lm) + d_global
-    return (1.0 - heat) * log_split_prior - heat * log_rule + log_q + hyper[H_INV_TEMP] * d_loglik
-
-
-@helper
-def _split_and_score(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, node, v, cut, log_q,
-                     log_rule):
-    """Split ``node`` by (v, cut) and return the grow's log r; (-inf, -1) when the node capacity
-    is exhausted (tree unchanged)."""
+    ps = p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node])
+    s = tree.start[node]
+    e = tree.end[node]
+    log_u = np.nan
+    if (leaf_of.shape[0] == y.shape[0] and (e - s) * SCAN_SHARE >= y.shape[0] and _sums_add_up(hyper)
+            and tree.meta[M_N_FREE] >= 2 and heat <= 1.0):
+        n_l, b_l = leaf_left_count_sum(leaf_of, node, xt[v], cut, is_cat[v], y)
+        lm_l = _known_variance_n_lm(n_l, b_l, hyper)
+        lm_r = _known_variance_n_lm(e - s - n_l, tree.b[node] - b_l, hyper)
+        log_r_max = _grow_log_r(math.log(ps) - math.log1p(-ps), log_q, log_rule, lm_l, lm_r, b_l, tree.b[node] - b_l,
+                                tree, node, fstate, n_total, hyper)
+        log_u = math.log(rng.random())
+        # The margin covers rounding (the sums here run in another order), relative to the
+        # magnitudes that enter the ratio; within it the exact log r decides.
+        if log_u > log_r_max + 1e-7 * (1.0 + abs(log_r_max) + abs(lm_l) + abs(lm_r) + abs(tree.lm[node])):
+            _as_if_split_undone(tree, node, cut, hyper)
+            return -np.inf, -1, log_u
     # Keep the leaf's row order so that undo_grow leaves the segment exactly as it was.
-    for i in range(tree.start[node], tree.end[node]):
+    for i in range(s, e):
         scratch.saved_perm[i] = tree.perm[i]
     lc, rc = split_leaf(tree, xt, is_cat, node, v, cut, scratch.part_buf)
     if lc < 0:
-        return -np.inf, -1
-    ps = p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node])
+        return -np.inf, -1, np.nan
     tree.lp[lc] = _leaf_split_log_one_minus(tree, lc, xt, is_cat, nbins, hyper, scratch)
     tree.lp[rc] = _leaf_split_log_one_minus(tree, rc, xt, is_cat, nbins, hyper, scratch)
     log_prior = math.log(ps) + tree.lp[lc] + tree.lp[rc] - math.log1p(-ps)
@@ -385,79 +397,22 @@ def _split_and_score(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, s
     tree.b[lc] = b_l
     tree.lm[rc] = lm_r
     tree.b[rc] = b_r
-    return _grow_log_r(log_prior, log_q, log_rule, lm_l, lm_r, b_l, b_r, tree.lm[node], tree.b[node], fstate,
-                       n_total, hyper), node
+    log_r = _grow_log_r(log_prior, log_q, log_rule, lm_l, lm_r, b_l, b_r, tree, node, fstate, n_total, hyper)
+    return log_r, node, log_u
 
 
-@helper
-def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total, scratch):
-    """Propose a grow; the tree is modified. Returns (log r, node) or (-inf, -1) if impossible.
-
-    The caller keeps the split on acceptance and calls ``undo_grow(tree, node, hyper, scratch)``
-    otherwise.
-    """
-    node, v, cut, log_q, log_rule = _draw_grow(rng, tree, xt, is_cat, nbins, hyper, move_probs, scratch)
-    if node < 0:
-        return -np.inf, -1
-    return _split_and_score(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, node, v, cut, log_q,
-                            log_rule)
+@helper(inline=True)
+def _grow_log_r(log_prior, log_q, log_rule, lm_l, lm_r, b_l, b_r, tree, node, fstate, n_total, hyper):
+    """log r of a grow at ``node`` from its parts (``log_prior``: log p_SPLIT - log(1 - p_SPLIT)
+    at the node plus the children's log(1 - p_SPLIT*))."""
+    heat = hyper[H_PRIOR_HEAT]
+    b_new = fstate[F_B_SUM] - tree.b[node] + b_l + b_r
+    d_global = global_term(b_new, n_total, hyper) - global_term(fstate[F_B_SUM], n_total, hyper)
+    d_loglik = (lm_l + lm_r - tree.lm[node]) + d_global
+    return (1.0 - heat) * log_prior - heat * log_rule + log_q + hyper[H_INV_TEMP] * d_loglik
 
 
-@helper
-def grow_transition(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total, scratch, leaf_of):
-    """One grow MH transition: ``propose_grow``, accept with probability min(1, r) or
-    ``undo_grow``. Returns whether the grow was accepted; the random numbers are those of the
-    three calls.
-
-    ``leaf_of`` is the tree's row-to-leaf map when the caller keeps one current (BART), else
-    empty. With it, when the leaf terms are functions of (rows, residual sum) (``_sums_add_up``)
-    and the leaf holds at least 1 / ``SCAN_SHARE`` of the rows, one sequential pass over the map
-    (``leaf_left_count_sum``) gives the children's counts and residual sums, hence log r but for
-    the children's factors ``1 - p_SPLIT*``, which lie in (0, 1]: taking them as 1 bounds log r
-    from above. A proposal the uniform rejects against that bound is rejected without touching
-    the leaf's row segment: no copy, partition, child sums or restore, which cost a read of the
-    tree's row permutation from far caches (issue 11, section 2). The tree is left as
-    ``undo_grow`` leaves it, down to the order of the free node slots, so the chain is the same;
-    otherwise the exact ratio decides, as in ``propose_grow``.
-    """
-    node, v, cut, log_q, log_rule = _draw_grow(rng, tree, xt, is_cat, nbins, hyper, move_probs, scratch)
-    if node < 0:
-        return False
-    s = tree.start[node]
-    e = tree.end[node]
-    n = y.shape[0]
-    if (leaf_of.shape[0] == n and (e - s) * SCAN_SHARE >= n and _sums_add_up(hyper) and tree.meta[M_N_FREE] >= 2
-            and hyper[H_PRIOR_HEAT] <= 1.0):
-        n_l, b_l = leaf_left_count_sum(leaf_of, node, xt[v], cut, is_cat[v], y)
-        b_r = tree.b[node] - b_l
-        ps = p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node])
-        lm_l = _known_variance_n_lm(n_l, b_l, hyper)
-        lm_r = _known_variance_n_lm(e - s - n_l, b_r, hyper)
-        log_r_max = _grow_log_r(math.log(ps) - math.log1p(-ps), log_q, log_rule, lm_l, lm_r, b_l, b_r, tree.lm[node],
-                                tree.b[node], fstate, n_total, hyper)
-        log_u = math.log(rng.random())
-        # The margin covers rounding (the sums here run in another order), relative to the
-        # magnitudes that enter the ratio; within it the exact log r decides.
-        margin = 1e-7 * (1.0 + abs(log_r_max) + abs(lm_l) + abs(lm_r) + abs(tree.lm[node]))
-        if log_u > log_r_max + margin:
-            _as_if_split_undone(tree, node, cut, hyper)
-            return False
-        log_r, node = _split_and_score(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, node, v,
-                                       cut, log_q, log_rule)
-    else:
-        log_r, node = _split_and_score(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, node, v,
-                                       cut, log_q, log_rule)
-        if node < 0:
-            return False
-        log_u = math.log(rng.random())
-    if log_u < log_r:
-        accept_grow(tree, node, fstate)
-        return True
-    undo_grow(tree, node, hyper, scratch)
-    return False
-
-
-@helper
+@helper(inline=True)
 def _as_if_split_undone(tree, node, cut, hyper):
     """The traces a split of ``node`` and ``undo_grow`` leave on a tree: the node keeps the
     rule's cut, and the top two free slots trade places (popped left, right; pushed back left,

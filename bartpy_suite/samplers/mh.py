@@ -125,7 +125,8 @@ class CartChain(TreeChain):
         n_total = float(self.y.shape[0])
         args = (self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.hyper)
         if move == "grow":
-            log_r, node = propose_grow(self.rng, *args, self.move_probs, self.fstate, n_total, self.scratch)
+            log_r, node, _ = propose_grow(self.rng, *args, self.move_probs, self.fstate, n_total, self.scratch,
+                                          np.empty(0, dtype=np.uint8))
             proposed = self.get_tree() if node >= 0 else NO_PROPOSAL
             if node >= 0:
                 undo_grow(self.tree, node, self.hyper, self.scratch)
