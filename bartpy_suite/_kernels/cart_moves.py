@@ -367,10 +367,11 @@ def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstat
     if (leaf_of.shape[0] == y.shape[0] and (e - s) * SCAN_SHARE >= y.shape[0] and _sums_add_up(hyper)
             and tree.meta[M_N_FREE] >= 2 and heat <= 1.0):
         n_l, b_l = leaf_left_count_sum(leaf_of, node, xt[v], cut, is_cat[v], y)
+        b_r = tree.b[node] - b_l
         lm_l = _known_variance_n_lm(n_l, b_l, hyper)
-        lm_r = _known_variance_n_lm(e - s - n_l, tree.b[node] - b_l, hyper)
-        log_r_max = _grow_log_r(math.log(ps) - math.log1p(-ps), log_q, log_rule, lm_l, lm_r, b_l, tree.b[node] - b_l,
-                                tree, node, fstate, n_total, hyper)
+        lm_r = _known_variance_n_lm(e - s - n_l, b_r, hyper)
+        log_r_max = _grow_log_r(math.log(ps) - math.log1p(-ps), log_q, log_rule, lm_l, lm_r, b_l, b_r, tree, node,
+                                fstate, n_total, hyper)
         log_u = math.log(rng.random())
         # The margin covers rounding (the sums here run in another order), relative to the
         # magnitudes that enter the ratio; within it the exact log r decides.

@@ -194,13 +194,13 @@ def track_round_trips(slot_of, phase):
 
 @helper(inline=True)
 def tempered_iteration(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, y, ycls, move_probs, rotation,
-                       scratch, swaps, it, n_int, n_spl, proposed, accepted, phase, step_counts):
+                       scratch, swaps, it, n_int, n_spl, proposed, accepted, phase, step_counts, no_map):
     """One tempered iteration: one MH transition per rung, then one round of swaps (Algorithm 6).
 
     Returns the round trips completed. ``step_counts[r]`` counts accepted moves per rung.
+    ``no_map``: an empty uint8 array (CART keeps no row-to-leaf map, ``cart_step``).
     """
     n_total = float(y.shape[0])
-    no_map = np.empty(0, dtype=np.uint8)
     for r in range(slot_of.shape[0]):
         k = slot_of[r]
         _, ok = cart_step(rng, trees[k], xt, is_cat, nbins, y, ycls, hypers[r], move_probs, rotation, fstates[k],
@@ -280,13 +280,14 @@ def run_tempered_chain(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, 
     """
     n_rungs = slot_of.shape[0]
     n_total = float(y.shape[0])
+    no_map = np.empty(0, dtype=np.uint8)
     for step in range(n_iter):
         it = first_iter + step
         if it == tune:
             counters[:, :] = 0
         trips = tempered_iteration(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, y, ycls, move_probs,
                                    rotation, scratch, swaps, it, n_int, n_spl, counters[0], counters[1], phase,
-                                   counters[2])
+                                   counters[2], no_map)
         counters[0, n_rungs - 1] += trips
         d = kept_draw(it, tune, thin, out_proposed.shape[0])
         if d < 0:

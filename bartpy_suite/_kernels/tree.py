@@ -282,8 +282,9 @@ def leaf_left_count_sum(leaf_of, node, codes, cut, is_cat, y):
     count and the sum of their ``y``, in one branch-free sequential pass over every row.
 
     The sum may be reassociated (``fastmath={"reassoc"}``) so that the pass vectorises (0.24 ns a
-    row on this machine, against 1.3 summed in order); its rounding then differs from a sum in row order, so
-    callers use it only where a bound with a margin is enough (``cart_moves.propose_grow``).
+    row on this machine, against 1.3 summed in order); its rounding then differs from a sum in
+    row order, so callers use it only where a bound with a margin is enough
+    (``cart_moves.propose_grow``).
     """
     count = 0
     total = 0.0

@@ -14,6 +14,7 @@ Import rule: imports ``_kernels``, ``_validation`` and the modules of this packa
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
 
 import numpy as np
@@ -37,6 +38,8 @@ NO_PROPOSAL = "no proposal"
 
 CGM_MOVES = {"grow": 0.25, "prune": 0.25, "change": 0.4, "swap": 0.1}
 GROW_PRUNE_MOVES = {"grow": 0.5, "prune": 0.5}
+#: The kernels' ``leaf_of`` for a single tree, which keeps no row-to-leaf map (``cart_step``).
+NO_LEAF_MAP = np.empty(0, dtype=np.uint8)
 #: Moves every MH sampler accepts beyond its defaults (weight 0 unless given).
 EXTRA_MOVES = {"rotate": 0.0, "perturb": 0.0}
 
@@ -110,7 +113,7 @@ class CartChain(TreeChain):
                 probs[:2] = 0.5
         k, accepted = cart_step(
             self.rng, self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls,
-            self.hyper, probs, rotation_flag(probs), self.fstate, self.scratch, np.empty(0, dtype=np.uint8),
+            self.hyper, probs, rotation_flag(probs), self.fstate, self.scratch, NO_LEAF_MAP,
         )
         return (MOVE_NAMES[k] if k >= 0 else "none"), bool(accepted)
 
@@ -126,7 +129,7 @@ class CartChain(TreeChain):
         args = (self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.hyper)
         if move == "grow":
             log_r, node, _ = propose_grow(self.rng, *args, self.move_probs, self.fstate, n_total, self.scratch,
-                                          np.empty(0, dtype=np.uint8))
+                                          NO_LEAF_MAP)
             proposed = self.get_tree() if node >= 0 else NO_PROPOSAL
             if node >= 0:
                 undo_grow(self.tree, node, self.hyper, self.scratch)
@@ -222,7 +225,7 @@ class MultinomialMHChain(MultinomialChain):
 
 
 def _check_moves(defaults: dict, sampler: str, name: str, value) -> dict:
-    missing = [k for k in CGM_MOVES if k not in defaults and isinstance(value, dict) and k in value]
+    missing = [k for k in CGM_MOVES if k not in defaults and isinstance(value, Mapping) and k in value]
     if missing:
         raise ArgumentError(
             f"sampler {sampler!r} has no {' or '.join(missing)} move ({name} got {', '.join(map(repr, missing))}): "
