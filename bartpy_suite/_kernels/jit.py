@@ -25,28 +25,48 @@ from collections.abc import Callable
 from numba import njit
 from numba.core.registry import CPUDispatcher
 
+from . import link_only
+
 __all__ = ["kernel", "helper"]
 
 _TARGET_OPTIONS = {"nopython": True, "nogil": True, "boundscheck": None}
 
 
-def kernel(fn: Callable) -> CPUDispatcher:
+class KernelDispatcher(CPUDispatcher):
+    """A numba dispatcher whose compilations count as this package's (``link_only.compiling``):
+    callees without wrappers are kept as IR for linking, not turned into machine code."""
+
+    def compile(self, sig):
+        with link_only.compiling():
+            return super().compile(sig)
+
+
+def kernel(fn: Callable | None = None, *, parallel: bool = False) -> KernelDispatcher | Callable:
     """Compile ``fn`` as a kernel that Python code calls (``njit(cache=True, nogil=True)``).
 
     Parameters
     ----------
     fn : callable
-        A nopython-compatible Python function.
+        A nopython-compatible Python function (omit it to get a decorator with options).
+    parallel : bool
+        Compile ``prange`` loops as parallel loops (numba's ``parallel=True``).
 
     Returns
     -------
-    CPUDispatcher
+    KernelDispatcher
         The numba dispatcher.
     """
-    return njit(cache=True, nogil=True)(fn)
+    if fn is None:
+        return lambda f: kernel(f, parallel=parallel)
+    options = dict(_TARGET_OPTIONS)
+    if parallel:
+        options["parallel"] = True
+    dispatcher = KernelDispatcher(py_func=fn, locals={}, targetoptions=options)
+    dispatcher.enable_caching()
+    return dispatcher
 
 
-class HelperDispatcher(CPUDispatcher):
+class HelperDispatcher(KernelDispatcher):
     """A dispatcher compiled without the CPython and C callback wrappers.
 
     Compiled callers link its machine code as usual; a call from Python goes to an ordinary,

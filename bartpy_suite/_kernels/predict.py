@@ -18,9 +18,9 @@ constant length, which is what the vectoriser needs.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from .jit import helper
+from .jit import helper, kernel
 from .tree import goes_left
 
 #: Rows evaluated together (per-rule buffers of BLOCK int32 stay in L1 cache).
@@ -72,7 +72,7 @@ def block_leaves(x, is_cat, var, cut, right, root, size, work):
             _rule_pass(x[v], cut[node], False, k, right[node] - root, var, root, work)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@helper(inline=True)
 def _rule_pass(x, c, cat, k, right_k, var, root, work):
     """``work[k, i]``: the leaf (local index) row i reaches below split rule k."""
     dest = work[k]
@@ -105,7 +105,7 @@ def _work_for(work, size):
     return np.empty((max(size, 2 * work.shape[0]), BLOCK), dtype=np.int32)
 
 
-@njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def leaf_indices(codes, is_cat, var, cut, right, roots, out):
     """``out[s, t, i]``: flat index of the leaf reached by row i in tree t of sample s."""
     n_samples, n_trees = roots.shape
@@ -129,7 +129,7 @@ def leaf_indices(codes, is_cat, var, cut, right, roots, out):
                     out[s, t, lo + i] = root + leaf[i]
 
 
-@njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def sum_of_trees(codes, is_cat, var, cut, right, value, roots, out):
     """``out[s, i] = sum_t value[leaf(s, t, i)]``: the fitted function per sample (the trees
     added in order, from 0.0)."""

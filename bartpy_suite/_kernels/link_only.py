@@ -1,0 +1,161 @@
+"""Machine code only for functions something can call: numba's libraries of wrapper-less
+functions are kept as LLVM IR to link into their callers.
+
+numba compiles every jitted function into a library of its own and finalises it at once: it links
+in the libraries of the function's callees, optimises the whole module and generates machine code
+for it. A caller later links the callee's (optimised) IR into its own module, optimises the whole
+again and generates its own machine code. So for a call graph of depth d, the deepest functions are
+optimised and turned into machine code d times, and most of those copies are never run.
+
+A function compiled without a CPython wrapper and without a C callback wrapper (our ``helper``
+functions, numba's own ``overload`` implementations) cannot be called from outside compiled code:
+its machine code is dead, and its module-level optimisation is repeated in every caller anyway.
+While this package's dispatchers compile (``compiling``), such a function's library is finalised
+as *link-only*: it skips the module passes and the machine code and keeps only its function-level
+optimised IR, which callers link in and optimise as part of their own module. Its cache entry holds
+that IR alone. A kernel (which has a CPython wrapper) is compiled exactly as before, so the machine
+code that runs is the same; the first fit compiles in about two thirds of the time
+(``benchmarks/results/compile_time.md``, issue 11 section 1).
+
+The switch is a small set of overrides of numba's ``CPUCodeLibrary`` and ``CPUContext`` that act
+only on libraries marked link-only, and marking happens only inside ``compiling``. If numba's
+internals differ from what the overrides expect (``available()`` is False), nothing is patched and
+every function is compiled the usual way.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+
+__all__ = ["available", "compiling", "is_link_only"]
+
+_LINK_ONLY_KIND = "bartpy_suite.link_only"
+_state = threading.local()
+
+
+def _numba_internals():
+    """numba's classes and functions the overrides replace, or None if any is missing."""
+    try:
+        import llvmlite.binding as llvm
+        from numba import _dynfunc
+        from numba.core import codegen, compiler, cpu
+    except ImportError:  # pragma: no cover - numba always has these today
+        return None
+    library = getattr(codegen, "CPUCodeLibrary", None)
+    context = getattr(cpu, "CPUContext", None)
+    result = getattr(compiler, "CompileResult", None)
+    needed = [(library, "_finalize_final_module"), (library, "_optimize_final_module"),
+              (library, "serialize_using_object_code"), (library, "_unserialize"),
+              (library, "_finalize_dynamic_globals"), (library, "_get_module_for_linking"),
+              (context, "get_executable"), (result, "_find_referenced_environments"),
+              (_dynfunc, "make_function")]
+    if any(owner is None or not hasattr(owner, name) for owner, name in needed):
+        return None
+    return llvm, _dynfunc, library, context, result
+
+
+def is_link_only(library) -> bool:
+    """Whether numba ``library`` was finalised as link-only (IR for callers, no machine code)."""
+    return getattr(library, "_bartpy_link_only", False)
+
+
+def _has_entry(module, name: str) -> bool:
+    try:
+        return not module.get_function(name).is_declaration
+    except NameError:
+        return False
+
+
+def _install() -> bool:
+    internals = _numba_internals()
+    if internals is None:
+        return False
+    llvm, dynfunc, library_cls, context_cls, result_cls = internals
+    finalize_final_module = library_cls._finalize_final_module
+    optimize_final_module = library_cls._optimize_final_module
+    serialize_using_object_code = library_cls.serialize_using_object_code
+    unserialize = library_cls._unserialize.__func__
+    get_executable = context_cls.get_executable
+    find_referenced_environments = result_cls._find_referenced_environments
+
+    def _finalize_final_module(self):
+        if not is_link_only(self):
+            return finalize_final_module(self)
+        # No execution engine, no machine code: the module is only ever linked into callers.
+        self._finalize_dynamic_globals()
+        verify = getattr(self, "_verify_declare_only_symbols", None)
+        if verify is not None:
+            verify()
+        self._finalized = True
+
+    def _optimize_final_module(self):
+        if not is_link_only(self):
+            optimize_final_module(self)
+
+    def _serialize_using_object_code(self):
+        if not is_link_only(self):
+            return serialize_using_object_code(self)
+        self._ensure_finalized()
+        return (self.name, _LINK_ONLY_KIND, self._get_module_for_linking().as_bitcode())
+
+    def _unserialize(cls, codegen, state):
+        name, kind, data = state
+        if kind != _LINK_ONLY_KIND:
+            return unserialize(cls, codegen, state)
+        self = codegen.create_library(name)
+        self._bartpy_link_only = True
+        self._final_module = llvm.parse_bitcode(data)
+        self._shared_module = self._final_module
+        self._finalized = True
+        return self
+
+    def _get_executable(self, library, fndesc, env):
+        if (in_scope() and not library._finalized and not is_link_only(library)
+                and not _has_entry(library._final_module, fndesc.llvm_cpython_wrapper_name)
+                and not _has_entry(library._final_module, fndesc.llvm_cfunc_wrapper_name)):
+            library._bartpy_link_only = True
+        if not is_link_only(library):
+            return get_executable(self, library, fndesc, env)
+        # numba's placeholder for a function without a CPython wrapper (address 0): never called.
+        return dynfunc.make_function(fndesc.lookup_module(), fndesc.qualname.split(".")[-1],
+                                     f"link-only {fndesc.qualname!r}", 0, env, (library,))
+
+    def _find_referenced_environments_(self):
+        # A link-only library has no globals in the execution engine to point at its environments;
+        # the callers that link it in hold (and set) their own.
+        if is_link_only(self.library):
+            return []
+        return find_referenced_environments(self)
+
+    library_cls._finalize_final_module = _finalize_final_module
+    library_cls._optimize_final_module = _optimize_final_module
+    library_cls.serialize_using_object_code = _serialize_using_object_code
+    library_cls._unserialize = classmethod(_unserialize)
+    context_cls.get_executable = _get_executable
+    result_cls._find_referenced_environments = _find_referenced_environments_
+    return True
+
+
+def in_scope() -> bool:
+    """Whether one of this package's dispatchers is compiling on this thread."""
+    return getattr(_state, "depth", 0) > 0
+
+
+@contextmanager
+def compiling():
+    """Mark the compilations inside the block (on this thread) as this package's."""
+    depth = getattr(_state, "depth", 0)
+    _state.depth = depth + 1
+    try:
+        yield
+    finally:
+        _state.depth = depth
+
+
+_AVAILABLE = _install()
+
+
+def available() -> bool:
+    """Whether the link-only overrides are installed (numba's internals are as expected)."""
+    return _AVAILABLE
