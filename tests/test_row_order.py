@@ -37,6 +37,28 @@ def test_partition_is_stable_and_complete():
     assert np.array_equal(perm[:mid], before[np.isin(codes[0, before], [0, 5])])
 
 
+
+@pytest.mark.parametrize("n_runs", [1, 2, 7, None])
+def test_sort_segment_sorts_by_merging_runs_or_scanning(n_runs):
+    """An accepted change or swap sorts its subtree's rows, a concatenation of sorted leaf runs
+    (``n_runs`` of them; None: arbitrary order). Short segments merge their runs, long ones scan
+    the row flags; both must give np.sort's order, touch nothing outside the segment and leave
+    the flags cleared."""
+    rng = np.random.default_rng(17)
+    for n_rows, length in ((2_000, 90), (2_000, 700)):  # under and over 1/16 of the rows
+        perm = rng.permutation(n_rows).astype(np.int32)
+        start = 300
+        seg = perm[start:start + length]
+        if n_runs is not None:
+            cuts = np.sort(rng.choice(np.arange(1, length), size=n_runs - 1, replace=False))
+            seg[:] = np.concatenate([np.sort(run) for run in np.split(seg, cuts)])
+        want = perm.copy()
+        want[start:start + length] = np.sort(want[start:start + length])
+        flags = np.zeros(n_rows, dtype=np.uint8)
+        T.sort_segment(perm, start, start + length, flags, np.empty(n_rows, dtype=np.int32))
+        assert np.array_equal(perm, want)
+        assert not flags.any()
+
 def test_bart_leaves_keep_sorted_rows_through_all_moves():
     rng = np.random.default_rng(11)
     n, p = 400, 3

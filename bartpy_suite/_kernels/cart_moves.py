@@ -686,7 +686,7 @@ def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total
         if move == MOVE_CHANGE:
             tree.lp[root] = np.nan  # its rule changed; descendants were refreshed when scored
         # Re-split from sorted rows so every leaf's rows are sorted again (same row sets).
-        sort_segment(tree.perm, tree.start[root], tree.end[root], scratch.row_flag)
+        sort_segment(tree.perm, tree.start[root], tree.end[root], scratch.row_flag, scratch.part_buf)
         repartition_subtree(tree, xt, is_cat, root, m, scratch.stack, scratch.part_buf)
         return True, True, log_r
     # Reject: restore the rules, the partition and the cached leaf terms.

@@ -105,69 +105,80 @@ def _work_for(work, size):
     return np.empty((max(size, 2 * work.shape[0]), BLOCK), dtype=np.int32)
 
 
+@helper
+def _sample_leaf_indices(blocks, m, is_cat, var, cut, right, roots, s, out):
+    """``leaf_indices`` for sample ``s``."""
+    work = np.empty((16, BLOCK), dtype=np.int32)
+    for b in range(blocks.shape[0]):
+        lo = b * BLOCK
+        n = min(BLOCK, m - lo)
+        for t in range(roots.shape[1]):
+            root = roots[s, t]
+            if var[root] < 0:
+                out[s, t, lo:lo + n] = root
+                continue
+            size = tree_size(var, root)
+            work = _work_for(work, size)
+            block_leaves(blocks[b], is_cat, var, cut, right, root, size, work)
+            leaf = work[0]
+            for i in range(n):
+                out[s, t, lo + i] = root + leaf[i]
+
+
+@helper
+def _sample_sum_of_trees(blocks, m, is_cat, var, cut, right, value, roots, s, out):
+    """``sum_of_trees`` for sample ``s``."""
+    work = np.empty((16, BLOCK), dtype=np.int32)
+    acc = np.empty(BLOCK)
+    for b in range(blocks.shape[0]):
+        x = blocks[b]
+        acc[:] = 0.0
+        for t in range(roots.shape[1]):
+            root = roots[s, t]
+            if var[root] < 0:
+                leaf_value = value[root]
+                for i in range(BLOCK):
+                    acc[i] += leaf_value
+                continue
+            size = tree_size(var, root)
+            if size == 3:  # a single split, the commonest tree of BART: no buffer needed
+                v = var[root]
+                c = cut[root]
+                left_value = value[root + 1]
+                right_value = value[root + 2]
+                xv = x[v]
+                if is_cat[v]:
+                    for i in range(BLOCK):
+                        acc[i] += left_value if goes_left(xv[i], c, True) else right_value
+                else:
+                    for i in range(BLOCK):
+                        acc[i] += left_value if goes_left(xv[i], c, False) else right_value
+                continue
+            work = _work_for(work, size)
+            block_leaves(x, is_cat, var, cut, right, root, size, work)
+            leaf = work[0]
+            for i in range(BLOCK):
+                acc[i] += value[root + leaf[i]]
+        lo = b * BLOCK
+        for i in range(min(BLOCK, m - lo)):
+            out[s, lo + i] = acc[i]
+
+
+# The parallel loops only call a helper per sample: numba's parfor passes analyse every statement
+# of a prange body, so a body of one call compiles in a fraction of the time. The sample index is
+# cast because numba types it int64 outside the parallel loop and uint64 inside: one signature.
 @kernel(parallel=True)
 def leaf_indices(codes, is_cat, var, cut, right, roots, out):
     """``out[s, t, i]``: flat index of the leaf reached by row i in tree t of sample s."""
-    n_samples, n_trees = roots.shape
-    m = codes.shape[1]
     blocks = blocked_codes(codes)
-    for s in prange(n_samples):
-        work = np.empty((16, BLOCK), dtype=np.int32)
-        for b in range(blocks.shape[0]):
-            lo = b * BLOCK
-            n = min(BLOCK, m - lo)
-            for t in range(n_trees):
-                root = roots[s, t]
-                if var[root] < 0:
-                    out[s, t, lo:lo + n] = root
-                    continue
-                size = tree_size(var, root)
-                work = _work_for(work, size)
-                block_leaves(blocks[b], is_cat, var, cut, right, root, size, work)
-                leaf = work[0]
-                for i in range(n):
-                    out[s, t, lo + i] = root + leaf[i]
+    for s in prange(roots.shape[0]):
+        _sample_leaf_indices(blocks, codes.shape[1], is_cat, var, cut, right, roots, np.int64(s), out)
 
 
 @kernel(parallel=True)
 def sum_of_trees(codes, is_cat, var, cut, right, value, roots, out):
     """``out[s, i] = sum_t value[leaf(s, t, i)]``: the fitted function per sample (the trees
     added in order, from 0.0)."""
-    n_samples, n_trees = roots.shape
-    m = codes.shape[1]
     blocks = blocked_codes(codes)
-    for s in prange(n_samples):
-        work = np.empty((16, BLOCK), dtype=np.int32)
-        acc = np.empty(BLOCK)
-        for b in range(blocks.shape[0]):
-            x = blocks[b]
-            acc[:] = 0.0
-            for t in range(n_trees):
-                root = roots[s, t]
-                if var[root] < 0:
-                    leaf_value = value[root]
-                    for i in range(BLOCK):
-                        acc[i] += leaf_value
-                    continue
-                size = tree_size(var, root)
-                if size == 3:  # a single split, the commonest tree of BART: no buffer needed
-                    v = var[root]
-                    c = cut[root]
-                    left_value = value[root + 1]
-                    right_value = value[root + 2]
-                    xv = x[v]
-                    if is_cat[v]:
-                        for i in range(BLOCK):
-                            acc[i] += left_value if goes_left(xv[i], c, True) else right_value
-                    else:
-                        for i in range(BLOCK):
-                            acc[i] += left_value if goes_left(xv[i], c, False) else right_value
-                    continue
-                work = _work_for(work, size)
-                block_leaves(x, is_cat, var, cut, right, root, size, work)
-                leaf = work[0]
-                for i in range(BLOCK):
-                    acc[i] += value[root + leaf[i]]
-            lo = b * BLOCK
-            for i in range(min(BLOCK, m - lo)):
-                out[s, lo + i] = acc[i]
+    for s in prange(roots.shape[0]):
+        _sample_sum_of_trees(blocks, codes.shape[1], is_cat, var, cut, right, value, roots, np.int64(s), out)

@@ -509,7 +509,7 @@ def rotate_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, s
         fstate[F_LM_SUM] += new_lm - old_lm
         fstate[F_B_SUM] += new_b - old_b
         # re-split from sorted rows so every leaf's rows are sorted (same row sets, same caches)
-        sort_segment(tree.perm, s, e, scratch.row_flag)
+        sort_segment(tree.perm, s, e, scratch.row_flag, scratch.part_buf)
         repartition_subtree(tree, xt, is_cat, p_node, int(hyper[H_MIN_LEAF]), scratch.stack, scratch.part_buf)
         return True, True, log_r
     # reject: free the slots the build popped off the stack (the new nodes), then put the old
@@ -585,7 +585,7 @@ def perturb_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, 
     if valid and not early and (force_accept or log_u < log_r):
         fstate[F_LM_SUM] += new_lm - old_lm
         fstate[F_B_SUM] += new_b - old_b
-        sort_segment(tree.perm, tree.start[root], tree.end[root], scratch.row_flag)
+        sort_segment(tree.perm, tree.start[root], tree.end[root], scratch.row_flag, scratch.part_buf)
         repartition_subtree(tree, xt, is_cat, root, m, scratch.stack, scratch.part_buf)
         return True, True, log_r
     tree.cut[root] = old_cut
