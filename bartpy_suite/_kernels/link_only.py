@@ -25,12 +25,14 @@ every function is compiled the usual way.
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from contextlib import contextmanager
 
 __all__ = ["available", "compiling", "is_link_only"]
 
 _LINK_ONLY_KIND = "bartpy_suite.link_only"
+_ENV_PREFIX = "_ZN08NumbaEnv"
 _state = threading.local()
 
 
@@ -40,6 +42,7 @@ def _numba_internals():
         import llvmlite.binding as llvm
         from numba import _dynfunc
         from numba.core import codegen, compiler, cpu
+        from numba.core.environment import lookup_environment
     except ImportError:  # pragma: no cover - numba always has these today
         return None
     library = getattr(codegen, "CPUCodeLibrary", None)
@@ -52,7 +55,7 @@ def _numba_internals():
               (_dynfunc, "make_function")]
     if any(owner is None or not hasattr(owner, name) for owner, name in needed):
         return None
-    return llvm, _dynfunc, library, context, result
+    return llvm, _dynfunc, library, context, result, lookup_environment
 
 
 def is_link_only(library) -> bool:
@@ -71,7 +74,7 @@ def _install() -> bool:
     internals = _numba_internals()
     if internals is None:
         return False
-    llvm, dynfunc, library_cls, context_cls, result_cls = internals
+    llvm, dynfunc, library_cls, context_cls, result_cls, lookup_environment = internals
     finalize_final_module = library_cls._finalize_final_module
     optimize_final_module = library_cls._optimize_final_module
     serialize_using_object_code = library_cls.serialize_using_object_code
@@ -116,10 +119,27 @@ def _install() -> bool:
                 and not _has_entry(library._final_module, fndesc.llvm_cfunc_wrapper_name)):
             library._bartpy_link_only = True
         if not is_link_only(library):
-            return get_executable(self, library, fndesc, env)
+            executable = get_executable(self, library, fndesc, env)
+            if any(is_link_only(linked) for linked in getattr(library, "_linking_libraries", ())):
+                _point_at_environments(library)
+            return executable
         # numba's placeholder for a function without a CPython wrapper (address 0): never called.
         return dynfunc.make_function(fndesc.lookup_module(), fndesc.qualname.split(".")[-1],
                                      f"link-only {fndesc.qualname!r}", 0, env, (library,))
+
+    def _point_at_environments(library):
+        # The environment globals of link-only callees now live in this library's machine code
+        # alone; numba sets them only for its own function (and for all of them when a cached
+        # library is loaded), so point them at their environments here. Without it, boxing the
+        # arguments of an exception raised in a callee fails.
+        engine = library.codegen._engine
+        for gv in library._final_module.global_variables:
+            if not gv.name.startswith(_ENV_PREFIX):
+                continue
+            env = lookup_environment(gv.name)
+            address = engine.get_global_value_address(gv.name) if env is not None else 0
+            if address:
+                ctypes.c_void_p.from_address(address).value = id(env)
 
     def _find_referenced_environments_(self):
         # A link-only library has no globals in the execution engine to point at its environments;
