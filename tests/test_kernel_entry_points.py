@@ -84,12 +84,14 @@ def test_multiclass_and_soft_tree_fits_call_no_helper_from_python(helper_calls):
     assert helper_calls == []
 
 
-def test_rotation_flag_marks_move_mixes_with_rotate_or_perturb():
-    # None lets numba drop the rotate and perturb branch of cart_step; a mix using either needs True
-    from bartpy_suite.samplers.mh import move_vector, rotation_flag
+def test_move_flags_mark_move_mixes_with_change_swap_or_rotate_perturb():
+    # None lets numba drop a branch of cart_step: change/swap for grow_prune, rotate/perturb unless
+    # the mix uses them
+    from bartpy_suite.samplers.mh import move_flags, move_vector
 
-    assert rotation_flag(move_vector({"grow": 0.5, "prune": 0.5})) is None
-    assert rotation_flag(move_vector({"grow": 0.3, "prune": 0.3, "change": 0.2, "swap": 0.2})) is None
-    assert rotation_flag(move_vector({"grow": 0.4, "prune": 0.4, "rotate": 0.2})) is True
-    assert rotation_flag(move_vector({"grow": 0.4, "prune": 0.4, "perturb": 0.2})) is True
-    assert rotation_flag(np.zeros(4)) is None  # a four-move vector (plug-ins may pass one)
+    assert move_flags(move_vector({"grow": 0.5, "prune": 0.5})) == (None, None)
+    assert move_flags(move_vector({"grow": 0.3, "prune": 0.3, "change": 0.2, "swap": 0.2})) == (True, None)
+    assert move_flags(move_vector({"grow": 0.3, "prune": 0.3, "swap": 0.4})) == (True, None)
+    assert move_flags(move_vector({"grow": 0.4, "prune": 0.4, "rotate": 0.2})) == (None, True)
+    assert move_flags(move_vector({"grow": 0.4, "prune": 0.2, "change": 0.2, "perturb": 0.2})) == (True, True)
+    assert move_flags(np.zeros(4)) == (None, None)  # a four-move vector (plug-ins may pass one)

@@ -88,7 +88,7 @@ class StumpChain(TreeChain):
         while done < n_iter:
             steps, pending = run_cart_chain(
                 self.rng, self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.hyper,
-                self.move_probs, None, self.fstate, self.scratch, first_iter + done, n_iter - done, tune, thin,
+                self.move_probs, None, None, self.fstate, self.scratch, first_iter + done, n_iter - done, tune, thin,
                 self.draws, move, move, self.store, self.order)
             done += steps
             if pending >= 0:

@@ -17,7 +17,17 @@ from .tree import H_SIGMA2
 
 
 @helper(inline=True)
-def mh_bart_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, rotation, scratch, counts):
+def _store_counts(out_counts, d, counts):
+    """``out_counts[d] = counts`` element by element: numba's array-to-array assignment checks the
+    shapes and formats a mismatch into its error message, which compiled numba's string machinery
+    into the first BART fit (about 3 CPU s, issue 11 section 1)."""
+    for k in range(counts.shape[0]):
+        for a in range(counts.shape[1]):
+            out_counts[d, k, a] = counts[k, a]
+
+
+@helper(inline=True)
+def mh_bart_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, counts):
     """One backfitting sweep with an MH move per tree, then sigma (or the probit latents).
 
     ``counts[k, 0]`` / ``counts[k, 1]`` accumulate proposals / acceptances of move type k.
@@ -26,7 +36,7 @@ def mh_bart_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, rotation, s
     for j in range(forest.var.shape[0]):
         tree = prepare_tree(state, forest, j)
         move, accepted = cart_step(rng, tree, xt, is_cat, nbins, state.resid, state.ycls, state.hyper, move_probs,
-                                   rotation, state.fstate, scratch, state.leaf_of[j])
+                                   change_swap, rotation, state.fstate, scratch, state.leaf_of[j])
         if move >= 0:
             counts[move, 0] += 1
             if accepted:
@@ -36,7 +46,8 @@ def mh_bart_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, rotation, s
 
 
 @kernel
-def run_bart_chain(rng, forest, state, xt, is_cat, nbins, move_probs, rotation, scratch, first_iter, n_iter, tune,
+def run_bart_chain(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, first_iter,
+                   n_iter, tune,
                    thin, out_sigma, out_counts, out_leaves, out_depth, store, nodes, order):
     """Advance one BART chain by up to ``n_iter`` sweeps from global iteration ``first_iter``.
 
@@ -48,21 +59,21 @@ def run_bart_chain(rng, forest, state, xt, is_cat, nbins, move_probs, rotation, 
     for step in range(n_iter):
         it = first_iter + step
         counts[:, :] = 0
-        mh_bart_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, rotation, scratch, counts)
+        mh_bart_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, counts)
         if it < tune or (it - tune) % thin != 0:
             continue
         d = (it - tune) // thin
         if d >= out_sigma.shape[0]:
             continue
         out_sigma[d] = math.sqrt(state.hyper[H_SIGMA2])
-        out_counts[d] = counts
+        _store_counts(out_counts, d, counts)
         if not record_forest(forest, store, d, out_leaves, out_depth, nodes, order, scratch.stack):
             return step + 1, d
     return n_iter, -1
 
 
 @helper(inline=True)
-def mh_multinomial_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, rotation, scratch, counts):
+def mh_multinomial_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, counts):
     """One sweep of log-linear BART (``loglinear.py``) with an MH move per tree, then the
     augmentation latents. ``counts`` as in ``mh_bart_sweep``."""
     m = state.trees_per_class
@@ -72,7 +83,7 @@ def mh_multinomial_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, rota
             j = k * m + t
             tree = loglinear.prepare_tree(state, forest, j)
             move, accepted = cart_step(rng, tree, xt, is_cat, nbins, state.weight, state.is_class, state.hyper,
-                                       move_probs, rotation, state.fstate, scratch, state.leaf_of[0, :0])
+                                       move_probs, change_swap, rotation, state.fstate, scratch, state.leaf_of[0, :0])
             if move >= 0:
                 counts[move, 0] += 1
                 if accepted:
@@ -82,20 +93,21 @@ def mh_multinomial_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, rota
 
 
 @kernel
-def run_multinomial_chain(rng, forest, state, xt, is_cat, nbins, move_probs, rotation, scratch, first_iter, n_iter,
+def run_multinomial_chain(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch,
+                          first_iter, n_iter,
                           tune, thin, out_counts, out_leaves, out_depth, store, nodes, order):
     """``run_bart_chain`` for log-linear BART (no sigma)."""
     counts = np.zeros((N_MOVES, 2), dtype=np.int64)
     for step in range(n_iter):
         it = first_iter + step
         counts[:, :] = 0
-        mh_multinomial_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, rotation, scratch, counts)
+        mh_multinomial_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, counts)
         if it < tune or (it - tune) % thin != 0:
             continue
         d = (it - tune) // thin
         if d >= out_counts.shape[0]:
             continue
-        out_counts[d] = counts
+        _store_counts(out_counts, d, counts)
         if not record_forest(forest, store, d, out_leaves, out_depth, nodes, order, scratch.stack):
             return step + 1, d
     return n_iter, -1

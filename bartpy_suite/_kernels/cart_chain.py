@@ -33,16 +33,18 @@ from .tree import M_N_INTERNAL
 
 
 @helper
-def cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, rotation, fstate, scratch, leaf_of):
+def cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, change_swap, rotation, fstate, scratch,
+              leaf_of):
     """One MH transition of the tree. Returns (move type, accepted); move -1 means no move was
     possible and the tree is unchanged.
 
     ``leaf_of``: the tree's current row-to-leaf map (BART keeps one), or an empty uint8 array
     (see ``cart_moves.propose_grow``).
 
-    ``rotation`` is None when ``move_probs`` gives the rotate and perturb moves no mass, and True
-    otherwise. Numba drops the ``rotation is not None`` branch while compiling for None, so a
-    chain without those moves does not compile them (issue 11, section 1).
+    ``change_swap`` is None when ``move_probs`` gives the change and swap moves no mass, and
+    ``rotation`` when it gives the rotate and perturb moves none; each is True otherwise. Numba
+    drops a ``... is not None`` branch while compiling for None, so a chain does not compile the
+    moves it never proposes (``grow_prune``, BART's default, compiles neither; issue 11, section 1).
     """
     n_total = float(y.shape[0])
     move = choose_move(rng, move_probs, tree.meta[M_N_INTERNAL])
@@ -73,12 +75,16 @@ def cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, rotation
         if move == MOVE_PERTURB:
             accepted, _, _ = perturb_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch)
             return move, accepted
-    accepted, _, _ = change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, move)
-    return move, accepted
+    if change_swap is not None:
+        accepted, _, _ = change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch,
+                                        move)
+        return move, accepted
+    return move, False  # not reached: choose_move draws only moves with mass
 
 
 @kernel
-def run_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, rotation, fstate, scratch, first_iter,
+def run_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, change_swap, rotation, fstate, scratch,
+                   first_iter,
                    n_iter, tune, thin, draws, out_move, out_accepted, store, order):
     """Advance one chain by up to ``n_iter`` iterations from global iteration ``first_iter``.
 
@@ -92,7 +98,8 @@ def run_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, rot
     no_map = np.empty(0, dtype=np.uint8)
     for step in range(n_iter):
         it = first_iter + step
-        move, accepted = cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, rotation, fstate,
+        move, accepted = cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, change_swap, rotation,
+                                   fstate,
                                    scratch, no_map)
         if it < tune or (it - tune) % thin != 0:
             continue

@@ -193,8 +193,8 @@ def track_round_trips(slot_of, phase):
 
 
 @helper(inline=True)
-def tempered_iteration(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, y, ycls, move_probs, rotation,
-                       scratch, swaps, it, n_int, n_spl, proposed, accepted, phase, step_counts, no_map):
+def tempered_iteration(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, y, ycls, move_probs, change_swap,
+                       rotation, scratch, swaps, it, n_int, n_spl, proposed, accepted, phase, step_counts, no_map):
     """One tempered iteration: one MH transition per rung, then one round of swaps (Algorithm 6).
 
     Returns the round trips completed. ``step_counts[r]`` counts accepted moves per rung.
@@ -203,8 +203,8 @@ def tempered_iteration(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, 
     n_total = float(y.shape[0])
     for r in range(slot_of.shape[0]):
         k = slot_of[r]
-        _, ok = cart_step(rng, trees[k], xt, is_cat, nbins, y, ycls, hypers[r], move_probs, rotation, fstates[k],
-                          scratch, no_map)
+        _, ok = cart_step(rng, trees[k], xt, is_cat, nbins, y, ycls, hypers[r], move_probs, change_swap, rotation,
+                          fstates[k], scratch, no_map)
         if ok:
             step_counts[r] += 1
     if swaps == SWAPS_DEO:
@@ -263,7 +263,8 @@ def record_rung_trees(trees, slot_of, rung_store, d, order, stack):
 
 
 @kernel
-def run_tempered_chain(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, y, ycls, move_probs, rotation, scratch,
+def run_tempered_chain(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, y, ycls, move_probs, change_swap,
+                       rotation, scratch,
                        swaps, first_iter, n_iter, tune, thin, counters, phase, draws, store, order, out_proposed,
                        out_accepted, out_trips, out_rung_moves, out_rung_leaves, out_rung_lp, n_int, n_spl, rung_store):
     """Advance one tempered chain by up to ``n_iter`` iterations from global iteration ``first_iter``.
@@ -286,8 +287,8 @@ def run_tempered_chain(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, 
         if it == tune:
             counters[:, :] = 0
         trips = tempered_iteration(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, y, ycls, move_probs,
-                                   rotation, scratch, swaps, it, n_int, n_spl, counters[0], counters[1], phase,
-                                   counters[2], no_map)
+                                   change_swap, rotation, scratch, swaps, it, n_int, n_spl, counters[0], counters[1],
+                                   phase, counters[2], no_map)
         counters[0, n_rungs - 1] += trips
         d = kept_draw(it, tune, thin, out_proposed.shape[0])
         if d < 0:

@@ -70,7 +70,7 @@ def log_lik(state, sigma2):
 
 @helper(inline=True)
 def tempered_bart_iteration(rng, forests, states, sigma2, slot_of, temps, likelihood_on, xt, is_cat, nbins,
-                            move_probs, rotation, scratch, swaps_seo, it, proposed, accepted, phase):
+                            move_probs, change_swap, rotation, scratch, swaps_seo, it, proposed, accepted, phase):
     """One backfitting sweep per rung (one MH move per tree), then one round of forest swaps
     between adjacent rungs (DEO, or SEO when ``swaps_seo``). Returns the round trips completed."""
     n_rungs = slot_of.shape[0]
@@ -83,7 +83,7 @@ def tempered_bart_iteration(rng, forests, states, sigma2, slot_of, temps, likeli
         for j in range(forest.var.shape[0]):
             tree = prepare_tree(state, forest, j)
             _, ok = cart_step(rng, tree, xt, is_cat, nbins, state.resid, state.ycls, state.hyper, move_probs,
-                              rotation, state.fstate, scratch, state.leaf_of[j])
+                              change_swap, rotation, state.fstate, scratch, state.leaf_of[j])
             finish_tree(rng, state, forest, j, ok)
         draw_tempered_sigma2(rng, state, sigma2, k, temps[r], likelihood_on)
     parity = (0 if rng.random() < 0.5 else 1) if swaps_seo else it % 2
@@ -103,7 +103,8 @@ def tempered_bart_iteration(rng, forests, states, sigma2, slot_of, temps, likeli
 
 @kernel
 def run_tempered_bart_chain(rng, forests, states, sigma2, slot_of, temps, likelihood_on, xt, is_cat, nbins,
-                            move_probs, rotation, scratch, swaps_seo, first_iter, n_iter, tune, thin, counters, phase,
+                            move_probs, change_swap, rotation, scratch, swaps_seo, first_iter, n_iter, tune, thin,
+                            counters, phase,
                             out_sigma, out_proposed, out_accepted, out_trips, out_rung_sigma, out_leaves, out_depth,
                             store, order):
     """Advance a tempered BART chain by up to ``n_iter`` iterations (see ``run_tempered_chain`` for
@@ -114,7 +115,8 @@ def run_tempered_bart_chain(rng, forests, states, sigma2, slot_of, temps, likeli
         if it == tune:
             counters[:, :] = 0
         trips = tempered_bart_iteration(rng, forests, states, sigma2, slot_of, temps, likelihood_on, xt, is_cat,
-                                        nbins, move_probs, rotation, scratch, swaps_seo, it, counters[0], counters[1],
+                                        nbins, move_probs, change_swap, rotation, scratch, swaps_seo, it, counters[0],
+                                        counters[1],
                                         phase)
         counters[0, n_rungs - 1] += trips
         d = kept_draw(it, tune, thin, out_sigma.shape[0])

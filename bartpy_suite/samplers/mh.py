@@ -49,11 +49,13 @@ def move_vector(moves: dict) -> np.ndarray:
     return np.array([float(moves.get(name, 0.0)) for name in MOVE_NAMES], dtype=np.float64)
 
 
-def rotation_flag(move_probs: np.ndarray) -> bool | None:
-    """The kernels' ``rotation`` argument for a move vector: True when it gives the rotate or
-    perturb move mass, else None (the chain's kernels are then compiled without those moves)."""
+def move_flags(move_probs: np.ndarray) -> tuple[bool | None, bool | None]:
+    """The kernels' ``change_swap`` and ``rotation`` arguments for a move vector: each True when
+    the vector gives those moves (change or swap; rotate or perturb) mass, else None, and the
+    chain's kernels are then compiled without them."""
+    change_swap = move_probs[MOVE_INDEX["change"]:MOVE_INDEX["swap"] + 1]
     extra = move_probs[MOVE_INDEX["rotate"]:MOVE_INDEX["perturb"] + 1]
-    return True if (extra > 0).any() else None
+    return (True if (change_swap > 0).any() else None), (True if (extra > 0).any() else None)
 
 
 class CartChain(TreeChain):
@@ -85,7 +87,7 @@ class CartChain(TreeChain):
         while done < n_iter:
             steps, pending = run_cart_chain(
                 self.rng, self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.hyper,
-                self.move_probs, rotation_flag(self.move_probs), self.fstate, self.scratch, first_iter + done,
+                self.move_probs, *move_flags(self.move_probs), self.fstate, self.scratch, first_iter + done,
                 n_iter - done, tune, thin,
                 self.draws, self.move, self.accepted, self.store, self.order,
             )
@@ -113,7 +115,7 @@ class CartChain(TreeChain):
                 probs[:2] = 0.5
         k, accepted = cart_step(
             self.rng, self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls,
-            self.hyper, probs, rotation_flag(probs), self.fstate, self.scratch, NO_LEAF_MAP,
+            self.hyper, probs, *move_flags(probs), self.fstate, self.scratch, NO_LEAF_MAP,
         )
         return (MOVE_NAMES[k] if k >= 0 else "none"), bool(accepted)
 
@@ -180,13 +182,13 @@ class BartChain(ForestChain):
         """One backfitting sweep; returns the (move, [proposed, accepted]) counts."""
         counts = np.zeros((len(MOVE_NAMES), 2), dtype=np.int64)
         mh_bart_sweep(self.rng, self.forest, self.state, self.codes, self.is_categorical, self.nbins, self.move_probs,
-                      rotation_flag(self.move_probs), self.scratch, counts)
+                      *move_flags(self.move_probs), self.scratch, counts)
         return counts
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
         """Advance ``n_iter`` sweeps, recording kept draws (the store grows on demand)."""
         self.run_kernel(run_bart_chain, (self.rng, self.forest, self.state, self.codes, self.is_categorical,
-                                         self.nbins, self.move_probs, rotation_flag(self.move_probs), self.scratch),
+                                         self.nbins, self.move_probs, *move_flags(self.move_probs), self.scratch),
                         (self.counts,), first_iter, n_iter, tune, thin)
 
     def sampler_stats(self, kept: int) -> dict:
@@ -217,7 +219,7 @@ class MultinomialMHChain(MultinomialChain):
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
         """Advance ``n_iter`` sweeps, recording kept draws (the store grows on demand)."""
         self.run_kernel(run_multinomial_chain, (self.rng, self.forest, self.state, self.codes, self.is_categorical,
-                                                self.nbins, self.move_probs, rotation_flag(self.move_probs),
+                                                self.nbins, self.move_probs, *move_flags(self.move_probs),
                                                 self.scratch),
                         (self.counts,), first_iter, n_iter, tune, thin)
 

@@ -80,7 +80,7 @@ from ..errors import ArgumentError
 from .draws import ChainDraws
 from .forest import ForestChain
 from .ladder import new_positions, path_rows, round_boundaries
-from .mh import CGM_MOVES, move_vector, rotation_flag
+from .mh import CGM_MOVES, move_flags, move_vector
 from .problems import BartProblem, CartProblem
 from .registry import Option, SamplerSpec, Statistic, register
 from .single_tree import INITIAL_NODES_PER_DRAW, TreeChain
@@ -280,7 +280,7 @@ class TemperedCartChain(_Rungs, TreeChain):
         """One kernel call of up to ``n_iter`` iterations (one move per rung, one swap round each)."""
         steps, pending = run_tempered_chain(
             self.rng, self.trees, self.fstates, self.slot_of, self.hypers, self.codes, self.is_categorical,
-            self.nbins, self.y, self.ycls, self.move_probs, rotation_flag(self.move_probs), self.scratch, self.swaps,
+            self.nbins, self.y, self.ycls, self.move_probs, *move_flags(self.move_probs), self.scratch, self.swaps,
             it, n_iter, tune, thin,
             self.counters, self.phase, self.draws, self.store, self.order, self.out_proposed, self.out_accepted,
             self.out_trips, self.out_rung_moves, self.out_rung_leaves, self.out_rung_lp, self.n_int, self.n_spl,
@@ -402,7 +402,7 @@ class TemperedBartChain(_Rungs, ForestChain):
         """One kernel call of up to ``n_iter`` iterations (one sweep per rung, one swap round each)."""
         steps, pending = run_tempered_bart_chain(
             self.rng, self.forests, self.states, self.sigma2, self.slot_of, self.temps, self.likelihood_on,
-            self.codes, self.is_categorical, self.nbins, self.move_probs, rotation_flag(self.move_probs), self.scratch,
+            self.codes, self.is_categorical, self.nbins, self.move_probs, *move_flags(self.move_probs), self.scratch,
             self.swaps_seo, it, n_iter,
             tune, thin, self.counters, self.phase, self.out["sigma"], self.out_proposed, self.out_accepted,
             self.out_trips, self.out_rung_sigma, self.out["n_leaves"], self.out["depth"], self.store, self.order,
