@@ -46,6 +46,7 @@ from .tree import (
     M_N_INTERNAL,
     M_N_LEAVES,
     TreeArrays,
+    copy_into,
     global_term,
     has_available_rule,
     leaf_terms,
@@ -167,8 +168,8 @@ def copy_particle(src, i, dst, j):
         b.var[k] = FREE
         b.left[k] = -1
         b.right[k] = -1
-    b.perm[:] = a.perm
-    b.meta[:] = a.meta
+    copy_into(b.perm, a.perm)
+    copy_into(b.meta, a.meta)
     for k in range(src.head[i], src.tail[i]):
         dst.queue[j, k] = src.queue[i, k]
     dst.head[j] = src.head[i]
@@ -180,20 +181,20 @@ def copy_particle(src, i, dst, j):
 @helper
 def copy_tree(a, b):
     """b = a, every node slot (the output tree may have been built by another sampler)."""
-    b.var[:] = a.var
-    b.cut[:] = a.cut
-    b.left[:] = a.left
-    b.right[:] = a.right
-    b.parent[:] = a.parent
-    b.depth[:] = a.depth
-    b.start[:] = a.start
-    b.end[:] = a.end
-    b.lm[:] = a.lm
-    b.b[:] = a.b
-    b.lp[:] = a.lp
-    b.perm[:] = a.perm
-    b.free[:] = a.free
-    b.meta[:] = a.meta
+    copy_into(b.var, a.var)
+    copy_into(b.cut, a.cut)
+    copy_into(b.left, a.left)
+    copy_into(b.right, a.right)
+    copy_into(b.parent, a.parent)
+    copy_into(b.depth, a.depth)
+    copy_into(b.start, a.start)
+    copy_into(b.end, a.end)
+    copy_into(b.lm, a.lm)
+    copy_into(b.b, a.b)
+    copy_into(b.lp, a.lp)
+    copy_into(b.perm, a.perm)
+    copy_into(b.free, a.free)
+    copy_into(b.meta, a.meta)
 
 
 @helper

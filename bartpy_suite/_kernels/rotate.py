@@ -86,6 +86,7 @@ from .tree import (
     M_N_LEAVES,
     alloc_node,
     cached_subtree_log_prior,
+    copy_into,
     global_term,
     refresh_leaf_terms,
     release_node,
@@ -532,9 +533,9 @@ def rotate_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, s
         tree.lm[nd] = f_lm[i]
         tree.b[nd] = f_b[i]
         tree.lp[nd] = f_lp[i]
-    tree.free[:] = saved_free
-    tree.meta[:] = saved_meta
-    tree.perm[s:e] = saved_perm
+    copy_into(tree.free, saved_free)
+    copy_into(tree.meta, saved_meta)
+    copy_into(tree.perm[s:e], saved_perm)
     return False, valid, log_r
 
 

@@ -295,6 +295,17 @@ def leaf_left_count_sum(leaf_of, node, codes, cut, is_cat, y):
     return count, total
 
 
+@helper(inline=True)
+def copy_into(dst, src):
+    """``dst[:] = src`` for 1-D arrays of one length, element by element: numba's slice assignment
+    compiles its formatting of shape-mismatch errors, string machinery that cost 2-3 CPU s of the
+    first compile of a sampler using it (issue 11 section 1)."""
+    if dst.shape[0] != src.shape[0]:
+        raise ValueError("copy_into: the arrays differ in length")
+    for i in range(src.shape[0]):
+        dst[i] = src[i]
+
+
 @helper
 def merge_sorted_halves(perm, start, mid, end, buf):
     """Merge the sorted runs ``perm[start:mid]`` and ``perm[mid:end]`` in place."""
