@@ -1,8 +1,9 @@
 """The two ways a function here is compiled: ``kernel`` (called from Python) and ``helper``
 (called only from other compiled functions).
 
-Both compile in nopython mode, without the GIL, and cache their machine code on disk. They
-differ in the wrappers numba builds around the machine code. Every compiled function normally
+Both compile in nopython mode, without the GIL, and cache on disk: a kernel its machine code, a
+helper the LLVM IR its callers link in (``link_only.py``). They differ in the wrappers numba builds
+around the machine code. Every compiled function normally
 gets a CPython wrapper (to be called from Python) and a C callback wrapper. For a function taking
 ``TreeArrays`` or ``Scratch``, named tuples of 13-17 arrays, the CPython wrapper unboxes and
 reference-counts every array. That wrapper is then optimised again, with the function, in every
@@ -15,7 +16,9 @@ numba's entry point without a wrapper (a crash), so the dispatcher class below s
 call to a twin of the same function compiled the usual way (in memory, not cached). A test or a
 debugging session can therefore call any helper. Fitting, prediction and the posterior call only
 ``kernel`` functions from Python (``tests/test_kernel_entry_points.py``); the twins serve the
-single-move and single-rate methods the exact tests use.
+single-move and single-rate methods the exact tests use. Compiling a kernel or a helper marks the
+compilation as this package's (``link_only.compiling``), so its wrapper-less callees get no machine
+code of their own.
 """
 
 from __future__ import annotations
@@ -69,8 +72,8 @@ def kernel(fn: Callable | None = None, *, parallel: bool = False) -> KernelDispa
 class HelperDispatcher(KernelDispatcher):
     """A dispatcher compiled without the CPython and C callback wrappers.
 
-    Compiled callers link its machine code as usual; a call from Python goes to an ordinary,
-    uncached ``njit`` twin of the same Python function.
+    Compiled callers link its IR (``link_only``: it gets no machine code of its own); a call from
+    Python goes to an ordinary, uncached ``njit`` twin of the same Python function.
     """
 
     def __call__(self, *args, **kwargs):
