@@ -248,7 +248,7 @@ def _has_global_term(hyper):
 def _log_one_minus(xt, perm, start, end, is_cat, nbins, depth, hyper, scratch):
     """log(1 - p_SPLIT) of a leaf over ``perm[start:end]``; 0 if it has no available rule."""
     m = int(hyper[H_MIN_LEAF])
-    if has_available_rule(xt, perm, start, end, is_cat, nbins, m, scratch.hist, scratch.sums):
+    if has_available_rule(xt, perm, start, end, is_cat, nbins, m, scratch.hist, scratch.sums, False):
         return math.log1p(-p_split(hyper[H_ALPHA], hyper[H_BETA], depth))
     return 0.0
 
@@ -324,7 +324,7 @@ def _numeric_rates(tree, node, xt, is_cat, nbins, v, lo, count, log_base, lm_lea
     while a < b:  # first k whose left child can split
         mid = (a + b) // 2
         if has_available_rule(xt, rows, 0, cs.bin_n[mid + 1], is_cat, nbins, int(hyper[H_MIN_LEAF]), scratch.hist,
-                              scratch.sums):
+                              scratch.sums, False):
             b = mid
         else:
             a = mid + 1
@@ -334,7 +334,7 @@ def _numeric_rates(tree, node, xt, is_cat, nbins, v, lo, count, log_base, lm_lea
     while a < b:  # last k whose right child can split
         mid = (a + b + 1) // 2
         if has_available_rule(xt, rows, cs.bin_n[mid + 1], n, is_cat, nbins, int(hyper[H_MIN_LEAF]), scratch.hist,
-                              scratch.sums):
+                              scratch.sums, False):
             a = mid
         else:
             b = mid - 1
@@ -417,7 +417,7 @@ def _factor_setup(xt, is_cat, nbins, v, hyper, scratch, cs):
         if cs.bin_n[k + 1] > cs.bin_n[k]:
             cs.levels[n_present] = k
             cs.lev_self[n_present] = has_available_rule(xt, cs.sorted_rows, cs.bin_n[k], cs.bin_n[k + 1], is_cat,
-                                                        nbins, m, scratch.hist, scratch.sums)
+                                                        nbins, m, scratch.hist, scratch.sums, False)
             n_present += 1
     return n_present
 
@@ -476,7 +476,7 @@ def _side_rows_available(xt, is_cat, nbins, m, g, n_present, left, scratch, cs):
                 cs.sub_rows[fill] = cs.sorted_rows[i]
                 fill += 1
     cs.walk_stats[1] += 1
-    return has_available_rule(xt, cs.sub_rows, 0, fill, is_cat, nbins, m, scratch.hist, scratch.sums)
+    return has_available_rule(xt, cs.sub_rows, 0, fill, is_cat, nbins, m, scratch.hist, scratch.sums, False)
 
 
 @helper
@@ -661,7 +661,7 @@ def _leaf_rule_setup(tree, node, xt, is_cat, nbins, hyper, scratch):
     ratio part shared by all births there; returns (n_vars, log p_SPLIT - log(1 - p_SPLIT))."""
     m = int(hyper[H_MIN_LEAF])
     n_vars = node_rule_counts(scratch.codes_by_row, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m,
-                              scratch.hist2d, scratch.sums, scratch.counts, scratch.lows, scratch.extras)
+                              scratch.hist2d, scratch.sums, scratch.counts, scratch.lows, scratch.extras, False)
     ps = p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node])
     return n_vars, math.log(ps) - math.log1p(-ps)
 
@@ -719,7 +719,7 @@ def nog_death_rate(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratc
     rc = tree.right[node]
     v = tree.var[node]
     n_vars = node_rule_counts(scratch.codes_by_row, tree.perm, s, e, is_cat, nbins, m, scratch.hist2d, scratch.sums,
-                              scratch.counts, scratch.lows, scratch.extras)
+                              scratch.counts, scratch.lows, scratch.extras, False)
     count = scratch.counts[v]
     log_rule = -math.log(n_vars) - (math.log(0.5 * count) if is_cat[v] else math.log(count))
     ps = p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node])

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from numba import njit
+from numba.core import types
 from numba.core.registry import CPUDispatcher
 
 from . import link_only
@@ -35,6 +36,14 @@ __all__ = ["kernel", "helper"]
 _TARGET_OPTIONS = {"nopython": True, "nogil": True, "boundscheck": None}
 
 
+def _one_kind(arg_type):
+    """``arg_type`` without its literal value, and widened to int64 if a narrower signed integer."""
+    plain = types.unliteral(arg_type)
+    if isinstance(plain, types.Integer) and plain.signed and plain.bitwidth < 64:
+        return types.int64
+    return plain
+
+
 class KernelDispatcher(CPUDispatcher):
     """A numba dispatcher whose compilations count as this package's (``link_only.compiling``):
     callees without wrappers are kept as IR for linking, not turned into machine code."""
@@ -42,6 +51,15 @@ class KernelDispatcher(CPUDispatcher):
     def compile(self, sig):
         with link_only.compiling():
             return super().compile(sig)
+
+    def get_call_template(self, args, kws):
+        """Type a compiled call with one signature per argument kind: constants as their plain
+        type and signed integers as int64. numba would otherwise compile the helper again for
+        every literal (``f(tree, 0)`` next to ``f(tree, node)``) and for int32 node indices read
+        from the tree arrays next to int64 loop indices: 2-5 CPU s of a first fit (issue 11
+        section 1). The caller casts its arguments to the signature."""
+        return super().get_call_template(tuple(_one_kind(a) for a in args),
+                                         {k: _one_kind(v) for k, v in kws.items()})
 
 
 def kernel(fn: Callable | None = None, *, parallel: bool = False) -> KernelDispatcher | Callable:

@@ -410,7 +410,7 @@ def _rule_log_prior(t, node, v, cut, is_cat, nbins, hyper, scratch):
     s0 = t.start[node]
     e0 = t.end[node]
     n_vars = node_rule_counts(scratch.codes_by_row, t.perm, s0, e0, is_cat, nbins, m, scratch.hist2d, scratch.sums,
-                              scratch.counts, scratch.lows, scratch.extras)
+                              scratch.counts, scratch.lows, scratch.extras, False)
     count = scratch.counts[v]
     if count <= 0:
         return -np.inf

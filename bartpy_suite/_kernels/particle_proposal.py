@@ -184,7 +184,7 @@ def optimal_choice(rng, tree, node, xt, is_cat, nbins, y, ycls, hyper, scratch, 
     e0 = tree.end[node]
     ps = p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node])
     n_vars = node_rule_counts(scratch.codes_by_row, perm, s0, e0, is_cat, nbins, m, scratch.hist2d, scratch.sums,
-                              scratch.counts, scratch.lows, scratch.extras)
+                              scratch.counts, scratch.lows, scratch.extras, False)
     lm_node = tree.lm[node]
     b_node = tree.b[node]
     s_stop = math.log1p(-ps)

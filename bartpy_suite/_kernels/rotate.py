@@ -558,7 +558,7 @@ def perturb_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, 
         new_cut = old_cut ^ (np.int64(1) << k)
     else:
         count, lo, _ = var_rule_count(xt, tree.perm, tree.start[root], tree.end[root], v, is_cat, nbins, m,
-                                      scratch.hist, scratch.sums)
+                                      scratch.hist, scratch.sums, False)
         n_cuts = int(count)
         if n_cuts <= 1:
             return False, False, -np.inf

@@ -456,7 +456,7 @@ def _rule_count_from_hist(hist, is_cat_v, nbins_v, n, m, sums, na=False):
 
 
 @helper
-def var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, hist, sums, na=False):
+def var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, hist, sums, na):
     """Available rules on variable v at a segment (see ``_rule_count_from_hist``); leaves the
     histogram of v in ``hist``."""
     n = end - start
@@ -467,7 +467,7 @@ def var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, hist, sums, na=Fal
 
 
 @helper
-def node_rule_counts(xr, perm, start, end, is_cat, nbins, m, hist2d, sums, counts, lows, extras, na=False):
+def node_rule_counts(xr, perm, start, end, is_cat, nbins, m, hist2d, sums, counts, lows, extras, na):
     """Fill per-variable available-rule counts at a segment; return the number of variables
     with at least one available rule.
 
@@ -515,7 +515,7 @@ def _cut_available(xt, perm, start, end, v, t, m):
 
 
 @helper
-def has_available_rule(xt, perm, start, end, is_cat, nbins, m, hist, sums, na=False):
+def has_available_rule(xt, perm, start, end, is_cat, nbins, m, hist, sums, na):
     """Whether any variable offers an available rule at the segment (p_SPLIT > 0)."""
     if end - start < 2 * m:
         return False
