@@ -14,9 +14,9 @@ compile (``compiling``), such a function's library is finalised as *link-only*: 
 passes and the machine code and keeps only its function-level optimised IR, which callers link in
 and optimise as part of their own module. Its cache entry holds that IR alone. A kernel (which has
 a CPython wrapper) is optimised and compiled as before, with its callees' IR linked in; the draws
-are bit-identical and the speed per sweep unchanged, while the first fits compile in 35-50% less
-time (``benchmarks/results/compile_time.md``, issue 11 section 1). numba's own ``overload``
-implementations keep their C callback wrappers and are compiled as usual.
+are bit-identical and the speed per sweep unchanged, while the first CART fit compiled in a third
+less time (53.5 -> 36.6 CPU s, ``benchmarks/results/compile_time.md``, issue 11 section 1).
+numba's own ``overload`` implementations keep their C callback wrappers and are compiled as usual.
 
 The switch is a small set of overrides of numba's ``CPUCodeLibrary`` and ``CPUContext`` that act
 only on libraries marked link-only, and marking happens only inside ``compiling``. If numba's
