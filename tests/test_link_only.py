@@ -41,14 +41,27 @@ def first(n):
 @kernel
 def second(n):  # a second kernel linking the same helpers
     return middle(n + 1) * 2
+
+
+@helper
+def scaled(x, k):
+    return x * k
+
+
+@kernel
+def third(a):  # a: int32 array; scaled is called with literals, int32 and int64 arguments
+    return scaled(a[0], 2) + scaled(a[1], a[2]) + scaled(np.int64(5), a[0])
 '''
 
 CHILD = '''
 import json
+import numpy as np
 import linkmod
 from bartpy_suite._kernels.link_only import available, is_link_only
 
-out = {"available": available(), "values": [linkmod.first(5), linkmod.second(5)], "errors": []}
+out = {"available": available(), "values": [linkmod.first(5), linkmod.second(5)], "errors": [],
+       "third": int(linkmod.third(np.array([3, 4, 5], dtype=np.int32)))}
+out["scaled_signatures"] = [str(sig) for sig in linkmod.scaled.signatures]
 for fn in (linkmod.first, linkmod.second, linkmod.middle):  # middle: its Python twin
     for n in (-3, 500):
         try:
@@ -91,9 +104,13 @@ def test_kernels_linking_link_only_helpers_run_fresh_and_cached(tmp_path):
     for run in (fresh, cached):
         assert run["available"]
         assert run["values"] == [4, 10]
+        assert run["third"] == 3 * 2 + 4 * 5 + 5 * 3
         assert run["errors"] == expected_errors
     # Fresh: the helper was compiled link-only, the kernels with machine code. Cached: the kernels
     # load with their linked code and the helper loads as IR only (through middle's Python twin).
     assert fresh["link_only"] == {"inner": [True], "first": [False], "second": [False]}
     assert cached["link_only"] == {"inner": [True], "first": [False], "second": [False]}
     assert any(cache.rglob("linkmod.inner-*.nbc")), "the helper's IR is cached"
+    # One signature per argument kind (jit.KernelDispatcher.get_call_template): the literal 2, the
+    # int32 elements and the int64 all call the one int64 compilation of ``scaled``.
+    assert fresh["scaled_signatures"] == ["(int64, int64)"]
