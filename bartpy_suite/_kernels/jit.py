@@ -3,8 +3,8 @@
 
 Both compile in nopython mode, without the GIL, and cache on disk: a kernel its machine code, a
 helper the LLVM IR its callers link in (``link_only.py``). They differ in the wrappers numba builds
-around the machine code. Every compiled function normally
-gets a CPython wrapper (to be called from Python) and a C callback wrapper. For a function taking
+around the machine code. Every compiled function normally gets a CPython wrapper (to be called
+from Python) and a C callback wrapper. For a function taking
 ``TreeArrays`` or ``Scratch``, named tuples of 13-17 arrays, the CPython wrapper unboxes and
 reference-counts every array. That wrapper is then optimised again, with the function, in every
 caller's final module. For a function that is only ever called from compiled code it is dead
