@@ -13,17 +13,7 @@ from .backfit import begin_sweep, draw_noise, finish_tree, prepare_tree, record_
 from .cart_chain import cart_step
 from .cart_moves import N_MOVES
 from .jit import helper, kernel
-from .tree import H_SIGMA2
-
-
-@helper(inline=True)
-def _store_counts(out_counts, d, counts):
-    """``out_counts[d] = counts`` element by element: numba's array-to-array assignment checks the
-    shapes and formats a mismatch into its error message, which compiled numba's string machinery
-    into the first BART fit (about 3 CPU s, issue 11 section 1)."""
-    for k in range(counts.shape[0]):
-        for a in range(counts.shape[1]):
-            out_counts[d, k, a] = counts[k, a]
+from .tree import H_SIGMA2, copy_into
 
 
 @helper(inline=True)
@@ -66,7 +56,8 @@ def run_bart_chain(rng, forest, state, xt, is_cat, nbins, move_probs, change_swa
         if d >= out_sigma.shape[0]:
             continue
         out_sigma[d] = math.sqrt(state.hyper[H_SIGMA2])
-        _store_counts(out_counts, d, counts)
+        for k in range(N_MOVES):  # not out_counts[d] = counts: see tree.copy_into
+            copy_into(out_counts[d, k], counts[k])
         if not record_forest(forest, store, d, out_leaves, out_depth, nodes, order, scratch.stack):
             return step + 1, d
     return n_iter, -1
@@ -107,7 +98,8 @@ def run_multinomial_chain(rng, forest, state, xt, is_cat, nbins, move_probs, cha
         d = (it - tune) // thin
         if d >= out_counts.shape[0]:
             continue
-        _store_counts(out_counts, d, counts)
+        for k in range(N_MOVES):  # not out_counts[d] = counts: see tree.copy_into
+            copy_into(out_counts[d, k], counts[k])
         if not record_forest(forest, store, d, out_leaves, out_depth, nodes, order, scratch.stack):
             return step + 1, d
     return n_iter, -1
