@@ -43,7 +43,8 @@ nearly used up (births need two free slots) every rate is recomputed.
 
 Rotate and perturb (CT-B, CT-C) are events too, each an MH step of ``rotate.py`` fired at a
 constant rate: ``mh_rates[0]`` while the tree has a rotatable node (two or more splits),
-``mh_rates[1]`` while it has a split. The process then has the extra generator ``lambda K``
+``mh_rates[1]`` while it has a split (``mh_rates`` is None when both rates are 0: numba then compiles
+the chain without these events). The process then has the extra generator ``lambda K``
 with K the pi-reversible MH kernel, so it stays pi-reversible, and Lambda(T) includes these
 rates. A rejected step is a jump to the same tree: the holding time in T is still split into
 Exp(Lambda) pieces, so ``1 / Lambda`` stays the right weight of each recorded state. The rate
@@ -1032,12 +1033,13 @@ def run_for_time(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, 
 @helper
 def mh_event_rate(tree, mh_rates):
     """Total rate of the rotate and perturb events of the tree (see the module docstring)."""
-    n_int = tree.meta[M_N_INTERNAL]
     out = 0.0
-    if n_int >= 2:
-        out += mh_rates[0]
-    if n_int >= 1:
-        out += mh_rates[1]
+    if mh_rates is not None:
+        n_int = tree.meta[M_N_INTERNAL]
+        if n_int >= 2:
+            out += mh_rates[0]
+        if n_int >= 1:
+            out += mh_rates[1]
     return out
 
 
@@ -1046,22 +1048,23 @@ def event_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs
     """One event of the process with birth/death total ``lam_bd`` (cached rates) and the rotate /
     perturb rates ``mh_rates``: returns its kind. Without rotate/perturb events this is exactly
     ``jump`` (same random draws)."""
-    mh = mh_event_rate(tree, mh_rates)
-    if mh > 0.0:
-        u = rng.random() * (lam_bd + mh)
-        if u >= lam_bd:
-            u -= lam_bd
-            n_total = float(y.shape[0])
-            rot = mh_rates[0] if tree.meta[M_N_INTERNAL] >= 2 else 0.0
-            if u < rot:
-                kind = EVENT_ROTATE
-                accepted, _, _ = rotate_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch)
-            else:
-                kind = EVENT_PERTURB
-                accepted, _, _ = perturb_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total,
-                                              scratch)
-            if accepted:
-                compute_all_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
-            return kind
+    if mh_rates is not None:
+        mh = mh_event_rate(tree, mh_rates)
+        if mh > 0.0:
+            u = rng.random() * (lam_bd + mh)
+            if u >= lam_bd:
+                u -= lam_bd
+                n_total = float(y.shape[0])
+                rot = mh_rates[0] if tree.meta[M_N_INTERNAL] >= 2 else 0.0
+                if u < rot:
+                    kind = EVENT_ROTATE
+                    accepted, _, _ = rotate_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch)
+                else:
+                    kind = EVENT_PERTURB
+                    accepted, _, _ = perturb_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total,
+                                                  scratch)
+                if accepted:
+                    compute_all_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+                return kind
     kind, _ = jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam_bd)
     return kind

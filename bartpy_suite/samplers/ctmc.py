@@ -59,6 +59,14 @@ from .single_tree import TreeChain
 DEFAULT_EVENT_RATE = 1.0
 
 
+def event_rates(rotate: float, perturb: float) -> np.ndarray | None:
+    """The kernels' ``mh_rates``: the rotate and perturb rates, or None when both are 0, so that
+    the chain's kernels compile without those events (``_kernels/ctmc.py``)."""
+    if rotate == 0.0 and perturb == 0.0:
+        return None
+    return np.array([float(rotate), float(perturb)])
+
+
 def _ctmc_state(chain, names: tuple, n_rows: int, capacity: int, n_classes: int):
     """The process' state for ``chain``; a factor with more levels than ``ctmc`` enumerates is
     refused with an error naming its column (``names``: the problem's ``predictor_names``)."""
@@ -87,7 +95,7 @@ class CtmcCartChain(TreeChain):
     def __init__(self, problem: CartProblem, rng: np.random.Generator, capacity: int | None = None,
                  rotate: float = 0.0, perturb: float = 0.0):
         super().__init__(problem, rng, capacity)
-        self.mh_rates = np.array([float(rotate), float(perturb)])
+        self.mh_rates = event_rates(rotate, perturb)
         self.cs = _ctmc_state(self, problem.predictor_names, self.y.shape[0], self.capacity, self.n_classes)
 
     def allocate(self, draws: int) -> None:
@@ -188,7 +196,7 @@ class CtmcBartChain(ForestChain):
     def __init__(self, problem: BartProblem, time, rng: np.random.Generator, rotate: float = 0.0,
                  perturb: float = 0.0):
         super().__init__(problem, rng)
-        self.mh_rates = np.array([float(rotate), float(perturb)])
+        self.mh_rates = event_rates(rotate, perturb)
         self.adapt = time == "auto"
         # The starting time before adaptation: about one jump per visit for a stump with a few
         # hundred available rules at rate ~1 would need ~1e-3; adaptation replaces it.
