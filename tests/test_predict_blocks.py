@@ -70,3 +70,43 @@ def test_block_traversal_equals_a_walk_from_the_root(store, m):
                 assert leaves[s, t, i] == leaf, (s, t, i)
                 expected_f[s, i] += store["value"][leaf]
     np.testing.assert_array_equal(f, expected_f)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 5, 8])
+def test_the_samples_split_among_threads_give_the_same_arrays(store, threads):
+    # 5 samples: 2 and 3 threads split them unevenly, 8 threads is capped at one sample each
+    rng = np.random.default_rng(9)
+    m = BLOCK + 5
+    codes = np.where(IS_CAT[:, None], rng.integers(0, LEVELS, (P, m)), rng.integers(0, NBINS, (P, m))).astype(np.int32)
+    args = (codes, IS_CAT, store["var"], store["cut"], store["right"])
+    roots = store["roots"]
+    leaves = {k: np.full(roots.shape + (m,), -1, dtype=np.int64) for k in ("one", "split")}
+    f = {k: np.full((roots.shape[0], m), np.nan) for k in ("one", "split")}
+    leaf_indices(*args, roots, leaves["one"], threads=1)
+    leaf_indices(*args, roots, leaves["split"], threads=threads)
+    sum_of_trees(*args, store["value"], roots, f["one"], threads=1)
+    sum_of_trees(*args, store["value"], roots, f["split"], threads=threads)
+    assert (leaves["one"] >= 0).all() and np.isfinite(f["one"]).all(), "every entry is written"
+    np.testing.assert_array_equal(leaves["split"], leaves["one"])
+    np.testing.assert_array_equal(f["split"], f["one"])
+
+
+def test_concurrent_calls_from_python_threads_do_not_interfere(store):
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(10)
+    m = 2 * BLOCK
+    codes = [np.where(IS_CAT[:, None], rng.integers(0, LEVELS, (P, m)),
+                      rng.integers(0, NBINS, (P, m))).astype(np.int32) for _ in range(4)]
+    roots = store["roots"]
+
+    def f_of(c):
+        out = np.empty((roots.shape[0], m))
+        sum_of_trees(c, IS_CAT, store["var"], store["cut"], store["right"], store["value"], roots, out)
+        return out
+
+    expected = [f_of(c) for c in codes]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        got = list(pool.map(f_of, codes))
+    for e, g in zip(expected, got):
+        np.testing.assert_array_equal(g, e)

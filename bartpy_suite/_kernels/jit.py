@@ -62,27 +62,20 @@ class KernelDispatcher(CPUDispatcher):
                                          {k: _one_kind(v) for k, v in kws.items()})
 
 
-def kernel(fn: Callable | None = None, *, parallel: bool = False) -> KernelDispatcher | Callable:
+def kernel(fn: Callable) -> KernelDispatcher:
     """Compile ``fn`` as a kernel that Python code calls (``njit(cache=True, nogil=True)``).
 
     Parameters
     ----------
     fn : callable
-        A nopython-compatible Python function (omit it to get a decorator with options).
-    parallel : bool
-        Compile ``prange`` loops as parallel loops (numba's ``parallel=True``).
+        A nopython-compatible Python function.
 
     Returns
     -------
     KernelDispatcher
         The numba dispatcher.
     """
-    if fn is None:
-        return lambda f: kernel(f, parallel=parallel)
-    options = dict(_TARGET_OPTIONS)
-    if parallel:
-        options["parallel"] = True
-    dispatcher = KernelDispatcher(py_func=fn, locals={}, targetoptions=options)
+    dispatcher = KernelDispatcher(py_func=fn, locals={}, targetoptions=dict(_TARGET_OPTIONS))
     dispatcher.enable_caching()
     return dispatcher
 

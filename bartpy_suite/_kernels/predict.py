@@ -17,8 +17,10 @@ constant length, which is what the vectoriser needs.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
+import numba
 import numpy as np
-from numba import prange
 
 from .jit import helper, kernel
 from .tree import goes_left
@@ -164,21 +166,78 @@ def _sample_sum_of_trees(blocks, m, is_cat, var, cut, right, value, roots, s, ou
             out[s, lo + i] = acc[i]
 
 
-# The parallel loops only call a helper per sample: numba's parfor passes analyse every statement
-# of a prange body, so a body of one call compiles in a fraction of the time. The sample index is
-# cast because numba types it int64 outside the parallel loop and uint64 inside: one signature.
-@kernel(parallel=True)
-def leaf_indices(codes, is_cat, var, cut, right, roots, out):
-    """``out[s, t, i]``: flat index of the leaf reached by row i in tree t of sample s."""
+# Threads instead of numba's parallel loops: a ``prange`` loop costs the parfor passes and a second
+# compiled function per kernel, about 2 CPU s of a first fit (issue 11, section 1). Each kernel
+# below runs a range of samples without the GIL, and the Python functions after them hand the
+# ranges to threads. Each call blocks the codes again, a copy far smaller than the trees' work
+# (blocking them once in a kernel of its own was 2% slower). Every sample writes only its own rows
+# of ``out``, so the result does not depend on the number of threads.
+@kernel
+def _leaf_indices_range(codes, is_cat, var, cut, right, roots, start, stop, out):
+    """``leaf_indices`` for samples ``start`` to ``stop - 1``."""
     blocks = blocked_codes(codes)
-    for s in prange(roots.shape[0]):
-        _sample_leaf_indices(blocks, codes.shape[1], is_cat, var, cut, right, roots, np.int64(s), out)
+    for s in range(start, stop):
+        _sample_leaf_indices(blocks, codes.shape[1], is_cat, var, cut, right, roots, s, out)
 
 
-@kernel(parallel=True)
-def sum_of_trees(codes, is_cat, var, cut, right, value, roots, out):
-    """``out[s, i] = sum_t value[leaf(s, t, i)]``: the fitted function per sample (the trees
-    added in order, from 0.0)."""
+@kernel
+def _sum_of_trees_range(codes, is_cat, var, cut, right, value, roots, start, stop, out):
+    """``sum_of_trees`` for samples ``start`` to ``stop - 1``."""
     blocks = blocked_codes(codes)
-    for s in prange(roots.shape[0]):
-        _sample_sum_of_trees(blocks, codes.shape[1], is_cat, var, cut, right, value, roots, np.int64(s), out)
+    for s in range(start, stop):
+        _sample_sum_of_trees(blocks, codes.shape[1], is_cat, var, cut, right, value, roots, s, out)
+
+
+def _over_samples(run_range, n_samples: int, threads: int | None) -> None:
+    """Call ``run_range(start, stop)`` over ``range(n_samples)``, split among ``threads`` threads
+    (default: numba's thread count, ``NUMBA_NUM_THREADS``)."""
+    threads = numba.config.NUMBA_NUM_THREADS if threads is None else threads
+    threads = max(1, min(threads, n_samples))
+    if threads == 1:
+        run_range(0, n_samples)
+        return
+    bounds = np.linspace(0, n_samples, threads + 1).astype(np.int64)
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        for done in [pool.submit(run_range, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]:
+            done.result()
+
+
+def leaf_indices(codes: np.ndarray, is_cat: np.ndarray, var: np.ndarray, cut: np.ndarray, right: np.ndarray,
+                 roots: np.ndarray, out: np.ndarray, threads: int | None = None) -> None:
+    """Write ``out[s, t, i]``, the flat index of the leaf reached by row i in tree t of sample s.
+
+    Parameters
+    ----------
+    codes : ndarray of int, shape (p, m)
+        Bin codes of the new rows.
+    is_cat, var, cut, right : ndarray
+        Categorical flag per predictor and the store's node arrays (module docstring).
+    roots : ndarray of int64, shape (samples, trees)
+        Flat root index per sample and tree.
+    out : ndarray of int64, shape (samples, trees, m)
+        Filled in place.
+    threads : int or None
+        Threads to split the samples among (default ``NUMBA_NUM_THREADS``).
+    """
+    _over_samples(lambda a, b: _leaf_indices_range(codes, is_cat, var, cut, right, roots, a, b, out),
+                  roots.shape[0], threads)
+
+
+def sum_of_trees(codes: np.ndarray, is_cat: np.ndarray, var: np.ndarray, cut: np.ndarray, right: np.ndarray,
+                 value: np.ndarray, roots: np.ndarray, out: np.ndarray, threads: int | None = None) -> None:
+    """Write ``out[s, i] = sum_t value[leaf(s, t, i)]``, the fitted function per sample (the trees
+    added in order, from 0.0).
+
+    Parameters
+    ----------
+    codes, is_cat, var, cut, right, roots : ndarray
+        As for ``leaf_indices``.
+    value : ndarray of float64
+        Leaf value per stored node.
+    out : ndarray of float64, shape (samples, m)
+        Filled in place.
+    threads : int or None
+        Threads to split the samples among (default ``NUMBA_NUM_THREADS``).
+    """
+    _over_samples(lambda a, b: _sum_of_trees_range(codes, is_cat, var, cut, right, value, roots, a, b, out),
+                  roots.shape[0], threads)
