@@ -582,6 +582,7 @@ def run(package: str, task: str, n: int, tune: int, draws: int, chains: int = 1)
 
 
 def main(argv=None) -> int:
+    global MCMC_SEED
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--package", required=True, choices=PACKAGES)
     ap.add_argument("--task", required=True, choices=TASKS)
@@ -591,7 +592,9 @@ def main(argv=None) -> int:
     ap.add_argument("--chains", type=int, default=1, help="chains (task friedman_ess only)")
     ap.add_argument("--result", required=True, help="JSON file to write")
     ap.add_argument("--cpu", type=int, default=-1, help="pin the process to this logical CPU (-1: no pinning)")
+    ap.add_argument("--seed", type=int, default=MCMC_SEED, help="MCMC seed (chain c of friedman_ess: seed + c)")
     args = ap.parse_args(argv)
+    MCMC_SEED = args.seed
     try:
         record = run(args.package, args.task, args.n, args.tune, args.draws, args.chains)
         record["ok"] = True

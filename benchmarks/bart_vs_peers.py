@@ -236,13 +236,14 @@ def cold_compile(env: dict, timeout: float, cpu: int) -> dict | None:
 
 
 def run_one(package: str, task: str, n: int, tune: int, draws: int, env: dict, log_dir: Path,
-            timeout: float, cpu: int, chains: int = 1) -> dict:
+            timeout: float, cpu: int, chains: int = 1, seed: int = 1) -> dict:
     """One subprocess; returns its JSON record plus the wall time of the whole process."""
     tag = f"{task}-{package}-{n}"
     result = log_dir / f"{tag}.json"
     log = log_dir / f"{tag}.log"
     cmd = [sys.executable, str(RUNNER), "--package", package, "--task", task, "--n", str(n), "--tune", str(tune),
-           "--draws", str(draws), "--result", str(result), "--cpu", str(cpu), "--chains", str(chains)]
+           "--draws", str(draws), "--result", str(result), "--cpu", str(cpu), "--chains", str(chains),
+           "--seed", str(seed)]
     t0 = time.perf_counter()
     with open(log, "w") as fh:
         try:
@@ -371,6 +372,9 @@ def main(argv=None) -> int:
     ap.add_argument("--tasks", default="friedman,breast_cancer",
                     help="comma separated, from friedman, breast_cancer, friedman_ess (ESS per second)")
     ap.add_argument("--chains", type=int, default=4, help="chains per package in friedman_ess (default 4)")
+    ap.add_argument("--seed", type=int, default=1,
+                    help="MCMC seed of every package (default 1; chain c of friedman_ess uses seed + c). Another "
+                         "seed, more than --chains away, is an independent replicate: it shows how noisy ESS is")
     ap.add_argument("--tune", type=int, default=None, help="burn-in for every size (default: by n, see docstring)")
     ap.add_argument("--draws", type=int, default=None, help="kept draws for every size (default: by n)")
     ap.add_argument("--pymc-max-n", type=int, default=1000, help="largest n at which pymc-bart runs (default 1000)")
@@ -484,8 +488,9 @@ def main(argv=None) -> int:
 
     if "friedman_ess" in tasks:
         notes += [
-            f"ESS per second: {args.chains} chains per package, each from its own seed, run one after the other on one "
-            "thread; ESS over the chains together (bulk ESS: split chains, rank-normalised, as arviz-stats; the "
+            f"ESS per second: {args.chains} chains per package, each from its own seed (--seed {args.seed}), run "
+            "one after the other on one thread; ESS over the chains together (bulk ESS: split chains, "
+            "rank-normalised, as arviz-stats; the "
             "delta-method ESS of the weighted mean for ctmc's Rao-Blackwellized weights); f(x) at the first 100 "
             "rows of the Friedman test set, median and 5th percentile of the 100 ESS; per CPU second of sampling "
             "(compilation excluded): for bartpy_suite the chain runner, for stochtree and bartz the fit calls, for "
@@ -498,7 +503,7 @@ def main(argv=None) -> int:
         label = f"{task} n={n:,}" if task.startswith("friedman") else task
         print(f"[{i}/{len(jobs)}] {package:16s} {label:20s} {tune}+{draws} ...", end=" ", flush=True)
         chains = args.chains if task == "friedman_ess" else 1
-        record = run_one(package, task, n, tune, draws, env, log_dir, args.timeout, cpu, chains)
+        record = run_one(package, task, n, tune, draws, env, log_dir, args.timeout, cpu, chains, args.seed)
         records.append(record)
         if record.get("ok") and task == "friedman_ess":
             print(f"ESS/s sigma {record['ess_sigma_per_s']:.1f}, f median {record['ess_f_median_per_s']:.1f}, "
