@@ -115,3 +115,27 @@ def test_a_shared_row_permutation_gives_the_same_draws(monkeypatch, response):
         assert np.array_equal(value.values, shared.posterior[name].values, equal_nan=True), name
     accepted = own.sample_stats["n_accepted"].values.sum(axis=(0, 1))
     assert accepted[:4].sum() > 0, "no move was accepted: the comparison would not test the rebuilt permutation"
+
+
+def test_tree_copies_check_lengths_once_and_copy_every_slot():
+    from bartpy_suite._kernels.particle import copy_tree
+
+    copied = ("var", "cut", "left", "right", "parent", "depth", "start", "end", "lm", "b", "lp", "perm", "free", "meta")
+    rng = np.random.default_rng(3)
+    a = T.new_tree(20, 15)
+    for name in copied:
+        arr = getattr(a, name)
+        arr[:] = rng.integers(1, 7, arr.shape[0]).astype(arr.dtype)
+    b = T.new_tree(20, 15)
+    copy_tree(a, b)
+    for name in copied:
+        np.testing.assert_array_equal(getattr(b, name), getattr(a, name), err_msg=name)
+    with pytest.raises(ValueError, match="node capacity or rows"):
+        copy_tree(a, T.new_tree(20, 17))  # the copies themselves are unchecked: this check guards them
+    with pytest.raises(ValueError, match="node capacity or rows"):
+        copy_tree(a, T.new_tree(21, 15))
+    dst = np.zeros(4)
+    with pytest.raises(ValueError, match="differ in length"):
+        T.copy_into(dst, np.ones(5))
+    T.copy_into(dst, np.arange(4.0))
+    np.testing.assert_array_equal(dst, np.arange(4.0))

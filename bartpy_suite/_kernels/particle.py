@@ -46,7 +46,7 @@ from .tree import (
     M_N_INTERNAL,
     M_N_LEAVES,
     TreeArrays,
-    copy_into,
+    copy_unchecked,
     global_term,
     has_available_rule,
     leaf_terms,
@@ -168,8 +168,8 @@ def copy_particle(src, i, dst, j):
         b.var[k] = FREE
         b.left[k] = -1
         b.right[k] = -1
-    copy_into(b.perm, a.perm)
-    copy_into(b.meta, a.meta)
+    copy_unchecked(b.perm, a.perm)  # particles of one store: same lengths
+    copy_unchecked(b.meta, a.meta)
     for k in range(src.head[i], src.tail[i]):
         dst.queue[j, k] = src.queue[i, k]
     dst.head[j] = src.head[i]
@@ -181,20 +181,23 @@ def copy_particle(src, i, dst, j):
 @helper
 def copy_tree(a, b):
     """b = a, every node slot (the output tree may have been built by another sampler)."""
-    copy_into(b.var, a.var)
-    copy_into(b.cut, a.cut)
-    copy_into(b.left, a.left)
-    copy_into(b.right, a.right)
-    copy_into(b.parent, a.parent)
-    copy_into(b.depth, a.depth)
-    copy_into(b.start, a.start)
-    copy_into(b.end, a.end)
-    copy_into(b.lm, a.lm)
-    copy_into(b.b, a.b)
-    copy_into(b.lp, a.lp)
-    copy_into(b.perm, a.perm)
-    copy_into(b.free, a.free)
-    copy_into(b.meta, a.meta)
+    # the node arrays share one length (the capacity), so three checks cover all fourteen copies
+    if a.var.shape[0] != b.var.shape[0] or a.perm.shape[0] != b.perm.shape[0] or a.meta.shape[0] != b.meta.shape[0]:
+        raise ValueError("copy_tree: the trees differ in node capacity or rows")
+    copy_unchecked(b.var, a.var)
+    copy_unchecked(b.cut, a.cut)
+    copy_unchecked(b.left, a.left)
+    copy_unchecked(b.right, a.right)
+    copy_unchecked(b.parent, a.parent)
+    copy_unchecked(b.depth, a.depth)
+    copy_unchecked(b.start, a.start)
+    copy_unchecked(b.end, a.end)
+    copy_unchecked(b.lm, a.lm)
+    copy_unchecked(b.b, a.b)
+    copy_unchecked(b.lp, a.lp)
+    copy_unchecked(b.perm, a.perm)
+    copy_unchecked(b.free, a.free)
+    copy_unchecked(b.meta, a.meta)
 
 
 @helper

@@ -295,13 +295,21 @@ def leaf_left_count_sum(leaf_of, node, codes, cut, is_cat, y):
     return count, total
 
 
-@helper(inline=True)
+@helper
 def copy_into(dst, src):
     """``dst[:] = src`` for 1-D arrays of one length, element by element: numba's slice assignment
     compiles its formatting of shape-mismatch errors, string machinery that cost 2-3 CPU s of the
     first compile of a sampler using it (issue 11 section 1)."""
     if dst.shape[0] != src.shape[0]:
         raise ValueError("copy_into: the arrays differ in length")
+    copy_unchecked(dst, src)
+
+
+@helper
+def copy_unchecked(dst, src):
+    """``dst[i] = src[i]`` for every i of ``src``; the caller has checked that ``dst`` is as long.
+    For hot loops: without a possible exception the compiler inlines the copy into its caller as a
+    plain memory copy (``pg`` ran 13% faster than with the check in every copy)."""
     for i in range(src.shape[0]):
         dst[i] = src[i]
 
