@@ -309,7 +309,7 @@ def copy_into(dst, src):
 def copy_unchecked(dst, src):
     """``dst[i] = src[i]`` for every i of ``src``; the caller has checked that ``dst`` is as long.
     For hot loops: without a possible exception the compiler inlines the copy into its caller as a
-    plain memory copy (``pg`` ran 13% faster than with the check in every copy)."""
+    plain memory copy (``pg`` ran about 10% faster than with the check in every copy)."""
     for i in range(src.shape[0]):
         dst[i] = src[i]
 
