@@ -167,7 +167,7 @@ def _sample_sum_of_trees(blocks, m, is_cat, var, cut, right, value, roots, s, ou
 
 
 # Threads instead of numba's parallel loops: a ``prange`` loop costs the parfor passes and a second
-# compiled function per kernel, about 2 CPU s of a first fit (issue 11, section 1). Each kernel
+# compiled function per kernel, 1-2 CPU s of a first fit (issue 11, section 1). Each kernel
 # below runs a range of samples without the GIL, and the Python functions after them hand the
 # ranges to threads. Each call blocks the codes again, a copy far smaller than the trees' work
 # (blocking them once in a kernel of its own was 2% slower). Every sample writes only its own rows
