@@ -515,10 +515,10 @@ def csmc_update(rng, ref, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, hyper, s
     clamped to ``ref``, then ``ref`` is overwritten by a particle drawn from the final weights
     (``fstate`` gets its leaf-term sums). Returns True if ``ref``'s partition may have changed.
 
-    With ``ancestor`` (particle Gibbs with ancestor sampling), before each resampling the
+    With ``ancestor`` True (particle Gibbs with ancestor sampling), before each resampling the
     reference's ancestor is drawn by ``ancestor_draw`` instead of being kept, and particle 0
     applies T*'s decision of the stage to the partial tree it inherits; ``pc`` is a one-particle
-    scratch set.
+    scratch set. Without it ``ancestor`` is None, and numba compiles none of that.
 
     ``ref`` must hold its leaf terms (lm, b) under the current response ``y`` only where the
     caller reads them afterwards; the replay recomputes every node it splits. ``work.out``
@@ -527,7 +527,7 @@ def csmc_update(rng, ref, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, hyper, s
     n_part = work.logw.shape[0]
     n_total = float(y.shape[0])
     n_dec = 0
-    if ancestor:
+    if ancestor is not None:
         n_dec = reference_decisions(ref, pc, work, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total)
     root_lm, root_b, root_ok = _root_terms(pa, xt, is_cat, nbins, y, ycls, hyper, scratch)
     for i in range(n_part):
@@ -542,7 +542,7 @@ def csmc_update(rng, ref, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, hyper, s
     while not _all_done(cur, n_part):
         if stages > 0:
             ref_anc = 0
-            if ancestor:
+            if ancestor is not None:
                 ref_anc = ancestor_draw(rng, cur, pc, work, stages, n_dec, xt, is_cat, nbins, y, ycls, hyper,
                                         scratch, n_total)
                 switched = switched or ref_anc != 0
@@ -551,11 +551,12 @@ def csmc_update(rng, ref, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, hyper, s
         for i in range(n_part):
             if cur.head[i] >= cur.tail[i]:
                 continue
-            if i == 0 and ancestor:
-                delta = forced_step(cur, 0, work.ref_var[stages], work.ref_cut[stages], xt, is_cat, nbins, y, ycls,
-                                    hyper, scratch, n_total, False)
-            elif i == 0:
-                delta = replay_step(cur, ref, work.ref_map, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total)
+            if i == 0:
+                if ancestor is not None:
+                    delta = forced_step(cur, 0, work.ref_var[stages], work.ref_cut[stages], xt, is_cat, nbins, y,
+                                        ycls, hyper, scratch, n_total, False)
+                else:
+                    delta = replay_step(cur, ref, work.ref_map, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total)
             else:
                 delta = grow_step(rng, cur, i, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total)
             work.logw[i] += delta  # eq. 11

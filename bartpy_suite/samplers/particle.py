@@ -83,7 +83,8 @@ class _PgChain(_ParticleSets):
     def _init_pg(self, particles: int, resampling: str, ancestor_sampling: bool, n_rows: int,
                  n_classes: int = 1) -> None:
         self.scheme = RESAMPLING_NAMES.index(resampling)
-        self.ancestor = bool(ancestor_sampling)
+        # None, not False, without ancestor sampling: the kernels then compile none of it
+        self.ancestor = True if ancestor_sampling else None
         self._init_particles(particles, n_rows, self.capacity, n_classes)
 
     def allocate(self, draws: int) -> None:
