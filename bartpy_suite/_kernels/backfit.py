@@ -56,6 +56,7 @@ from .tree import (
     H_TAU2,
     LEAF,
     M_N_LEAVES,
+    M_SPAN,
     TreeArrays,
     subtree_nodes,
     tree_depth,
@@ -109,9 +110,10 @@ def shared_perm(forest):
 
 
 @helper
-def leaf_cursors(var, start, cursor):
-    """``cursor[leaf] = start[leaf]`` for every leaf of a tree (node arrays ``var``, ``start``)."""
-    for node in range(var.shape[0]):
+def leaf_cursors(var, start, span, cursor):
+    """``cursor[leaf] = start[leaf]`` for every leaf of a tree (node arrays ``var``, ``start``;
+    node span ``span``, ``tree.M_SPAN``)."""
+    for node in range(span):
         if var[node] == LEAF:
             cursor[node] = start[node]
 
@@ -124,7 +126,7 @@ def set_leaf_terms(tree, sums, hyper, fstate):
     tau2 = hyper[H_TAU2]
     use_lik = hyper[H_LIKELIHOOD] != 0.0
     lm_sum = 0.0
-    for node in range(tree.var.shape[0]):
+    for node in range(tree.meta[M_SPAN]):
         if tree.var[node] != LEAF:
             continue
         if use_lik:
@@ -143,12 +145,13 @@ def set_leaf_terms(tree, sums, hyper, fstate):
 
 
 @helper
-def exchange_fits(resid, leaf_out, value_out, leaf_in, value_in, sums, perm, cursor):
+def exchange_fits(resid, leaf_out, value_out, leaf_in, value_in, span_in, sums, perm, cursor):
     """One pass in row order: resid -= f_out, resid += f_in, the leaf sums of the new resid
-    under ``leaf_in`` into ``sums`` (N_ACC, nodes), and, given a shared ``perm`` (else an empty
-    one), the rows of each leaf of the incoming tree into it from ``cursor[leaf]`` on
-    (``leaf_cursors``). Either tree may be absent (empty map)."""
-    sums[:, :] = 0.0
+    under ``leaf_in`` into ``sums`` (N_ACC, nodes; the incoming tree's node span ``span_in``
+    zeroed first), and, given a shared ``perm`` (else an empty one), the rows of each leaf of
+    the incoming tree into it from ``cursor[leaf]`` on (``leaf_cursors``). Either tree may be
+    absent (empty map)."""
+    sums[:, :span_in] = 0.0
     n = resid.shape[0]
     has_out = leaf_out.shape[0] == n
     has_in = leaf_in.shape[0] == n
@@ -170,7 +173,7 @@ def exchange_fits(resid, leaf_out, value_out, leaf_in, value_in, sums, perm, cur
 @helper
 def map_leaves(tree, leaf_of):
     """leaf_of[i] = the leaf holding row i."""
-    for node in range(tree.var.shape[0]):
+    for node in range(tree.meta[M_SPAN]):
         if tree.var[node] != LEAF:
             continue
         for i in range(tree.start[node], tree.end[node]):
@@ -183,7 +186,7 @@ def draw_leaves(rng, tree, hyper):
     sigma2 = hyper[H_SIGMA2]
     tau2 = hyper[H_TAU2]
     use_lik = hyper[H_LIKELIHOOD] != 0.0
-    for node in range(tree.var.shape[0]):
+    for node in range(tree.meta[M_SPAN]):
         if tree.var[node] != LEAF:
             continue
         if use_lik:
@@ -228,9 +231,9 @@ def begin_sweep(state, forest):
     """Add tree 0's fit back to the residual and collect its leaf sums."""
     empty_map = state.leaf_of[0, :0]
     empty_value = forest.value[0, :0]
-    leaf_cursors(forest.var[0], forest.start[0], state.cursor)
-    exchange_fits(state.resid, empty_map, empty_value, state.leaf_of[0], forest.value[0], state.sums,
-                  shared_perm(forest), state.cursor)
+    leaf_cursors(forest.var[0], forest.start[0], forest.meta[0, M_SPAN], state.cursor)
+    exchange_fits(state.resid, empty_map, empty_value, state.leaf_of[0], forest.value[0], forest.meta[0, M_SPAN],
+                  state.sums, shared_perm(forest), state.cursor)
 
 
 @helper
@@ -250,11 +253,11 @@ def finish_tree(rng, state, forest, j, changed):
         map_leaves(tree, state.leaf_of[j])
     draw_leaves(rng, tree, state.hyper)
     if j + 1 < forest.var.shape[0]:
-        leaf_cursors(forest.var[j + 1], forest.start[j + 1], state.cursor)
+        leaf_cursors(forest.var[j + 1], forest.start[j + 1], forest.meta[j + 1, M_SPAN], state.cursor)
         exchange_fits(state.resid, state.leaf_of[j], forest.value[j], state.leaf_of[j + 1], forest.value[j + 1],
-                      state.sums, shared_perm(forest), state.cursor)
+                      forest.meta[j + 1, M_SPAN], state.sums, shared_perm(forest), state.cursor)
     else:
-        exchange_fits(state.resid, state.leaf_of[j], forest.value[j], state.leaf_of[0, :0], forest.value[0, :0],
+        exchange_fits(state.resid, state.leaf_of[j], forest.value[j], state.leaf_of[0, :0], forest.value[0, :0], 0,
                       state.sums, shared_perm(forest), state.cursor)
 
 

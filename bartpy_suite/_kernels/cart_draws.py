@@ -33,6 +33,7 @@ from .tree import (
     H_NU,
     LEAF,
     M_N_LEAVES,
+    M_SPAN,
     cached_subtree_log_prior,
     global_term,
     subtree_nodes,
@@ -79,7 +80,7 @@ def draw_leaf_parameters(rng, tree, y, ycls, hyper, fstate, n_total):
             sigma2 = draw_inverse_gamma(rng, 0.5 * nu, 0.5 * nu * lam)
         sigma = math.sqrt(sigma2)
     k = int(hyper[H_N_CLASSES])
-    for node in range(tree.var.shape[0]):
+    for node in range(tree.meta[M_SPAN]):
         if tree.var[node] != LEAF:
             continue
         s = tree.start[node]

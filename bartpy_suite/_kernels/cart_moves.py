@@ -49,6 +49,7 @@ from .tree import (
     M_N_FREE,
     M_N_INTERNAL,
     M_N_LEAVES,
+    M_SPAN,
     MAX_CELL_RULES,
     cached_subtree_log_prior,
     collapse_node,
@@ -128,7 +129,7 @@ def choose_move(rng, move_probs, n_internal):
 def _pick_node(rng, tree, kind):
     """Uniform draw of a node: kind 0 leaf, 1 nog (both children leaves), 2 internal,
     3 internal non-root. Returns (node, number of candidates)."""
-    cap = tree.var.shape[0]
+    cap = tree.meta[M_SPAN]
     count = 0
     for pass_ in range(2):
         target = int(rng.random() * count) if pass_ == 1 else 0
@@ -161,7 +162,7 @@ def _pick_node(rng, tree, kind):
 def count_nog(tree):
     """Number of internal nodes whose children are both leaves."""
     total = 0
-    for node in range(tree.var.shape[0]):
+    for node in range(tree.meta[M_SPAN]):
         if tree.var[node] >= 0 and tree.var[tree.left[node]] == LEAF and tree.var[tree.right[node]] == LEAF:
             total += 1
     return total

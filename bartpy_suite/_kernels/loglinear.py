@@ -33,7 +33,7 @@ import numpy as np
 
 from .backfit import leaf_cursors, map_leaves, shared_perm, tree_view
 from .jit import helper
-from .tree import F_B_SUM, F_LM_SUM, H_LG_RATE, H_LG_SHAPE, H_LIKELIHOOD, LEAF, leaf_terms
+from .tree import F_B_SUM, F_LM_SUM, H_LG_RATE, H_LG_SHAPE, H_LIKELIHOOD, LEAF, M_SPAN, leaf_terms
 
 
 class LoglinearState(NamedTuple):
@@ -71,7 +71,7 @@ def prepare_tree(state, forest, j):
     perm = shared_perm(forest)
     rebuild = perm.shape[0] == fit.shape[0]
     cursor = state.cursor
-    leaf_cursors(tree.var, tree.start, cursor)
+    leaf_cursors(tree.var, tree.start, tree.meta[M_SPAN], cursor)
     for i in range(fit.shape[0]):
         leaf = leaf_of[i]
         rest = fit[i] - tree.value[leaf]
@@ -81,7 +81,7 @@ def prepare_tree(state, forest, j):
             perm[cursor[leaf]] = i
             cursor[leaf] += 1
     lm_sum = 0.0
-    for node in range(tree.var.shape[0]):
+    for node in range(tree.meta[M_SPAN]):
         if tree.var[node] != LEAF:
             continue
         lm, b = leaf_terms(tree, node, state.weight, state.is_class, state.hyper, state.class_counts)
@@ -101,7 +101,7 @@ def draw_leaves(rng, tree, state):
     rate = state.hyper[H_LG_RATE]
     use_lik = state.hyper[H_LIKELIHOOD] != 0.0
     perm = tree.perm
-    for node in range(tree.var.shape[0]):
+    for node in range(tree.meta[M_SPAN]):
         if tree.var[node] != LEAF:
             continue
         count = 0.0

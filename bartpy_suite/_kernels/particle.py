@@ -45,6 +45,7 @@ from .tree import (
     M_N_FREE,
     M_N_INTERNAL,
     M_N_LEAVES,
+    M_SPAN,
     TreeArrays,
     copy_unchecked,
     global_term,
@@ -136,6 +137,7 @@ def reset_root(p, i, root_lm, root_b, root_eligible):
     t.meta[M_N_FREE] = cap - 1
     t.meta[M_N_LEAVES] = 1
     t.meta[M_N_INTERNAL] = 0
+    t.meta[M_SPAN] = 1
     p.head[i] = 0
     p.tail[i] = 0
     if root_eligible:

@@ -49,6 +49,7 @@ from .tree import (
     H_PRIOR_HEAT,
     LEAF,
     M_N_LEAVES,
+    M_SPAN,
     cached_subtree_log_prior,
     global_term,
     has_available_rule,
@@ -125,7 +126,7 @@ def retarget_prior_cache(tree, hyper_from, hyper_to):
     exchange their log p_SPLIT; leaves are marked unknown (recomputed when needed)."""
     if hyper_from[H_ALPHA] == hyper_to[H_ALPHA] and hyper_from[H_BETA] == hyper_to[H_BETA]:
         return
-    for node in range(tree.var.shape[0]):
+    for node in range(tree.meta[M_SPAN]):
         v = tree.var[node]
         if v == LEAF:
             tree.lp[node] = np.nan

@@ -99,6 +99,11 @@ F_B_SUM = 1
 M_N_FREE = 0
 M_N_LEAVES = 1
 M_N_INTERNAL = 2
+# Node span: every node in use has an index below it. ``alloc_node`` raises it and nothing lowers
+# it, so it is the tree's largest size so far (free slots are reused last-freed first). Loops
+# over the nodes of a tree stop there instead of at the capacity, which is 255 for a BART tree
+# of 1,000 rows that rarely has more than 20 nodes.
+M_SPAN = 3
 
 
 class TreeArrays(NamedTuple):
@@ -120,7 +125,7 @@ class TreeArrays(NamedTuple):
     leaf_prob: np.ndarray  # float64[N, K]: leaf class probabilities
     perm: np.ndarray  # int32[n]: row indices, grouped by node (each leaf's sorted)
     free: np.ndarray  # int32[N]: stack of free node slots
-    meta: np.ndarray  # int64[3]: n_free, n_leaves, n_internal
+    meta: np.ndarray  # int64[4]: n_free, n_leaves, n_internal, node span (M_SPAN)
 
 
 #: Most split rules in a subtree whose proposals are scored from rule-outcome cells (2^k cells).
@@ -215,7 +220,7 @@ def new_tree(n_rows: int, capacity: int, n_classes: int = 1) -> TreeArrays:
         leaf_prob=np.zeros((capacity, max(n_classes, 1)), dtype=np.float64),
         perm=np.arange(n_rows, dtype=np.int32),
         free=free,
-        meta=np.array([capacity - 1, 1, 0], dtype=np.int64),
+        meta=np.array([capacity - 1, 1, 0, 1], dtype=np.int64),
     )
     tree.end[0] = n_rows
     return tree
@@ -657,6 +662,8 @@ def alloc_node(tree):
         return -1
     node = tree.free[nf - 1]
     tree.meta[M_N_FREE] = nf - 1
+    if node >= tree.meta[M_SPAN]:
+        tree.meta[M_SPAN] = node + 1
     return node
 
 
