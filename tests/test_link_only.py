@@ -21,14 +21,14 @@ import numpy as np
 from bartpy_suite._kernels.jit import helper, kernel
 
 
-@helper
+@helper(refcounts=True)  # allocates an array
 def inner(n):
     if n > 100:
         raise ValueError("too big", n)  # arguments boxed at run time: needs the environment
     return np.empty(n)
 
 
-@helper
+@helper(refcounts=True)  # calls a function returning an array
 def middle(n):
     return inner(n - 1).shape[0]
 

@@ -75,7 +75,7 @@ def kernel(fn: Callable) -> KernelDispatcher:
     KernelDispatcher
         The numba dispatcher.
     """
-    dispatcher = KernelDispatcher(py_func=fn, locals={}, targetoptions=dict(_TARGET_OPTIONS))
+    dispatcher = KernelDispatcher(py_func=fn, locals={}, targetoptions=dict(_TARGET_OPTIONS, _nrt=True))
     dispatcher.enable_caching()
     return dispatcher
 
@@ -87,6 +87,13 @@ class HelperDispatcher(KernelDispatcher):
     Python goes to an ordinary, uncached ``njit`` twin of the same Python function.
     """
 
+    def add_overload(self, cres):
+        """Check a fresh compilation without reference counting (``_check_borrowing``) before numba
+        keeps it or writes it to the cache."""
+        if not self.targetoptions.get("_nrt", True):
+            _check_borrowing(self.py_func, cres)
+        super().add_overload(cres)
+
     def __call__(self, *args, **kwargs):
         twin = self.__dict__.get("_python_twin")
         if twin is None:
@@ -95,7 +102,36 @@ class HelperDispatcher(KernelDispatcher):
         return twin(*args, **kwargs)
 
 
-def helper(fn: Callable | None = None, *, inline: bool = False,
+def _holds_references(context, ty) -> bool:
+    """Whether values of numba type ``ty`` carry a reference count (arrays, tuples of arrays...)."""
+    return context.data_model_manager[ty].contains_nrt_meminfo()
+
+
+def _check_borrowing(py_func, cres) -> None:
+    """Refuse a helper compiled without reference counting that could unbalance a count: it may
+    neither return a value that carries one nor call a compiled function that returns one (the
+    new reference would never be released)."""
+    fndesc = getattr(cres, "fndesc", None)
+    annotation = getattr(cres, "type_annotation", None)
+    if fndesc is None or not hasattr(annotation, "calltypes"):  # from the cache: checked when compiled
+        return
+    context = cres.target_context
+    where = f"{py_func.__module__}.{py_func.__qualname__}"
+    if _holds_references(context, fndesc.restype):
+        raise TypeError(f"helper {where} borrows its arguments (refcounts=False) but returns "
+                        f"{fndesc.restype}, which holds references: compile it with refcounts=True")
+    typemap = annotation.typemap
+    for expr, sig in annotation.calltypes.items():
+        if getattr(expr, "op", None) != "call" or sig is None:
+            continue
+        callee = typemap.get(expr.func.name)
+        if isinstance(callee, types.Dispatcher) and _holds_references(context, sig.return_type):
+            raise TypeError(f"helper {where} borrows its arguments (refcounts=False) but calls "
+                            f"{callee.dispatcher.py_func.__qualname__}, which returns {sig.return_type}: "
+                            f"compile {where} with refcounts=True")
+
+
+def helper(fn: Callable | None = None, *, inline: bool = False, refcounts: bool = False,
            fastmath: set[str] | None = None) -> HelperDispatcher | Callable:
     """Compile ``fn`` as a helper that only compiled functions call.
 
@@ -109,6 +145,13 @@ def helper(fn: Callable | None = None, *, inline: bool = False,
         sweep of a chain inside its runner: numba finalises every linked function as a library of
         its own, optimising and generating machine code for its whole call graph once more, so
         each level saved is one such pass (``benchmarks/results/compile_time.md``).
+    refcounts : bool
+        Compile with numba's reference counting (``_nrt``). Off by default: a helper borrows the
+        arrays its caller holds and emits no increment or decrement, which in BART's hot loop was
+        a third of the time (an atomic operation per array of every ``TreeArrays`` and ``Scratch``
+        argument per call) and a large part of the IR to compile. A helper that allocates an
+        array, returns one (or a tuple holding one) or calls a function that returns one needs
+        ``refcounts=True``; the compile fails with a message saying so otherwise.
     fastmath : set of str or None
         LLVM fast-math flags for this function's own floating-point operations (numba's
         ``fastmath``), e.g. ``{"reassoc"}`` to let a sum vectorise where its rounding does not
@@ -120,8 +163,8 @@ def helper(fn: Callable | None = None, *, inline: bool = False,
         The numba dispatcher; see the module docstring for what a call from Python does.
     """
     if fn is None:
-        return lambda f: helper(f, inline=inline, fastmath=fastmath)
-    options = dict(_TARGET_OPTIONS, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+        return lambda f: helper(f, inline=inline, refcounts=refcounts, fastmath=fastmath)
+    options = dict(_TARGET_OPTIONS, no_cpython_wrapper=True, no_cfunc_wrapper=True, _nrt=refcounts)
     if inline:
         options["inline"] = "always"
     if fastmath:

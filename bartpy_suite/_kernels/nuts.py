@@ -184,7 +184,7 @@ def _build_tree(depth, z, prop_q, prop_g, prop_u, p_sharp_beg, p_sharp_end, rho,
     return persist
 
 
-@helper
+@helper(refcounts=True)
 def transition(q, g, u, eps, minv, max_depth, tgt, scr, scs, tmp, rng, rs):
     """One NUTS transition from (q, g, u[0]) in place; return the adaptation statistic.
 
@@ -390,7 +390,7 @@ def _init_stepsize(q, g, u, eps, minv, tgt, rng, buf):
     return eps
 
 
-@helper
+@helper(refcounts=True)
 def _gibbs_kappa(q, g, u, tgt, rng):
     """HMC-DF's discrete update (spec 2.6): visit every split variable in random order, propose
     a uniform kappa' (possibly equal) and accept with probability min(1, exp(U_old - U_new))."""
@@ -422,7 +422,7 @@ def _gibbs_kappa(q, g, u, tgt, rng):
     u[0] = energy(q, g, tgt, True)
 
 
-@helper
+@helper(refcounts=True)
 def run(q, g, u, eps0, minv, W, n_after, out, h_init, h_final, code_schedule, ad, tgt, scr, scs, tmp, rng, rs):
     """W adaptive warm-up transitions (h annealed from ``h_init`` to ``h_final``), then
     ``n_after`` transitions at the adapted step size, recorded into ``out`` (n_after, dim).

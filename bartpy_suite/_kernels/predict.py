@@ -29,7 +29,7 @@ from .tree import goes_left
 BLOCK = 256
 
 
-@helper
+@helper(refcounts=True)
 def blocked_codes(codes):
     """Codes (p, m) copied to (blocks, p, BLOCK), the last block padded with code 0."""
     p, m = codes.shape
@@ -99,7 +99,7 @@ def _rule_pass(x, c, cat, k, right_k, var, root, work):
             dest[i] = src_l[i] if goes_left(x[i], c, cat) else src_r[i]
 
 
-@helper
+@helper(refcounts=True)
 def _work_for(work, size):
     """``work`` if it has at least ``size`` rows, else a larger one."""
     if work.shape[0] >= size:
@@ -107,7 +107,7 @@ def _work_for(work, size):
     return np.empty((max(size, 2 * work.shape[0]), BLOCK), dtype=np.int32)
 
 
-@helper
+@helper(refcounts=True)
 def _sample_leaf_indices(blocks, m, is_cat, var, cut, right, roots, s, out):
     """``leaf_indices`` for sample ``s``."""
     work = np.empty((16, BLOCK), dtype=np.int32)
@@ -127,7 +127,7 @@ def _sample_leaf_indices(blocks, m, is_cat, var, cut, right, roots, s, out):
                 out[s, t, lo + i] = root + leaf[i]
 
 
-@helper
+@helper(refcounts=True)
 def _sample_sum_of_trees(blocks, m, is_cat, var, cut, right, value, roots, s, out):
     """``sum_of_trees`` for sample ``s``."""
     work = np.empty((16, BLOCK), dtype=np.int32)

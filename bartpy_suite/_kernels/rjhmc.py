@@ -227,7 +227,7 @@ def _draw_split(s, j, conf, rng):
         s.delta[j, s.kappa[j]] = 1.0
 
 
-@helper
+@helper(refcounts=True)
 def _positional_copy(src, dst):
     """The code's warm start after a prune (spec 2.3 [QUIRK]): internal nodes of ``dst`` take the
     values of ``src``'s internal nodes by preorder position, leaves those of ``src``'s leaves

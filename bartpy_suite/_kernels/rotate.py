@@ -158,7 +158,7 @@ def split_side(sv, sc, i, v, c, left, ov, oc, pos, stack):
     return pos
 
 
-@helper
+@helper(refcounts=True)
 def _ends(sv, start):
     """``seq_end`` of every position of the subtree starting at ``start`` (relative indexing)."""
     e = seq_end(sv, start)
@@ -168,7 +168,7 @@ def _ends(sv, start):
     return out
 
 
-@helper
+@helper(refcounts=True)
 def merge_table(xv, xc, x0, yv, yc, y0, v, c):
     """|M(X', Y'; v, c)| for every pair of subtrees X' of X (at ``x0``) and Y' of Y (at ``y0``):
     the trees Z with SplitL(Z; v, c) = X' and SplitR(Z; v, c) = Y' (spec 1.6 b). Entry [i, j]
@@ -202,14 +202,14 @@ def merge_table(xv, xc, x0, yv, yc, y0, v, c):
     return t, ex, ey
 
 
-@helper
+@helper(refcounts=True)
 def merge_count(xv, xc, xi, yv, yc, yi, v, c):
     """|M(X, Y; v, c)| of the subtrees at ``xi`` and ``yi``."""
     t, _, _ = merge_table(xv, xc, xi, yv, yc, yi, v, c)
     return t[0, 0]
 
 
-@helper
+@helper(refcounts=True)
 def merge_sample(rng, xv, xc, x0, yv, yc, y0, v, c, ov, oc, pos):
     """Write a uniform draw from M(X, Y; v, c) at ``pos`` (preorder); returns the end.
 
@@ -418,7 +418,7 @@ def _count_internal(sv, n):
     return k
 
 
-@helper
+@helper(refcounts=True)
 def rotate_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, force_accept=False):
     """One ROTATE MH step in place. Returns (accepted, proposal valid, log r); the tree is
     unchanged unless accepted. ``force_accept`` keeps any valid proposal (tests read ratios)."""

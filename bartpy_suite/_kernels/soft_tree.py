@@ -144,7 +144,7 @@ def stick_inverse(delta, out_v):
             rem = 0.0
 
 
-@helper
+@helper(refcounts=True)
 def stick_backward(v, gdelta, out_gv):
     """Gradient of f(Delta(v)) + log |J(v)| given ``gdelta`` = df/dDelta (spec 5)."""
     K = gdelta.shape[0]

@@ -136,7 +136,7 @@ def retarget_prior_cache(tree, hyper_from, hyper_to):
                               - math.log(p_split(hyper_from[H_ALPHA], hyper_from[H_BETA], d)))
 
 
-@helper
+@helper(refcounts=True)
 def swap_log_ratio(trees, fstates, slot_of, hypers, r, xt, is_cat, nbins, n_total, scratch, n_int, n_spl):
     """log acceptance ratio (eq. 4.1) of exchanging the trees of rungs r and r + 1."""
     ka = slot_of[r]
@@ -154,7 +154,7 @@ def swap_log_ratio(trees, fstates, slot_of, hypers, r, xt, is_cat, nbins, n_tota
     return swapped - now
 
 
-@helper
+@helper(refcounts=True)
 def swap_round(rng, trees, fstates, slot_of, hypers, parity, xt, is_cat, nbins, n_total, scratch, n_int, n_spl,
                proposed, accepted):
     """Attempt the swaps of every pair (r, r + 1) with r of the given parity (0 even, 1 odd);

@@ -554,7 +554,7 @@ def rule_log_prob(n_vars, count_v, extra_v, is_cat_v):
     return out
 
 
-@helper
+@helper(refcounts=True)
 def _sample_level_mask(rng, xt, perm, start, end, v, nbins, m, hist, count, na=False):
     """Uniform draw of an ordered valid level subset (present levels) plus uniform bits for the
     absent levels. ``hist`` must hold the level counts of the segment (with ``na``, the
