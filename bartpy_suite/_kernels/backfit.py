@@ -88,7 +88,7 @@ class BackfitState(NamedTuple):
     cursor: np.ndarray  # int64[N]: next free place of each leaf's segment while ``perm`` is rebuilt
 
 
-@helper(refcounts=True)
+@helper(inline=True)
 def tree_view(forest, j):
     """Tree j of a forest as a ``TreeArrays`` of views (no copy); ``perm`` is the tree's own row
     permutation, or the one the trees share (valid for the tree being updated, module docstring)."""
@@ -100,7 +100,7 @@ def tree_view(forest, j):
     )
 
 
-@helper(refcounts=True)
+@helper(inline=True)
 def shared_perm(forest):
     """The row permutation the trees share, to be rebuilt for each tree; empty when every
     tree keeps its own."""
@@ -226,7 +226,7 @@ def _update_latent(rng, resid, z, ybin):
         resid[i] = znew - f
 
 
-@helper(refcounts=True)
+@helper
 def begin_sweep(state, forest):
     """Add tree 0's fit back to the residual and collect its leaf sums."""
     empty_map = state.leaf_of[0, :0]
@@ -236,7 +236,7 @@ def begin_sweep(state, forest):
                   state.sums, shared_perm(forest), state.cursor)
 
 
-@helper(refcounts=True)
+@helper(inline=True)
 def prepare_tree(state, forest, j):
     """Tree j as a ``TreeArrays`` view with its leaf terms under the partial residual cached."""
     tree = tree_view(forest, j)
@@ -244,7 +244,7 @@ def prepare_tree(state, forest, j):
     return tree
 
 
-@helper(refcounts=True)
+@helper
 def finish_tree(rng, state, forest, j, changed):
     """After tree j's update: refresh its leaf map if its partition ``changed``, draw its leaf
     values, and move the residual on to tree j + 1 (or to the full residual after the last)."""

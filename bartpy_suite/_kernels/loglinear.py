@@ -60,7 +60,7 @@ def set_class(state, k):
         state.is_class[i] = 1 if state.ycls[i] == k else 0
 
 
-@helper(refcounts=True)
+@helper(inline=True)
 def prepare_tree(state, forest, j):
     """Tree j as a view, with the rows' rate weights phi_i r_i and its leaf terms cached (and its
     rows written into the row permutation the trees share, if they share one: ``backfit``)."""
@@ -114,7 +114,7 @@ def draw_leaves(rng, tree, state):
         tree.value[node] = math.log(rng.gamma(shape + count, 1.0) / (rate + total))
 
 
-@helper(refcounts=True)
+@helper
 def finish_tree(rng, state, forest, j, changed):
     """After tree j's update: refresh its leaf map if its partition ``changed``, draw its leaf
     factors and put its new fit into F_k."""

@@ -90,7 +90,7 @@ class Work(NamedTuple):
     as_logw: np.ndarray  # float64[N]: ancestor-sampling log weights
 
 
-@helper(refcounts=True)
+@helper(inline=True)
 def particle_view(p, i):
     """Particle i's tree as a ``TreeArrays`` of views (no copy)."""
     f = p.trees
@@ -113,7 +113,7 @@ def _eligible(tree, node, xt, is_cat, nbins, hyper, scratch):
                               scratch.sums, hyper[H_NA_SPLIT] != 0.0)
 
 
-@helper(refcounts=True)
+@helper
 def reset_root(p, i, root_lm, root_b, root_eligible):
     """Make particle i a root leaf holding every row (in row order)."""
     t = particle_view(p, i)
@@ -147,7 +147,7 @@ def reset_root(p, i, root_lm, root_b, root_eligible):
     p.b_sum[i] = root_b
 
 
-@helper(refcounts=True)
+@helper
 def copy_particle(src, i, dst, j):
     """dst[j] = src[i] (tree nodes in use, rows, queue, sums)."""
     a = particle_view(src, i)
@@ -226,7 +226,7 @@ def _apply_split(p, i, t, node, v, cut, xt, is_cat, nbins, y, ycls, hyper, scrat
     return new - old, lc
 
 
-@helper(refcounts=True)
+@helper
 def grow_step(rng, p, i, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total):
     """One stage of particle i under the prior proposal (section 2.5); returns the log weight
     increment (eq. 11). The caller checks that the queue is not empty."""
@@ -242,7 +242,7 @@ def grow_step(rng, p, i, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total):
     return delta
 
 
-@helper(refcounts=True)
+@helper
 def optimal_step(rng, p, i, xt, is_cat, nbins, y, ycls, hyper, scratch, bins, levels, n_total):
     """One stage of particle i under the one-step optimal proposal (``particle_proposal``);
     returns the log weight increment (the proposal's normaliser)."""
@@ -256,7 +256,7 @@ def optimal_step(rng, p, i, xt, is_cat, nbins, y, ycls, hyper, scratch, bins, le
     return delta
 
 
-@helper(refcounts=True)
+@helper
 def replay_step(p, ref, ref_map, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total):
     """One stage of particle 0, clamped to the reference tree ``ref`` (Algorithm 2 line 7): the
     popped node takes T*'s decision at the corresponding node."""
@@ -373,7 +373,7 @@ def _all_done(p, count):
     return True
 
 
-@helper(refcounts=True)
+@helper
 def _root_terms(p, xt, is_cat, nbins, y, ycls, hyper, scratch):
     """Leaf terms and eligibility of the root (all rows), computed on particle 0."""
     reset_root(p, 0, 0.0, 0.0, False)
@@ -433,7 +433,7 @@ def _rule_log_prior(t, node, v, cut, is_cat, nbins, hyper, scratch):
     return rule_log_prob(n_vars, count, scratch.extras[v], is_cat[v])
 
 
-@helper(refcounts=True)
+@helper
 def forced_step(p, i, v, cut, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total, with_prior):
     """Pop particle i's head node and apply the decision (v, cut) (``v == LEAF``: stop). Returns
     the change of log L (eq. 11), plus the decision's log prior if ``with_prior``; -inf when
@@ -511,7 +511,7 @@ def ancestor_draw(rng, cur, pc, work, stage, n_dec, xt, is_cat, nbins, y, ycls, 
     return last
 
 
-@helper(refcounts=True)
+@helper
 def csmc_update(rng, ref, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, hyper, scratch, scheme, ancestor, fstate):
     """Particle Gibbs update of the tree ``ref`` (Algorithm 2): conditional SMC with particle 0
     clamped to ``ref``, then ``ref`` is overwritten by a particle drawn from the final weights
