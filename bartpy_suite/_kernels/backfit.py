@@ -91,7 +91,9 @@ class BackfitState(NamedTuple):
 @helper(inline=True)
 def tree_view(forest, j):
     """Tree j of a forest as a ``TreeArrays`` of views (no copy); ``perm`` is the tree's own row
-    permutation, or the one the trees share (valid for the tree being updated, module docstring)."""
+    permutation, or the one the trees share (valid for the tree being updated, module docstring).
+    Inlined, so that the views belong to the caller and a borrowing caller needs no reference
+    counts (``jit.helper``)."""
     f = forest
     return TreeArrays(
         f.var[j], f.cut[j], f.left[j], f.right[j], f.parent[j], f.depth[j], f.start[j], f.end[j], f.lm[j],

@@ -144,7 +144,9 @@ def helper(fn: Callable | None = None, *, inline: bool = False, refcounts: bool 
         (``inline="always"``). Meant for a driver with a single compiled caller, such as one
         sweep of a chain inside its runner: numba finalises every linked function as a library of
         its own, optimising and generating machine code for its whole call graph once more, so
-        each level saved is one such pass (``benchmarks/results/compile_time.md``).
+        each level saved is one such pass (``benchmarks/results/compile_time.md``). Also for a
+        small function that builds views for its caller (``backfit.tree_view``): inlined, the
+        views belong to the caller, which can then borrow (``refcounts``).
     refcounts : bool
         Compile with numba's reference counting (``_nrt``). Off by default: a helper borrows the
         arrays its caller holds and emits no increment or decrement, which in BART's hot loop was
