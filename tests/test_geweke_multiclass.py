@@ -26,7 +26,7 @@ from bartpy_suite._kernels.tree import H_LG_RATE, H_LG_SHAPE, M_N_LEAVES
 from bartpy_suite.models.bart import log_gamma_prior
 from bartpy_suite.priors import TreePrior, hyper_vector
 from bartpy_suite.samplers import SAMPLERS
-from bartpy_suite.samplers.mh import MultinomialMHChain
+from bartpy_suite.samplers.mh import MultinomialMHChain, move_flags
 from bartpy_suite.samplers.problems import MultinomialBartProblem
 
 try:
@@ -87,7 +87,7 @@ def successive_conditional(binned, sampler, iterations, burn, rng):
     out = np.empty((iterations, len(NAMES)))
     for it in range(burn + iterations):
         mh_multinomial_sweep(rng, chain.forest, state, chain.codes, chain.is_categorical, chain.nbins, move_probs,
-                             None, chain.scratch, counts)
+                             *move_flags(move_probs), chain.scratch, counts)
         fit = state.log_fit
         if it >= burn:
             out[it - burn] = functions(fit, state.ycls, chain.forest.meta[:, M_N_LEAVES].mean())
