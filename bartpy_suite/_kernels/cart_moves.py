@@ -129,12 +129,12 @@ def choose_move(rng, move_probs, n_internal):
 def _pick_node(rng, tree, kind):
     """Uniform draw of a node: kind 0 leaf, 1 nog (both children leaves), 2 internal,
     3 internal non-root. Returns (node, number of candidates)."""
-    cap = tree.meta[M_SPAN]
+    span = tree.meta[M_SPAN]
     count = 0
     for pass_ in range(2):
         target = int(rng.random() * count) if pass_ == 1 else 0
         seen = 0
-        for node in range(cap):
+        for node in range(span):
             v = tree.var[node]
             if kind == 0:
                 ok = v == LEAF

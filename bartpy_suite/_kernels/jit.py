@@ -75,6 +75,8 @@ def kernel(fn: Callable) -> KernelDispatcher:
     KernelDispatcher
         The numba dispatcher.
     """
+    # Reference counting stated, not inherited: numba would otherwise compile a kernel called from a
+    # borrowing helper without it, and the Python callers would then share that compilation.
     dispatcher = KernelDispatcher(py_func=fn, locals={}, targetoptions=dict(_TARGET_OPTIONS, _nrt=True))
     dispatcher.enable_caching()
     return dispatcher
