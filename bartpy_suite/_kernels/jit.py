@@ -29,7 +29,8 @@ from numba import njit
 from numba.core import types
 from numba.core.registry import CPUDispatcher
 
-from . import link_only
+from . import config_hash, link_only  # noqa: F401 (config_hash: installed on import)
+from .compile_gc import fewer_collections
 
 __all__ = ["kernel", "helper"]
 
@@ -49,7 +50,7 @@ class KernelDispatcher(CPUDispatcher):
     callees without wrappers are kept as IR for linking, not turned into machine code."""
 
     def compile(self, sig):
-        with link_only.compiling():
+        with fewer_collections(), link_only.compiling():
             return super().compile(sig)
 
     def get_call_template(self, args, kws):

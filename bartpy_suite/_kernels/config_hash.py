@@ -1,0 +1,68 @@
+"""Cheaper hashing and comparison of numba's compile flags, with the same results.
+
+While typing a call of one of numba's ``@overload`` functions (``np.empty``, ``min``, ``int``...),
+numba looks up its compiled implementations in a dict keyed by ``(context, args, kws, flags)``,
+once per candidate template and per round of type propagation: about 34,000 lookups in a first
+CART fit. ``TargetConfig.__hash__`` builds the dict of all ~40 options to hash their sorted
+*names*, a value that depends only on the flags' class; and every lookup that meets an entry of
+equal hash (all entries, since the hash is constant) compares two such dicts. That was 2.5 of the
+~20 CPU s of a first CART fit (issue 11, section 1; ``benchmarks/results/compile_time.md``).
+
+The replacements return exactly what numba's do: the hash is computed once per class, and two
+flags of the same class are compared through the options they set, each unset option standing for
+its default. They are installed only if numba's methods are the ones this was written against
+(numba 0.65 to 0.68); ``tests/test_config_hash.py`` checks both against the originals.
+"""
+
+from __future__ import annotations
+
+__all__ = ["installed"]
+
+
+def _install() -> bool:
+    try:
+        from numba.core.targetconfig import TargetConfig
+    except ImportError:  # pragma: no cover - numba always has it today
+        return False
+    if "_bartpy_original_methods" in TargetConfig.__dict__:  # installed by an earlier import
+        return True
+    original_hash = TargetConfig.__dict__.get("__hash__")
+    original_eq = TargetConfig.__dict__.get("__eq__")
+    expected = "numba.core.targetconfig"
+    if (getattr(original_hash, "__module__", None) != expected or getattr(original_eq, "__module__", None) != expected
+            or "_values" not in getattr(TargetConfig, "__slots__", ())):
+        return False
+    class_hash: dict[type, int] = {}
+
+    def __hash__(self) -> int:
+        cls = type(self)
+        value = class_hash.get(cls)
+        if value is None:
+            value = class_hash[cls] = original_hash(self)
+        return value
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return original_eq(self, other)
+        mine, theirs = self._values, other._values
+        if mine == theirs:
+            return True
+        options = type(self).options
+        for name in mine.keys() | theirs.keys():
+            default = options[name].default
+            if mine.get(name, default) != theirs.get(name, default):
+                return False
+        return True
+
+    TargetConfig.__hash__ = __hash__
+    TargetConfig.__eq__ = __eq__
+    TargetConfig._bartpy_original_methods = (original_hash, original_eq)
+    return True
+
+
+_INSTALLED = _install()
+
+
+def installed() -> bool:
+    """Whether the replacements are in place (numba's methods were the expected ones)."""
+    return _INSTALLED
