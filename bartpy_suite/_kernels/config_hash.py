@@ -2,11 +2,12 @@
 
 While typing a call of one of numba's ``@overload`` functions (``np.empty``, ``min``, ``int``...),
 numba looks up its compiled implementations in a dict keyed by ``(context, args, kws, flags)``,
-once per candidate template and per round of type propagation: about 34,000 lookups in a first
-CART fit. ``TargetConfig.__hash__`` builds the dict of all ~40 options to hash their sorted
-*names*, a value that depends only on the flags' class; and every lookup that meets an entry of
-equal hash (all entries, since the hash is constant) compares two such dicts. That was 2.5 of the
-~20 CPU s of a first CART fit (issue 11, section 1; ``benchmarks/results/compile_time.md``).
+once per candidate template and per round of type propagation: about 33,500 hashes and 44,000
+comparisons in a first CART fit. ``TargetConfig.__hash__`` builds the dict of all 22 options to
+hash their sorted *names*, a value that depends only on the flags' class; and every lookup that
+meets an entry of equal hash (all entries, since the hash is constant) compares two such dicts.
+At 7-8 microseconds each that was about 0.5 CPU s of a first fit; the replacements take 0.1-0.6
+(issue 11, section 1; ``benchmarks/results/compile_time.md``).
 
 The replacements return exactly what numba's do: the hash is computed once per class, and two
 flags of the same class are compared through the options they set, each unset option standing for
