@@ -115,7 +115,12 @@ def test_default_move_mixes_unchanged():
     recorded = np.load(Path(__file__).parent / "data" / "default_moves_draws.npz")
     now = _default_draws()
     for key in recorded.files:
-        np.testing.assert_array_equal(now[key], recorded[key], err_msg=key)
+        if key.endswith("_pred"):
+            # A mean over draws: numpy blocks its sum by the CPU's vector width, so the last bit
+            # differs between machines (1 ulp on an AMD EPYC); a changed draw moves it by far more.
+            np.testing.assert_allclose(now[key], recorded[key], rtol=1e-12, atol=0, err_msg=key)
+        else:
+            np.testing.assert_array_equal(now[key], recorded[key], err_msg=key)
 
 
 def test_rotate_and_perturb_through_the_front_door():
