@@ -16,7 +16,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import bartpy_suite
 import bartpy_suite as bps
 
 MODULE = '''
@@ -98,7 +97,7 @@ print("RESULT " + json.dumps(out))
 
 def test_helpers_that_could_unbalance_a_count_do_not_compile(tmp_path: Path):
     (tmp_path / "refmod.py").write_text(textwrap.dedent(MODULE))
-    package_root = Path(bartpy_suite.__file__).resolve().parents[1]
+    package_root = Path(bps.__file__).resolve().parents[1]
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba_cache"), NUMBA_NRT_STATS="1",
                PYTHONPATH=os.pathsep.join([str(tmp_path), str(package_root), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=300,
