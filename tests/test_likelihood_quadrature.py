@@ -439,10 +439,10 @@ def test_leaf_terms_mean_shift_tree_against_quadrature(sizes, scale, rescale, wh
     lm_sum = b_sum = 0.0
     for g, node in enumerate(leaves):
         assert tree.end[node] - tree.start[node] == sizes[g]
-        lm, b = T.leaf_terms(tree, node, y, ycls, hyper, np.zeros(1))
+        lm, b = T.leaf_terms(tree, node, y, ycls, hyper, np.zeros(1), T.model_tag(L.MODEL_MEAN_SHIFT))
         lm_sum += lm
         b_sum += b
-    got = lm_sum + T.global_term(b_sum, float(y.shape[0]), hyper)
+    got = lm_sum + T.global_term(b_sum, float(y.shape[0]), hyper, T.model_tag(L.MODEL_MEAN_SHIFT))
     _check(got, _ref_normal_inverse_gamma(leaf_y, a, mu_bar, nu, lam))
 
 
@@ -455,16 +455,16 @@ def test_leaf_terms_stump_other_models_against_quadrature(n, scale):
     a, mu_bar, nu, lam = _hyper(1, scale, True)
     h = _hyper_vector(L.MODEL_MEAN_VARIANCE_SHIFT, a=a, mu_bar=mu_bar, nu=nu, lam=lam)
     ycls = np.zeros(n, dtype=np.int64)
-    lm, _ = T.leaf_terms(tree, 0, y, ycls, h, np.zeros(1))
+    lm, _ = T.leaf_terms(tree, 0, y, ycls, h, np.zeros(1), T.model_tag(L.MODEL_MEAN_VARIANCE_SHIFT))
     _check(lm, _ref_normal_inverse_gamma([y], a, mu_bar, nu, lam))
 
     sigma2, tau2 = _known_variance_hyper(scale, True)
     h = _hyper_vector(L.MODEL_NORMAL_KNOWN_VARIANCE, sigma2=sigma2, tau2=tau2)
-    lm, r_sum = T.leaf_terms(tree, 0, y, ycls, h, np.zeros(1))
+    lm, r_sum = T.leaf_terms(tree, 0, y, ycls, h, np.zeros(1), T.model_tag(L.MODEL_NORMAL_KNOWN_VARIANCE))
     assert r_sum == pytest.approx(float(np.sum(y)), rel=1e-12)
     _check(lm, _ref_known_variance(y, sigma2, tau2))
 
     ycls = np.random.default_rng(7).integers(0, 3, size=n).astype(np.int64)
     h = _hyper_vector(L.MODEL_CLASSIFICATION, class_alpha=0.5, n_classes=3)
-    lm, _ = T.leaf_terms(tree, 0, y, ycls, h, np.zeros(3))
+    lm, _ = T.leaf_terms(tree, 0, y, ycls, h, np.zeros(3), T.model_tag(L.MODEL_CLASSIFICATION))
     _check(lm, _ref_dirichlet(np.bincount(ycls, minlength=3), 0.5))

@@ -52,7 +52,7 @@ def cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, change_s
         return move, False
     if move == MOVE_GROW:
         log_r, node, log_u = propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total,
-                                          scratch, leaf_of)
+                                          scratch, leaf_of, scratch.model)
         if node < 0:
             return move, False
         if math.isnan(log_u):
@@ -63,7 +63,8 @@ def cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, change_s
         undo_grow(tree, node, hyper, scratch)
         return move, False
     if move == MOVE_PRUNE:
-        log_r, node = propose_prune(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total, scratch)
+        log_r, node = propose_prune(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total, scratch,
+                                    scratch.model)
         if node >= 0 and math.log(rng.random()) < log_r:
             accept_prune(tree, node, fstate, scratch, hyper)
             return move, True
@@ -77,7 +78,7 @@ def cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, change_s
             return move, accepted
     if change_swap is not None:
         accepted, _, _ = change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch,
-                                        move)
+                                        move, scratch.model)
         return move, accepted
     return move, False  # not reached: choose_move draws only moves with mass
 

@@ -27,7 +27,6 @@ from .tree import (
     H_CLASS_ALPHA,
     H_LAM,
     H_LIKELIHOOD,
-    H_MODEL,
     H_MU_BAR,
     H_N_CLASSES,
     H_NU,
@@ -57,13 +56,13 @@ def new_cart_draws(draws: int) -> CartDraws:
 
 
 @helper
-def draw_leaf_parameters(rng, tree, y, ycls, hyper, fstate, n_total):
+def draw_leaf_parameters(rng, tree, y, ycls, hyper, fstate, n_total, model):
     """Draw leaf means / sigmas / class probabilities from their full conditionals given the
     tree (thesis eq. 3.5, 3.6; Dirichlet for classes); from the prior when the likelihood is off.
+    ``model`` is the chain's ``model_tag``.
 
     Returns the common sigma (mean-shift model) or NaN.
     """
-    model = int(hyper[H_MODEL])
     use_lik = hyper[H_LIKELIHOOD] != 0.0
     a = hyper[H_A]
     mu_bar = hyper[H_MU_BAR]
@@ -72,7 +71,7 @@ def draw_leaf_parameters(rng, tree, y, ycls, hyper, fstate, n_total):
     perm = tree.perm
     sigma = np.nan
     sigma2 = 1.0
-    if model == MODEL_MEAN_SHIFT:
+    if len(model) == MODEL_MEAN_SHIFT:
         # sigma^2 | T, Y with mu integrated out, then mu_i | sigma, T, Y: an exact joint draw.
         if use_lik:
             sigma2 = draw_inverse_gamma(rng, 0.5 * (n_total + nu), 0.5 * (fstate[F_B_SUM] + nu * lam))
@@ -86,7 +85,7 @@ def draw_leaf_parameters(rng, tree, y, ycls, hyper, fstate, n_total):
         s = tree.start[node]
         e = tree.end[node]
         n = float(e - s) if use_lik else 0.0
-        if model == MODEL_CLASSIFICATION:
+        if len(model) == MODEL_CLASSIFICATION:
             total = 0.0
             for j in range(k):
                 tree.leaf_prob[node, j] = 0.0
@@ -106,11 +105,11 @@ def draw_leaf_parameters(rng, tree, y, ycls, hyper, fstate, n_total):
             for i in range(s, e):
                 ybar += y[perm[i]]
             ybar /= n
-            if model == MODEL_MEAN_VARIANCE_SHIFT:  # the common-sigma model needs no scatter
+            if len(model) == MODEL_MEAN_VARIANCE_SHIFT:  # the common-sigma model needs no scatter
                 for i in range(s, e):
                     d = y[perm[i]] - ybar
                     ssd += d * d
-        if model == MODEL_MEAN_VARIANCE_SHIFT:
+        if len(model) == MODEL_MEAN_VARIANCE_SHIFT:
             d = ybar - mu_bar
             b = ssd + n * a / (n + a) * d * d
             sigma2 = draw_inverse_gamma(rng, 0.5 * (n + nu), 0.5 * (b + nu * lam))
@@ -127,10 +126,10 @@ def record_cart_draw(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scrat
     ``draws`` (a ``CartDraws``) and the tree into ``store``. Returns False when the store had
     no room for the tree (the scalars are written; record the tree again after growing it)."""
     n_total = float(y.shape[0])
-    draws.sigma[d] = draw_leaf_parameters(rng, tree, y, ycls, hyper, fstate, n_total)
+    draws.sigma[d] = draw_leaf_parameters(rng, tree, y, ycls, hyper, fstate, n_total, scratch.model)
     count = subtree_nodes(tree, 0, scratch.nodes, scratch.stack)
     draws.n_leaves[d] = tree.meta[M_N_LEAVES]
     draws.depth[d] = tree_depth(tree, scratch.nodes, count)
     log_prior = cached_subtree_log_prior(tree, scratch.nodes, count, xt, is_cat, nbins, hyper, scratch)
-    draws.log_posterior[d] = log_prior + fstate[F_LM_SUM] + global_term(fstate[F_B_SUM], n_total, hyper)
+    draws.log_posterior[d] = log_prior + fstate[F_LM_SUM] + global_term(fstate[F_B_SUM], n_total, hyper, scratch.model)
     return record_tree(tree, store, d, 0, order, scratch.stack)

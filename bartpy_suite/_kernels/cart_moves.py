@@ -40,7 +40,6 @@ from .tree import (
     H_INV_TEMP,
     H_LIKELIHOOD,
     H_MIN_LEAF,
-    H_MODEL,
     H_NA_SPLIT,
     H_PRIOR_HEAT,
     H_SIGMA2,
@@ -193,13 +192,6 @@ def _rule_log_probs(tree, node, v_a, v_b, is_cat, nbins, hyper, scratch):
 
 
 @helper
-def _sums_add_up(hyper):
-    """Whether leaf terms are a function of (rows, residual sum) only: BART's known-variance
-    leaves with the likelihood on."""
-    return hyper[H_LIKELIHOOD] != 0.0 and int(hyper[H_MODEL]) == MODEL_NORMAL_KNOWN_VARIANCE
-
-
-@helper
 def _known_variance_n_lm(n, r_sum, hyper):
     """Known-variance leaf log marginal of n rows with residual sum ``r_sum``."""
     return leaf_log_marginal_normal_known_variance(n, r_sum, hyper[H_SIGMA2], hyper[H_TAU2])
@@ -316,7 +308,7 @@ def _cell_scores_known_variance(tree, root, xt, is_cat, y, hyper, scratch, count
 
 
 @helper
-def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total, scratch, leaf_of):
+def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total, scratch, leaf_of, model):
     """Propose a grow; the tree is modified. Returns ``(log r, node, log u)``: node -1 when no
     grow was possible or the bound below rejected it (tree unchanged), ``log u`` the log uniform
     of the MH test when the bound drew it, else NaN (the caller draws it).
@@ -325,8 +317,9 @@ def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstat
     otherwise.
 
     ``leaf_of`` is the tree's row-to-leaf map when the caller keeps one current (BART), else
-    empty. With it, when the leaf terms are functions of (rows, residual sum) (``_sums_add_up``)
-    and the leaf holds at least 1 / ``SCAN_SHARE`` of the rows, one sequential pass over the map
+    empty; ``model`` is the chain's ``model_tag``. With the map, when the leaf terms are
+    functions of (rows, residual sum) (BART's known-variance leaves with the likelihood on) and
+    the leaf holds at least 1 / ``SCAN_SHARE`` of the rows, one sequential pass over the map
     (``leaf_left_count_sum``) gives the children's counts and residual sums, hence log r but for
     the children's factors ``1 - p_SPLIT*``, which lie in (0, 1]: taking them as 1 bounds log r
     from above. The uniform is drawn there (the same random number the caller would draw next),
@@ -365,14 +358,14 @@ def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstat
     s = tree.start[node]
     e = tree.end[node]
     log_u = np.nan
-    if (leaf_of.shape[0] == y.shape[0] and (e - s) * SCAN_SHARE >= y.shape[0] and _sums_add_up(hyper)
-            and tree.meta[M_N_FREE] >= 2 and heat <= 1.0):
+    if (len(model) == MODEL_NORMAL_KNOWN_VARIANCE and hyper[H_LIKELIHOOD] != 0.0 and leaf_of.shape[0] == y.shape[0]
+            and (e - s) * SCAN_SHARE >= y.shape[0] and tree.meta[M_N_FREE] >= 2 and heat <= 1.0):
         n_l, b_l = leaf_left_count_sum(leaf_of, node, xt[v], cut, is_cat[v], y)
         b_r = tree.b[node] - b_l
         lm_l = _known_variance_n_lm(n_l, b_l, hyper)
         lm_r = _known_variance_n_lm(e - s - n_l, b_r, hyper)
         log_r_max = _grow_log_r(math.log(ps) - math.log1p(-ps), log_q, log_rule, lm_l, lm_r, b_l, b_r, tree, node,
-                                fstate, n_total, hyper)
+                                fstate, n_total, hyper, model)
         log_u = math.log(rng.random())
         # The margin covers rounding (the sums here run in another order), relative to the
         # magnitudes that enter the ratio; within it the exact log r decides.
@@ -388,28 +381,28 @@ def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstat
     tree.lp[lc] = _leaf_split_log_one_minus(tree, lc, xt, is_cat, nbins, hyper, scratch)
     tree.lp[rc] = _leaf_split_log_one_minus(tree, rc, xt, is_cat, nbins, hyper, scratch)
     log_prior = math.log(ps) + tree.lp[lc] + tree.lp[rc] - math.log1p(-ps)
-    lm_l, b_l = leaf_terms(tree, lc, y, ycls, hyper, scratch.class_counts)
-    if _sums_add_up(hyper):
+    lm_l, b_l = leaf_terms(tree, lc, y, ycls, hyper, scratch.class_counts, model)
+    if len(model) == MODEL_NORMAL_KNOWN_VARIANCE and hyper[H_LIKELIHOOD] != 0.0:
         # The children's residual sums add up to the parent's: skip a pass over the right rows.
         b_r = tree.b[node] - b_l
         lm_r = _known_variance_lm(tree, rc, b_r, hyper)
     else:
-        lm_r, b_r = leaf_terms(tree, rc, y, ycls, hyper, scratch.class_counts)
+        lm_r, b_r = leaf_terms(tree, rc, y, ycls, hyper, scratch.class_counts, model)
     tree.lm[lc] = lm_l
     tree.b[lc] = b_l
     tree.lm[rc] = lm_r
     tree.b[rc] = b_r
-    log_r = _grow_log_r(log_prior, log_q, log_rule, lm_l, lm_r, b_l, b_r, tree, node, fstate, n_total, hyper)
+    log_r = _grow_log_r(log_prior, log_q, log_rule, lm_l, lm_r, b_l, b_r, tree, node, fstate, n_total, hyper, model)
     return log_r, node, log_u
 
 
 @helper(inline=True)
-def _grow_log_r(log_prior, log_q, log_rule, lm_l, lm_r, b_l, b_r, tree, node, fstate, n_total, hyper):
+def _grow_log_r(log_prior, log_q, log_rule, lm_l, lm_r, b_l, b_r, tree, node, fstate, n_total, hyper, model):
     """log r of a grow at ``node`` from its parts (``log_prior``: log p_SPLIT - log(1 - p_SPLIT)
     at the node plus the children's log(1 - p_SPLIT*))."""
     heat = hyper[H_PRIOR_HEAT]
     b_new = fstate[F_B_SUM] - tree.b[node] + b_l + b_r
-    d_global = global_term(b_new, n_total, hyper) - global_term(fstate[F_B_SUM], n_total, hyper)
+    d_global = global_term(b_new, n_total, hyper, model) - global_term(fstate[F_B_SUM], n_total, hyper, model)
     d_loglik = (lm_l + lm_r - tree.lm[node]) + d_global
     return (1.0 - heat) * log_prior - heat * log_rule + log_q + hyper[H_INV_TEMP] * d_loglik
 
@@ -447,7 +440,7 @@ def accept_grow(tree, node, fstate):
 
 
 @helper
-def propose_prune(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total, scratch):
+def propose_prune(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total, scratch, model):
     """Propose pruning a uniformly chosen nog node. Returns (log r, node); tree unchanged.
 
     The node's would-be leaf terms are left in ``scratch.saved_lm[0]``, ``scratch.saved_b[0]``.
@@ -478,18 +471,18 @@ def propose_prune(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fsta
         log_rule, _ = _rule_log_probs(tree, node, v, v, is_cat, nbins, hyper, scratch)
         log_prior = (1.0 - heat) * log_prior + heat * log_rule
     # Leaf terms of the merged node: the node's segment is the union of its children's.
-    if _sums_add_up(hyper):
+    if len(model) == MODEL_NORMAL_KNOWN_VARIANCE and hyper[H_LIKELIHOOD] != 0.0:
         b_p = tree.b[lc] + tree.b[rc]
         lm_p = _known_variance_lm(tree, node, b_p, hyper)
     else:
         saved_var = tree.var[node]
         tree.var[node] = LEAF
-        lm_p, b_p = leaf_terms(tree, node, y, ycls, hyper, scratch.class_counts)
+        lm_p, b_p = leaf_terms(tree, node, y, ycls, hyper, scratch.class_counts, model)
         tree.var[node] = saved_var
     scratch.saved_lm[0] = lm_p
     scratch.saved_b[0] = b_p
     b_new = fstate[F_B_SUM] - tree.b[lc] - tree.b[rc] + b_p
-    d_global = global_term(b_new, n_total, hyper) - global_term(fstate[F_B_SUM], n_total, hyper)
+    d_global = global_term(b_new, n_total, hyper, model) - global_term(fstate[F_B_SUM], n_total, hyper, model)
     d_loglik = (lm_p - tree.lm[lc] - tree.lm[rc]) + d_global
     return log_prior + log_q + hyper[H_INV_TEMP] * d_loglik, node
 
@@ -577,10 +570,11 @@ def _rewire_and_score(tree, root, xt, is_cat, nbins, y, ycls, hyper, fstate, n_t
     m = int(hyper[H_MIN_LEAF])
     if not repartition_subtree(tree, xt, is_cat, root, m, scratch.stack, scratch.part_buf):
         return -np.inf, 0.0, 0.0, True
-    refresh_leaf_terms(tree, scratch.nodes, count, y, ycls, hyper, scratch.class_counts)
+    refresh_leaf_terms(tree, scratch.nodes, count, y, ycls, hyper, scratch.class_counts, scratch.model)
     new_lm, new_b = sum_leaf_terms(tree, scratch.nodes, count)
     b_all = fstate[F_B_SUM] - old_b + new_b
-    d_loglik = (new_lm - old_lm) + global_term(b_all, n_total, hyper) - global_term(fstate[F_B_SUM], n_total, hyper)
+    d_loglik = ((new_lm - old_lm) + global_term(b_all, n_total, hyper, scratch.model)
+                - global_term(fstate[F_B_SUM], n_total, hyper, scratch.model))
     bound = _log_r_upper_bound(tree, scratch.nodes[first:], count - first, hyper, old_prior, d_loglik)
     if log_u >= bound:
         return bound, new_lm, new_b, True
@@ -607,8 +601,11 @@ def _put_rules(tree, move, root, root_var, root_cut, child, other, child_var, ch
 
 
 @helper
-def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, move, force_accept=False):
+def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, move, model,
+                   force_accept=False):
     """Run one change or swap MH step in place. Returns (accepted, proposal valid, log r).
+
+    ``model`` is the chain's ``model_tag`` (``scratch.model``).
 
     ``force_accept`` keeps any valid proposal whatever its ratio (tests read the ratio).
     """
@@ -660,7 +657,7 @@ def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total
     # The MH uniform is drawn before scoring so that _rewire_and_score can stop early; with
     # force_accept (tests read the exact ratio) it never stops early.
     log_u = -np.inf if force_accept else math.log(rng.random())
-    if _sums_add_up(hyper):
+    if len(model) == MODEL_NORMAL_KNOWN_VARIANCE and hyper[H_LIKELIHOOD] != 0.0:
         # BART: score the proposal's likelihood from rule-outcome cells (one read-only pass) and
         # reject it on the prior's upper bound (see _rewire_and_score) before moving any row;
         # most proposals end here.

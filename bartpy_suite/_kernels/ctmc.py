@@ -725,7 +725,7 @@ def nog_death_rate(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratc
     log_rule = -math.log(n_vars) - (math.log(0.5 * count) if is_cat[v] else math.log(count))
     ps = p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node])
     # the merged leaf's terms: its rows are the node's segment
-    lm_n, b_n = leaf_terms(tree, node, y, ycls, hyper, scratch.class_counts)
+    lm_n, b_n = leaf_terms(tree, node, y, ycls, hyper, scratch.class_counts, scratch.model)
     d = tree.depth[node] + 1
     log_r = math.log1p(-ps) - math.log(ps) - log_rule
     log_r -= _log_one_minus(xt, tree.perm, tree.start[lc], tree.end[lc], is_cat, nbins, d, hyper, scratch)
@@ -909,7 +909,7 @@ def apply_birth(tree, node, v, cut, xt, is_cat, y, ycls, hyper, fstate, scratch)
     """Split leaf ``node`` by (v, cut); cache the children's leaf terms and update the sums."""
     lc, rc = split_leaf(tree, xt, is_cat, node, v, cut, scratch.part_buf)
     for child in (lc, rc):
-        lm, b = leaf_terms(tree, child, y, ycls, hyper, scratch.class_counts)
+        lm, b = leaf_terms(tree, child, y, ycls, hyper, scratch.class_counts, scratch.model)
         tree.lm[child] = lm
         tree.b[child] = b
     fstate[F_LM_SUM] += tree.lm[lc] + tree.lm[rc] - tree.lm[node]
@@ -922,7 +922,7 @@ def apply_death(tree, node, y, ycls, hyper, fstate, scratch):
     """Collapse nog ``node`` into a leaf; cache its leaf terms and update the sums."""
     lc = tree.left[node]
     rc = tree.right[node]
-    lm, b = leaf_terms(tree, node, y, ycls, hyper, scratch.class_counts)
+    lm, b = leaf_terms(tree, node, y, ycls, hyper, scratch.class_counts, scratch.model)
     fstate[F_LM_SUM] += lm - tree.lm[lc] - tree.lm[rc]
     fstate[F_B_SUM] += b - tree.b[lc] - tree.b[rc]
     merge_sorted_halves(tree.perm, tree.start[node], tree.end[lc], tree.end[node], scratch.part_buf)

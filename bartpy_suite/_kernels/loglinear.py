@@ -33,7 +33,10 @@ import numpy as np
 
 from .backfit import leaf_cursors, map_leaves, shared_perm, tree_view
 from .jit import helper
-from .tree import F_B_SUM, F_LM_SUM, H_LG_RATE, H_LG_SHAPE, H_LIKELIHOOD, LEAF, M_SPAN, leaf_terms
+from .likelihood import MODEL_LOG_GAMMA
+from .tree import F_B_SUM, F_LM_SUM, H_LG_RATE, H_LG_SHAPE, H_LIKELIHOOD, LEAF, M_SPAN, leaf_terms, model_tag
+
+LOG_GAMMA = model_tag(MODEL_LOG_GAMMA)  # a global tuple: numba compiles it in as a constant
 
 
 class LoglinearState(NamedTuple):
@@ -84,7 +87,7 @@ def prepare_tree(state, forest, j):
     for node in range(tree.meta[M_SPAN]):
         if tree.var[node] != LEAF:
             continue
-        lm, b = leaf_terms(tree, node, state.weight, state.is_class, state.hyper, state.class_counts)
+        lm, b = leaf_terms(tree, node, state.weight, state.is_class, state.hyper, state.class_counts, LOG_GAMMA)
         tree.lm[node] = lm
         tree.b[node] = b
         lm_sum += lm

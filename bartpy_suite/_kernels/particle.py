@@ -209,16 +209,16 @@ def _apply_split(p, i, t, node, v, cut, xt, is_cat, nbins, y, ycls, hyper, scrat
     lc, rc = split_leaf(t, xt, is_cat, node, v, cut, scratch.part_buf)
     if lc < 0:
         return 0.0, -1
-    lm_l, b_l = leaf_terms(t, lc, y, ycls, hyper, scratch.class_counts)
-    lm_r, b_r = leaf_terms(t, rc, y, ycls, hyper, scratch.class_counts)
+    lm_l, b_l = leaf_terms(t, lc, y, ycls, hyper, scratch.class_counts, scratch.model)
+    lm_r, b_r = leaf_terms(t, rc, y, ycls, hyper, scratch.class_counts, scratch.model)
     t.lm[lc] = lm_l
     t.b[lc] = b_l
     t.lm[rc] = lm_r
     t.b[rc] = b_r
-    old = p.lm_sum[i] + global_term(p.b_sum[i], n_total, hyper)
+    old = p.lm_sum[i] + global_term(p.b_sum[i], n_total, hyper, scratch.model)
     p.lm_sum[i] += lm_l + lm_r - t.lm[node]
     p.b_sum[i] += b_l + b_r - t.b[node]
-    new = p.lm_sum[i] + global_term(p.b_sum[i], n_total, hyper)
+    new = p.lm_sum[i] + global_term(p.b_sum[i], n_total, hyper, scratch.model)
     for child in (lc, rc):
         if _eligible(t, child, xt, is_cat, nbins, hyper, scratch):
             p.queue[i, p.tail[i]] = child
@@ -378,7 +378,7 @@ def _root_terms(p, xt, is_cat, nbins, y, ycls, hyper, scratch):
     """Leaf terms and eligibility of the root (all rows), computed on particle 0."""
     reset_root(p, 0, 0.0, 0.0, False)
     t = particle_view(p, 0)
-    lm, b = leaf_terms(t, 0, y, ycls, hyper, scratch.class_counts)
+    lm, b = leaf_terms(t, 0, y, ycls, hyper, scratch.class_counts, scratch.model)
     return lm, b, _eligible(t, 0, xt, is_cat, nbins, hyper, scratch)
 
 
@@ -622,5 +622,5 @@ def smc_run(rng, pa, pb, work, xt, is_cat, nbins, y, ycls, hyper, scratch, schem
     lse, ess = normalise(work.logw, work.w)
     work.out[0] = ess
     work.out[1] = stages
-    work.out[2] = log_z + lse - math.log(n_part) + root_lm + global_term(root_b, n_total, hyper)
+    work.out[2] = log_z + lse - math.log(n_part) + root_lm + global_term(root_b, n_total, hyper, scratch.model)
     return cur

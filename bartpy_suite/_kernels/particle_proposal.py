@@ -117,8 +117,9 @@ def _fill_bins(xt, perm, start, end, v, nb, y, ycls, hyper, st):
 
 
 @helper
-def _split_score(st, left_mask_or_cut, is_cat_v, nb, hyper, lm_sum, b_sum, lm_node, b_node, n_total, base):
-    """Score of one rule: ``base`` + the change of L when the node splits by it."""
+def _split_score(st, left_mask_or_cut, is_cat_v, nb, hyper, lm_sum, b_sum, lm_node, b_node, n_total, base, model):
+    """Score of one rule: ``base`` + the change of L when the node splits by it (``model``: the
+    chain's ``model_tag``)."""
     k = st.cls.shape[1]
     for j in range(2):
         for c in range(3 + k):
@@ -137,8 +138,8 @@ def _split_score(st, left_mask_or_cut, is_cat_v, nb, hyper, lm_sum, b_sum, lm_no
             st.side[j, 3 + c] += st.cls[b, c]
     lm_l, b_l = _terms(st.side, 0, hyper)
     lm_r, b_r = _terms(st.side, 1, hyper)
-    before = lm_sum + global_term(b_sum, n_total, hyper)
-    after = lm_sum + lm_l + lm_r - lm_node + global_term(b_sum + b_l + b_r - b_node, n_total, hyper)
+    before = lm_sum + global_term(b_sum, n_total, hyper, model)
+    after = lm_sum + lm_l + lm_r - lm_node + global_term(b_sum + b_l + b_r - b_node, n_total, hyper, model)
     return base + after - before
 
 
@@ -210,7 +211,7 @@ def optimal_choice(rng, tree, node, xt, is_cat, nbins, y, ycls, hyper, scratch, 
                 lo = scratch.lows[v]
                 for c in range(lo, lo + int(count)):
                     sc = _split_score(st, np.int64(c), False, nb, hyper, lm_sum, b_sum, lm_node, b_node, n_total,
-                                      base)
+                                      base, scratch.model)
                     if pass_ == 0:
                         log_total = _lse(log_total, sc)
                     else:
@@ -224,7 +225,8 @@ def optimal_choice(rng, tree, node, xt, is_cat, nbins, y, ycls, hyper, scratch, 
                 if rows_left < m or n_node - rows_left < m:
                     continue
                 mask = _subset_mask(sub, levels, present)
-                sc = _split_score(st, mask, True, nb, hyper, lm_sum, b_sum, lm_node, b_node, n_total, base)
+                sc = _split_score(st, mask, True, nb, hyper, lm_sum, b_sum, lm_node, b_node, n_total, base,
+                                  scratch.model)
                 if pass_ == 0:
                     log_total = _lse(log_total, sc)
                 else:

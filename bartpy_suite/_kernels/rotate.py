@@ -496,13 +496,13 @@ def rotate_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, s
         m = int(hyper[H_MIN_LEAF])
         new_count = subtree_nodes(tree, p_node, nodes, scratch.stack)
         if repartition_subtree(tree, xt, is_cat, p_node, m, scratch.stack, scratch.part_buf):
-            refresh_leaf_terms(tree, nodes, new_count, y, ycls, hyper, scratch.class_counts)
+            refresh_leaf_terms(tree, nodes, new_count, y, ycls, hyper, scratch.class_counts, scratch.model)
             new_lm, new_b = sum_leaf_terms(tree, nodes, new_count)
             new_prior = subtree_log_prior(tree, nodes, new_count, xt, is_cat, nbins, hyper, scratch)
             if new_prior > -np.inf:
                 b_all = fstate[F_B_SUM] - old_b + new_b
-                d_loglik = (new_lm - old_lm) + global_term(b_all, n_total, hyper) - global_term(
-                    fstate[F_B_SUM], n_total, hyper)
+                d_loglik = ((new_lm - old_lm) + global_term(b_all, n_total, hyper, scratch.model)
+                            - global_term(fstate[F_B_SUM], n_total, hyper, scratch.model))
                 log_r = ((1.0 - hyper[H_PRIOR_HEAT]) * (new_prior - old_prior) + hyper[H_INV_TEMP] * d_loglik
                          + log_q)
     valid = log_r > -np.inf

@@ -115,9 +115,10 @@ def rung_log_target(hyper, log_lik, rules, n_int, n_spl, top):
 
 
 @helper
-def tree_log_lik(fstate, n_total, hyper):
-    """log p(Y | X, T) from a tree's running sums (0 with the likelihood off)."""
-    return fstate[F_LM_SUM] + global_term(fstate[F_B_SUM], n_total, hyper)
+def tree_log_lik(fstate, n_total, hyper, model):
+    """log p(Y | X, T) from a tree's running sums (0 with the likelihood off; ``model``: the
+    chain's ``model_tag``)."""
+    return fstate[F_LM_SUM] + global_term(fstate[F_B_SUM], n_total, hyper, model)
 
 
 @kernel
@@ -145,8 +146,8 @@ def swap_log_ratio(trees, fstates, slot_of, hypers, r, xt, is_cat, nbins, n_tota
     hb = hypers[r + 1]
     rules_a, top_a = prior_parts(trees[ka], xt, is_cat, nbins, ha, scratch, n_int[0], n_spl[0])
     rules_b, top_b = prior_parts(trees[kb], xt, is_cat, nbins, hb, scratch, n_int[1], n_spl[1])
-    ll_a = tree_log_lik(fstates[ka], n_total, ha)
-    ll_b = tree_log_lik(fstates[kb], n_total, hb)
+    ll_a = tree_log_lik(fstates[ka], n_total, ha, scratch.model)
+    ll_b = tree_log_lik(fstates[kb], n_total, hb, scratch.model)
     now = (rung_log_target(ha, ll_a, rules_a, n_int[0], n_spl[0], top_a)
            + rung_log_target(hb, ll_b, rules_b, n_int[1], n_spl[1], top_b))
     swapped = (rung_log_target(ha, ll_b, rules_b, n_int[1], n_spl[1], top_b)
@@ -300,8 +301,8 @@ def run_tempered_chain(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, 
             out_rung_moves[d, r] = counters[2, r]
             out_rung_leaves[d, r] = trees[k].meta[M_N_LEAVES]
             rules, top = prior_parts(trees[k], xt, is_cat, nbins, hypers[r], scratch, n_int[0], n_spl[0])
-            out_rung_lp[d, r] = rung_log_target(hypers[r], tree_log_lik(fstates[k], n_total, hypers[r]), rules,
-                                                n_int[0], n_spl[0], top)
+            log_lik = tree_log_lik(fstates[k], n_total, hypers[r], scratch.model)
+            out_rung_lp[d, r] = rung_log_target(hypers[r], log_lik, rules, n_int[0], n_spl[0], top)
         k0 = slot_of[0]
         if not record_cart_draw(rng, trees[k0], xt, is_cat, nbins, y, ycls, hypers[0], fstates[k0], scratch, draws,
                                 store, d, order):

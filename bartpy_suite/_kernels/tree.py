@@ -161,10 +161,35 @@ class Scratch(NamedTuple):
     cell_sum: np.ndarray  # float64[2^MAX_CELL_RULES]: their response sum
     leaf_n: np.ndarray  # int64[N]: rows per leaf of the scored subtree
     leaf_sum: np.ndarray  # float64[N]
+    model: tuple  # model_tag(hyper[H_MODEL]): the chain's leaf model as a type
 
 
-def new_scratch(codes: np.ndarray, capacity: int, nbins: np.ndarray, n_classes: int = 1) -> Scratch:
-    """Allocate the work arrays of one chain; ``codes`` are the (p, n) binned predictors."""
+def model_tag(code: int) -> tuple[int, ...]:
+    """The leaf model ``code`` (``likelihood.MODEL_*``) as a type that compiled code branches on.
+
+    A tuple of ``code`` zeros. A compiled function that takes it as an argument ``model`` and
+    tests ``len(model) == MODEL_...`` has the test folded to a constant before typing (numba's
+    ``rewrite_semantic_constants``, then its dead-branch pruning), so the branches of the other
+    models are never compiled: a chain compiles the code of its own model only (issue 11,
+    section 1). The function must take the tag itself as an argument; a caller that holds a
+    ``Scratch`` passes ``scratch.model``.
+
+    Parameters
+    ----------
+    code : int
+        One of the ``MODEL_*`` codes.
+
+    Returns
+    -------
+    tuple of int
+        ``code`` zeros.
+    """
+    return (0,) * int(code)
+
+
+def new_scratch(codes: np.ndarray, capacity: int, nbins: np.ndarray, n_classes: int = 1, *, model: int) -> Scratch:
+    """Allocate the work arrays of one chain; ``codes`` are the (p, n) binned predictors and
+    ``model`` the chain's leaf model code (``hyper[H_MODEL]``)."""
     p, n_rows = codes.shape
     max_bins = max(int(np.max(nbins)) if p else 1, 1) + 1
     return Scratch(
@@ -194,6 +219,7 @@ def new_scratch(codes: np.ndarray, capacity: int, nbins: np.ndarray, n_classes: 
         cell_sum=np.zeros(1 << MAX_CELL_RULES, dtype=np.float64),
         leaf_n=np.zeros(capacity, dtype=np.int64),
         leaf_sum=np.zeros(capacity, dtype=np.float64),
+        model=model_tag(model),
     )
 
 
@@ -782,16 +808,15 @@ def repartition_subtree(tree, xt, is_cat, root, m, stack, buf):
 
 
 @kernel
-def leaf_terms(tree, node, y, ycls, hyper, class_counts):
-    """Per-leaf (lm, b) of the model selected by ``hyper[H_MODEL]`` for the rows of ``node``."""
+def leaf_terms(tree, node, y, ycls, hyper, class_counts, model):
+    """Per-leaf (lm, b) of the leaf model ``model`` (``model_tag``) for the rows of ``node``."""
     if hyper[H_LIKELIHOOD] == 0.0:
         return 0.0, 0.0
     s = tree.start[node]
     e = tree.end[node]
     n = e - s
-    model = int(hyper[H_MODEL])
     perm = tree.perm
-    if model == MODEL_CLASSIFICATION:
+    if len(model) == MODEL_CLASSIFICATION:
         k = int(hyper[H_N_CLASSES])
         for j in range(k):
             class_counts[j] = 0.0
@@ -801,10 +826,10 @@ def leaf_terms(tree, node, y, ycls, hyper, class_counts):
     total = 0.0
     for i in range(s, e):
         total += y[perm[i]]
-    if model == MODEL_NORMAL_KNOWN_VARIANCE:
+    if len(model) == MODEL_NORMAL_KNOWN_VARIANCE:
         # b carries the leaf's residual sum, which the backfitting leaf draw needs.
         return leaf_log_marginal_normal_known_variance(n, total, hyper[H_SIGMA2], hyper[H_TAU2]), total
-    if model == MODEL_LOG_GAMMA:
+    if len(model) == MODEL_LOG_GAMMA:
         # y holds the rows' rate weights, ycls 1 for the rows of the tree's class
         count = 0
         for i in range(s, e):
@@ -815,26 +840,27 @@ def leaf_terms(tree, node, y, ycls, hyper, class_counts):
     for i in range(s, e):
         d = y[perm[i]] - ybar
         ssd += d * d
-    if model == MODEL_MEAN_SHIFT:
+    if len(model) == MODEL_MEAN_SHIFT:
         return mean_shift_leaf_terms(n, ybar, ssd, hyper[H_A], hyper[H_MU_BAR])
     return leaf_log_marginal_mean_variance(n, ybar, ssd, hyper[H_A], hyper[H_MU_BAR], hyper[H_NU], hyper[H_LAM]), 0.0
 
 
 @helper
-def global_term(b_sum, n_total, hyper):
-    """The non-additive part of the tree log marginal (common-sigma model only)."""
-    if hyper[H_LIKELIHOOD] == 0.0 or int(hyper[H_MODEL]) != MODEL_MEAN_SHIFT:
+def global_term(b_sum, n_total, hyper, model):
+    """The non-additive part of the tree log marginal (common-sigma model only; ``model`` a
+    ``model_tag``)."""
+    if len(model) != MODEL_MEAN_SHIFT or hyper[H_LIKELIHOOD] == 0.0:
         return 0.0
     return mean_shift_global_term(n_total, b_sum, hyper[H_NU], hyper[H_LAM])
 
 
 @helper
-def refresh_leaf_terms(tree, nodes, count, y, ycls, hyper, class_counts):
+def refresh_leaf_terms(tree, nodes, count, y, ycls, hyper, class_counts, model):
     """Recompute the cached (lm, b) of every leaf among ``nodes[:count]``."""
     for i in range(count):
         node = nodes[i]
         if tree.var[node] == LEAF:
-            lm, b = leaf_terms(tree, node, y, ycls, hyper, class_counts)
+            lm, b = leaf_terms(tree, node, y, ycls, hyper, class_counts, model)
             tree.lm[node] = lm
             tree.b[node] = b
 

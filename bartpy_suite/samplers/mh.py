@@ -131,13 +131,14 @@ class CartChain(TreeChain):
         args = (self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.hyper)
         if move == "grow":
             log_r, node, _ = propose_grow(self.rng, *args, self.move_probs, self.fstate, n_total, self.scratch,
-                                          NO_LEAF_MAP)
+                                          NO_LEAF_MAP, self.scratch.model)
             proposed = self.get_tree() if node >= 0 else NO_PROPOSAL
             if node >= 0:
                 undo_grow(self.tree, node, self.hyper, self.scratch)
             return float(log_r), proposed
         if move == "prune":
-            log_r, node = propose_prune(self.rng, *args, self.move_probs, self.fstate, n_total, self.scratch)
+            log_r, node = propose_prune(self.rng, *args, self.move_probs, self.fstate, n_total, self.scratch,
+                                        self.scratch.model)
             if node < 0:
                 return float(log_r), NO_PROPOSAL
             accept_prune(self.tree, node, self.fstate, self.scratch, self.hyper)
@@ -149,7 +150,7 @@ class CartChain(TreeChain):
                                                        PERTURB_WIDTH, True)
             else:
                 accepted, valid, log_r = change_or_swap(self.rng, *args, self.fstate, n_total, self.scratch,
-                                                        MOVE_INDEX[move], True)
+                                                        MOVE_INDEX[move], self.scratch.model, True)
             if not accepted:
                 return float(log_r), NO_PROPOSAL
         proposed = self.get_tree()

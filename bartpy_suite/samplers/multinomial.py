@@ -35,7 +35,7 @@ class MultinomialChain(ForestBuffers):
         hyper = np.array(problem.hyper, dtype=np.float64)
         self.capacity = min(_tree.node_capacity(n, int(hyper[_tree.H_MIN_LEAF])), BART_MAX_NODES)
         self.forest = new_forest(k * m, n, self.capacity)  # stumps with mu = 0: every lambda_k = 1
-        self.scratch = _tree.new_scratch(self.codes, self.capacity, self.nbins)
+        self.scratch = _tree.new_scratch(self.codes, self.capacity, self.nbins, model=int(hyper[_tree.H_MODEL]))
         self.order = np.empty(self.capacity, dtype=np.int32)
         self.state = LoglinearState(
             log_fit=np.zeros((k, n)),

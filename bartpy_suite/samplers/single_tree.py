@@ -54,7 +54,8 @@ class TreeChain:
         self.n_classes = int(self.hyper[_tree.H_N_CLASSES])
         self.capacity = capacity or _tree.node_capacity(n, m)
         self.tree = _tree.new_tree(n, self.capacity, self.n_classes)
-        self.scratch = _tree.new_scratch(self.codes, self.capacity, self.nbins, self.n_classes)
+        self.scratch = _tree.new_scratch(self.codes, self.capacity, self.nbins, self.n_classes,
+                                         model=int(self.hyper[_tree.H_MODEL]))
         self.order = np.empty(self.capacity, dtype=np.int32)
         self.fstate = np.zeros(2)
         self.draws = None
@@ -101,7 +102,8 @@ class TreeChain:
         """Recompute every cached leaf term and the running sums from the current tree."""
         t = self.tree
         for node in np.flatnonzero(t.var == _tree.LEAF):
-            lm, b = _tree.leaf_terms(t, int(node), self.y, self.ycls, self.hyper, self.scratch.class_counts)
+            lm, b = _tree.leaf_terms(t, int(node), self.y, self.ycls, self.hyper, self.scratch.class_counts,
+                                     self.scratch.model)
             t.lm[node] = lm
             t.b[node] = b
         leaves = t.var == _tree.LEAF
@@ -111,7 +113,7 @@ class TreeChain:
     def log_marginal_likelihood(self) -> float:
         """log p(Y | X, T) of the current tree (0 with the likelihood switched off)."""
         return self.fstate[_tree.F_LM_SUM] + _tree.global_term(self.fstate[_tree.F_B_SUM], float(self.y.shape[0]),
-                                                                self.hyper)
+                                                                self.hyper, self.scratch.model)
 
     def log_prior(self) -> float:
         """log prior of the stored tree representation (see ``_kernels/tree.py``)."""
