@@ -103,7 +103,7 @@ def direct_factor_rates(chain: CtmcCartChain, node: int, v: int) -> dict:
             s1 += float(np.sum(yy))
             s2 += float(np.sum(yy * yy))
         cls = np.bincount(ycls[r], minlength=n_cls)[:n_cls].astype(float)
-        return stats_leaf_terms(len(r), s1, s2, cls, hyper)
+        return stats_leaf_terms(len(r), s1, s2, cls, hyper, scratch.model)
 
     out = {}
     for sub in range(1, 1 << (n_present - 1)):
@@ -195,12 +195,13 @@ def test_selection_rewalk_lands_on_the_drawn_partition(model):
     codes, rates, _ = walked_rates(chain, node, v)
     n_vars, log_split = _leaf_rule_setup(t, node, xt, is_cat, nbins, hyper, scratch)
     log_base = log_split - math.log(n_vars) - math.log(0.5 * scratch.counts[v])
-    _bin_rows(t, node, xt, v, nbins[v], y, ycls, hyper, cs)
+    _bin_rows(t, node, xt, v, nbins[v], y, ycls, hyper, cs, scratch.model)
     n_present = _factor_setup(xt, is_cat, nbins, v, hyper, scratch, cs)
 
     def pick(target):
         return _factor_walk(t, node, xt, is_cat, nbins, v, n_present, log_base, t.lm[node], t.b[node],
-                            float(y.shape[0]), hyper, chain.fstate, scratch, cs, target, cs.no_sub, cs.no_rate)[1]
+                            float(y.shape[0]), hyper, chain.fstate, scratch, cs, target, cs.no_sub, cs.no_rate,
+                            scratch.model)[1]
 
     cum = np.cumsum(rates)
     positive = np.flatnonzero(rates > 0)

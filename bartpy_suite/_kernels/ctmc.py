@@ -94,7 +94,6 @@ from .tree import (
     H_LAM,
     H_LIKELIHOOD,
     H_MIN_LEAF,
-    H_MODEL,
     H_MU_BAR,
     H_N_CLASSES,
     H_NU,
@@ -211,38 +210,31 @@ def _pow2(n: int) -> int:
 # -- leaf terms from sufficient statistics ---------------------------------------------------------
 
 @helper
-def stats_leaf_terms(n, s1, s2, cls, hyper):
+def stats_leaf_terms(n, s1, s2, cls, hyper, model):
     """The (lm, b) of ``tree.leaf_terms`` from a leaf's row count, response sum and square sum
-    (or class counts ``cls``)."""
+    (or class counts ``cls``); ``model`` is the chain's ``tree.model_tag``."""
     if hyper[H_LIKELIHOOD] == 0.0:
         return 0.0, 0.0
-    model = int(hyper[H_MODEL])
-    if model == MODEL_CLASSIFICATION:
+    if len(model) == MODEL_CLASSIFICATION:
         return leaf_log_marginal_dirichlet(cls[:int(hyper[H_N_CLASSES])], hyper[H_CLASS_ALPHA]), 0.0
-    if model == MODEL_NORMAL_KNOWN_VARIANCE:
+    if len(model) == MODEL_NORMAL_KNOWN_VARIANCE:
         return leaf_log_marginal_normal_known_variance(n, s1, hyper[H_SIGMA2], hyper[H_TAU2]), s1
     ybar = s1 / n
     ssd = max(s2 - s1 * ybar, 0.0)
-    if model == MODEL_MEAN_SHIFT:
+    if len(model) == MODEL_MEAN_SHIFT:
         return mean_shift_leaf_terms(n, ybar, ssd, hyper[H_A], hyper[H_MU_BAR])
     return leaf_log_marginal_mean_variance(n, ybar, ssd, hyper[H_A], hyper[H_MU_BAR], hyper[H_NU], hyper[H_LAM]), 0.0
 
 
 @helper
-def _global_delta(fstate, db, n_total, hyper):
+def _global_delta(fstate, db, n_total, hyper, model):
     """Change of the non-additive part of the log marginal (common-sigma model) when the leaf
     scatter sum B changes by ``db``: the constant of ``mean_shift_global_term`` cancels,
     leaving -(n + nu)/2 log((B + db + nu lam) / (B + nu lam))."""
-    if not _has_global_term(hyper):
+    if len(model) != MODEL_MEAN_SHIFT or hyper[H_LIKELIHOOD] == 0.0:
         return 0.0
     base = fstate[F_B_SUM] + hyper[H_NU] * hyper[H_LAM]
     return -0.5 * (n_total + hyper[H_NU]) * math.log1p(db / base)
-
-
-@helper
-def _has_global_term(hyper):
-    """Whether the tree's log marginal has a part that is not a sum over leaves (common sigma)."""
-    return hyper[H_LIKELIHOOD] != 0.0 and int(hyper[H_MODEL]) == MODEL_MEAN_SHIFT
 
 
 @helper
@@ -265,19 +257,18 @@ def _rate(log_ratio):
 # -- birth rates ------------------------------------------------------------------------------------
 
 @helper
-def _bin_rows(tree, node, xt, v, nb, y, ycls, hyper, cs):
+def _bin_rows(tree, node, xt, v, nb, y, ycls, hyper, cs, model):
     """Counting sort of the leaf's rows by the code of v into ``cs.sorted_rows[:n]``; binned
     counts, sums and class counts; ``cs.bin_n[k]`` ends as the rows with code < k."""
     s = tree.start[node]
     e = tree.end[node]
-    classification = int(hyper[H_MODEL]) == MODEL_CLASSIFICATION
     n_cls = cs.bin_cls.shape[1]
     for k in range(nb + 1):
         cs.bin_n[k] = 0
     for k in range(nb):
         cs.bin_s1[k] = 0.0
         cs.bin_s2[k] = 0.0
-        if classification:
+        if len(model) == MODEL_CLASSIFICATION:
             for j in range(n_cls):
                 cs.bin_cls[k, j] = 0.0
     row = xt[v]
@@ -288,7 +279,7 @@ def _bin_rows(tree, node, xt, v, nb, y, ycls, hyper, cs):
         yr = y[r]
         cs.bin_s1[c] += yr
         cs.bin_s2[c] += yr * yr
-        if classification:
+        if len(model) == MODEL_CLASSIFICATION:
             cs.bin_cls[c, ycls[r]] += 1.0
     for k in range(nb):
         cs.bin_n[k + 1] += cs.bin_n[k]
@@ -305,7 +296,7 @@ def _bin_rows(tree, node, xt, v, nb, y, ycls, hyper, cs):
 
 @helper
 def _numeric_rates(tree, node, xt, is_cat, nbins, v, lo, count, log_base, lm_leaf, b_leaf, n_total, hyper, fstate,
-                   scratch, cs):
+                   scratch, cs, model):
     """Birth rates of cuts ``lo .. lo + count - 1`` of numeric v at a leaf into ``cs.rates[k]``
     (0 elsewhere); returns their sum. ``_bin_rows`` must have run for (node, v).
 
@@ -340,7 +331,6 @@ def _numeric_rates(tree, node, xt, is_cat, nbins, v, lo, count, log_base, lm_lea
         else:
             b = mid - 1
     last_right = a
-    classification = int(hyper[H_MODEL]) == MODEL_CLASSIFICATION
     n_cls = cs.bin_cls.shape[1]
     for k in range(nb):
         cs.rates[k] = 0.0
@@ -349,7 +339,7 @@ def _numeric_rates(tree, node, xt, is_cat, nbins, v, lo, count, log_base, lm_lea
     for k in range(nb):
         tot_s1 += cs.bin_s1[k]
         tot_s2 += cs.bin_s2[k]
-    if classification:
+    if len(model) == MODEL_CLASSIFICATION:
         for j in range(n_cls):
             cs.cls_left[j] = 0.0
             cs.cls_right[j] = 0.0
@@ -363,7 +353,7 @@ def _numeric_rates(tree, node, xt, is_cat, nbins, v, lo, count, log_base, lm_lea
     for k in range(hi + 1):
         s1 += cs.bin_s1[k]
         s2 += cs.bin_s2[k]
-        if classification:
+        if len(model) == MODEL_CLASSIFICATION:
             for j in range(n_cls):
                 cs.cls_left[j] += cs.bin_cls[k, j]
                 cs.cls_right[j] -= cs.bin_cls[k, j]
@@ -376,8 +366,8 @@ def _numeric_rates(tree, node, xt, is_cat, nbins, v, lo, count, log_base, lm_lea
             total += rate
             continue
         n_left = cs.bin_n[k + 1]
-        lm_l, b_l = stats_leaf_terms(n_left, s1, s2, cs.cls_left, hyper)
-        lm_r, b_r = stats_leaf_terms(n - n_left, tot_s1 - s1, tot_s2 - s2, cs.cls_right, hyper)
+        lm_l, b_l = stats_leaf_terms(n_left, s1, s2, cs.cls_left, hyper, model)
+        lm_r, b_r = stats_leaf_terms(n - n_left, tot_s1 - s1, tot_s2 - s2, cs.cls_right, hyper, model)
         log_r = log_base + lm_l + lm_r - lm_leaf
         if k >= first_left:
             log_r += ps_child
@@ -389,7 +379,7 @@ def _numeric_rates(tree, node, xt, is_cat, nbins, v, lo, count, log_base, lm_lea
         cs.cut_a[v, entry] = log_r
         cs.cut_db[v, entry] = db
         cs.cut_m[v, entry] = 1.0
-        rate = _rate(log_r + _global_delta(fstate, db, n_total, hyper))
+        rate = _rate(log_r + _global_delta(fstate, db, n_total, hyper, model))
         cs.rates[k] = rate
         total += rate
     cs.cut_count[node, v] = entry + 1 - tree.start[node]
@@ -482,7 +472,7 @@ def _side_rows_available(xt, is_cat, nbins, m, g, n_present, left, scratch, cs):
 
 @helper
 def _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, lm_leaf, b_leaf, n_total, hyper, fstate,
-                 scratch, cs, target, out_sub, out_rate):
+                 scratch, cs, target, out_sub, out_rate, model):
     """Birth rates of every unordered partition of the ``n_present`` levels of factor v present
     at a leaf, walked in reflected Gray-code order (``_factor_setup`` must have run).
 
@@ -507,7 +497,6 @@ def _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, lm_leaf,
     m = int(hyper[H_MIN_LEAF])
     depth = tree.depth[node] + 1
     ps_child = math.log1p(-p_split(hyper[H_ALPHA], hyper[H_BETA], depth))
-    classification = int(hyper[H_MODEL]) == MODEL_CLASSIFICATION
     n_cls = cs.bin_cls.shape[1]
     record = out_sub.shape[0] > 0
     select = target >= 0.0
@@ -540,7 +529,7 @@ def _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, lm_leaf,
         if cnt >= m:
             big_r += 1
             bsum_r += cnt
-        if classification:
+        if len(model) == MODEL_CLASSIFICATION:
             for c in range(n_cls):
                 cs.cls_right[c] += cs.bin_cls[lev, c]
     n_sub = 1 << (n_present - 1)
@@ -573,7 +562,7 @@ def _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, lm_leaf,
             big_r -= is_big
             bsum_l += is_big * cnt
             bsum_r -= is_big * cnt
-            if classification:
+            if len(model) == MODEL_CLASSIFICATION:
                 for c in range(n_cls):
                     cs.cls_left[c] += cs.bin_cls[lev, c]
                     cs.cls_right[c] -= cs.bin_cls[lev, c]
@@ -589,7 +578,7 @@ def _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, lm_leaf,
             big_r += is_big
             bsum_l -= is_big * cnt
             bsum_r += is_big * cnt
-            if classification:
+            if len(model) == MODEL_CLASSIFICATION:
                 for c in range(n_cls):
                     cs.cls_left[c] -= cs.bin_cls[lev, c]
                     cs.cls_right[c] += cs.bin_cls[lev, c]
@@ -601,8 +590,8 @@ def _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, lm_leaf,
             while gg:
                 gg &= gg - 1
                 size_l += 1
-            lm_l, b_l = stats_leaf_terms(n_l, l1 + l1c, l2 + l2c, cs.cls_left, hyper)
-            lm_r, b_r = stats_leaf_terms(n - n_l, r1 + r1c, r2 + r2c, cs.cls_right, hyper)
+            lm_l, b_l = stats_leaf_terms(n_l, l1 + l1c, l2 + l2c, cs.cls_left, hyper, model)
+            lm_r, b_r = stats_leaf_terms(n - n_l, r1 + r1c, r2 + r2c, cs.cls_right, hyper, model)
             log_r = log_base + lm_l + lm_r - lm_leaf
             side = _side_availability(n_l, size_l, self_l, big_l, bsum_l, m)
             if side < 0:
@@ -623,7 +612,7 @@ def _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, lm_leaf,
                     cached += 1
                 else:
                     cached = -1  # more partitions than the leaf has slots: recomputed when needed
-            rate = _rate(log_r + _global_delta(fstate, db, n_total, hyper))
+            rate = _rate(log_r + _global_delta(fstate, db, n_total, hyper, model))
             total += rate
             if select and rate > 0.0:
                 last = g
@@ -648,11 +637,11 @@ def factor_partition_rates(tree, node, v, xt, is_cat, nbins, y, ycls, hyper, fst
     count = scratch.counts[v]
     if n_vars == 0 or count <= 0.0:
         return 0
-    _bin_rows(tree, node, xt, v, nbins[v], y, ycls, hyper, cs)
+    _bin_rows(tree, node, xt, v, nbins[v], y, ycls, hyper, cs, scratch.model)
     n_present = _factor_setup(xt, is_cat, nbins, v, hyper, scratch, cs)
     log_base = log_split - math.log(n_vars) - math.log(0.5 * count)
     _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, tree.lm[node], tree.b[node],
-                 float(y.shape[0]), hyper, fstate, scratch, cs, -1.0, out_sub, out_rate)
+                 float(y.shape[0]), hyper, fstate, scratch, cs, -1.0, out_sub, out_rate, scratch.model)
     return n_present
 
 
@@ -676,17 +665,17 @@ def _var_birth_rates(tree, node, v, n_vars, log_split, xt, is_cat, nbins, y, ycl
         cs.cut_count[node, v] = 0
         return 0.0
     n_total = float(y.shape[0])
-    _bin_rows(tree, node, xt, v, nbins[v], y, ycls, hyper, cs)
+    _bin_rows(tree, node, xt, v, nbins[v], y, ycls, hyper, cs, scratch.model)
     if is_cat[v]:
         # p_RULE of an unordered partition: 1 / (n_vars * count / 2), count of ordered subsets.
         log_base = log_split - math.log(n_vars) - math.log(0.5 * count)
         n_present = _factor_setup(xt, is_cat, nbins, v, hyper, scratch, cs)
         total, _ = _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, tree.lm[node], tree.b[node],
-                                n_total, hyper, fstate, scratch, cs, -1.0, cs.no_sub, cs.no_rate)
+                                n_total, hyper, fstate, scratch, cs, -1.0, cs.no_sub, cs.no_rate, scratch.model)
         return total
     log_base = log_split - math.log(n_vars) - math.log(count)
     return _numeric_rates(tree, node, xt, is_cat, nbins, v, scratch.lows[v], int(count), log_base, tree.lm[node],
-                          tree.b[node], n_total, hyper, fstate, scratch, cs)
+                          tree.b[node], n_total, hyper, fstate, scratch, cs, scratch.model)
 
 
 @helper
@@ -734,7 +723,7 @@ def nog_death_rate(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratc
     db = b_n - tree.b[lc] - tree.b[rc]
     cs.death_a[node] = log_r
     cs.death_db[node] = db
-    return _rate(log_r + _global_delta(fstate, db, float(y.shape[0]), hyper))
+    return _rate(log_r + _global_delta(fstate, db, float(y.shape[0]), hyper, scratch.model))
 
 
 @helper
@@ -779,10 +768,11 @@ def refresh_global_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratc
                 start = tree.start[node]
                 for j in range(start, start + count):
                     total += cs.cut_m[v, j] * _rate(cs.cut_a[v, j] + _global_delta(fstate, cs.cut_db[v, j], n_total,
-                                                                                     hyper))
+                                                                                     hyper, scratch.model))
                 cs.rate_var[node, v] = total
         elif tree.var[node] >= 0 and _is_nog(tree, node):
-            cs.rate_death[node] = _rate(cs.death_a[node] + _global_delta(fstate, cs.death_db[node], n_total, hyper))
+            cs.rate_death[node] = _rate(cs.death_a[node] + _global_delta(fstate, cs.death_db[node], n_total, hyper,
+                                                                          scratch.model))
     rebuild_sum_tree(tree, cs)
 
 
@@ -938,10 +928,10 @@ def _needs_full_refresh(tree):
 
 
 @helper
-def jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam):
+def jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam, model):
     """Make one jump of the process from a tree whose rates are cached (``lam`` = Lambda > 0):
     draw an event with probability rate / Lambda (eq. 5, 6), apply it, refresh the rates it
-    changed. Returns (event kind, node)."""
+    changed. Returns (event kind, node). ``model`` is the chain's ``tree.model_tag``."""
     u = rng.random() * lam
     p = xt.shape[0]
     node, u = sum_tree_find(cs.sum_tree, u)
@@ -966,7 +956,7 @@ def jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam)
                     n_present += 1
             log_base = log_split - math.log(n_vars) - math.log(0.5 * scratch.counts[v])
             _, sub = _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, tree.lm[node], tree.b[node],
-                                  float(y.shape[0]), hyper, fstate, scratch, cs, u, cs.no_sub, cs.no_rate)
+                                  float(y.shape[0]), hyper, fstate, scratch, cs, u, cs.no_sub, cs.no_rate, model)
             cut = _factor_mask(rng, cs, n_present, sub, nbins[v])
         else:
             cut = np.int64(_pick(cs.rates, nbins[v], u))
@@ -1001,7 +991,8 @@ def jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam)
             _update_slots(tree, cs, node, lc, rc, par)
     if full:
         compute_all_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
-    elif _has_global_term(hyper):
+    elif len(model) == MODEL_MEAN_SHIFT and hyper[H_LIKELIHOOD] != 0.0:
+        # the common-sigma model's global term changed with the scatter sum
         refresh_global_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
     return kind, node
 
@@ -1066,5 +1057,5 @@ def event_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs
                 if accepted:
                     compute_all_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
                 return kind
-    kind, _ = jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam_bd)
+    kind, _ = jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam_bd, scratch.model)
     return kind

@@ -44,7 +44,6 @@ from .tree import (
     H_LAM,
     H_LIKELIHOOD,
     H_MIN_LEAF,
-    H_MODEL,
     H_MU_BAR,
     H_N_CLASSES,
     H_NU,
@@ -74,28 +73,28 @@ def new_bin_stats(max_bins: int, n_classes: int) -> BinStats:
 
 
 @helper
-def _terms(side, j, hyper):
-    """(lm, b) of a leaf with the statistics ``side[j]`` (as ``tree.leaf_terms``)."""
+def _terms(side, j, hyper, model):
+    """(lm, b) of a leaf with the statistics ``side[j]`` (as ``tree.leaf_terms``; ``model`` the
+    chain's ``tree.model_tag``)."""
     if hyper[H_LIKELIHOOD] == 0.0:
         return 0.0, 0.0
     n = side[j, 0]
-    model = int(hyper[H_MODEL])
-    if model == MODEL_CLASSIFICATION:
+    if len(model) == MODEL_CLASSIFICATION:
         k = int(hyper[H_N_CLASSES])
         return leaf_log_marginal_dirichlet(side[j, 3:3 + k], hyper[H_CLASS_ALPHA]), 0.0
     total = side[j, 1]
-    if model == MODEL_NORMAL_KNOWN_VARIANCE:
+    if len(model) == MODEL_NORMAL_KNOWN_VARIANCE:
         return leaf_log_marginal_normal_known_variance(int(n), total, hyper[H_SIGMA2], hyper[H_TAU2]), total
     ybar = total / n
     ssd = max(side[j, 2] - n * ybar * ybar, 0.0)
-    if model == MODEL_MEAN_SHIFT:
+    if len(model) == MODEL_MEAN_SHIFT:
         return mean_shift_leaf_terms(int(n), ybar, ssd, hyper[H_A], hyper[H_MU_BAR])
     return leaf_log_marginal_mean_variance(int(n), ybar, ssd, hyper[H_A], hyper[H_MU_BAR], hyper[H_NU],
                                            hyper[H_LAM]), 0.0
 
 
 @helper
-def _fill_bins(xt, perm, start, end, v, nb, y, ycls, hyper, st):
+def _fill_bins(xt, perm, start, end, v, nb, y, ycls, hyper, st, model):
     k = st.cls.shape[1]
     for b in range(nb):
         st.n[b] = 0.0
@@ -103,13 +102,12 @@ def _fill_bins(xt, perm, start, end, v, nb, y, ycls, hyper, st):
         st.ss[b] = 0.0
         for c in range(k):
             st.cls[b, c] = 0.0
-    classification = int(hyper[H_MODEL]) == MODEL_CLASSIFICATION
     row = xt[v]
     for i in range(start, end):
         r = perm[i]
         b = row[r]
         st.n[b] += 1.0
-        if classification:
+        if len(model) == MODEL_CLASSIFICATION:
             st.cls[b, ycls[r]] += 1.0
         else:
             st.s[b] += y[r]
@@ -136,8 +134,8 @@ def _split_score(st, left_mask_or_cut, is_cat_v, nb, hyper, lm_sum, b_sum, lm_no
         st.side[j, 2] += st.ss[b]
         for c in range(k):
             st.side[j, 3 + c] += st.cls[b, c]
-    lm_l, b_l = _terms(st.side, 0, hyper)
-    lm_r, b_r = _terms(st.side, 1, hyper)
+    lm_l, b_l = _terms(st.side, 0, hyper, model)
+    lm_r, b_r = _terms(st.side, 1, hyper, model)
     before = lm_sum + global_term(b_sum, n_total, hyper, model)
     after = lm_sum + lm_l + lm_r - lm_node + global_term(b_sum + b_l + b_r - b_node, n_total, hyper, model)
     return base + after - before
@@ -206,7 +204,7 @@ def optimal_choice(rng, tree, node, xt, is_cat, nbins, y, ycls, hyper, scratch, 
                 continue
             nb = nbins[v]
             base = math.log(ps) - math.log(n_vars) - math.log(count)
-            _fill_bins(xt, perm, s0, e0, v, nb, y, ycls, hyper, st)
+            _fill_bins(xt, perm, s0, e0, v, nb, y, ycls, hyper, st, scratch.model)
             if not is_cat[v]:
                 lo = scratch.lows[v]
                 for c in range(lo, lo + int(count)):
