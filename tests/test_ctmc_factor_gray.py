@@ -122,7 +122,8 @@ def direct_factor_rates(chain: CtmcCartChain, node: int, v: int) -> dict:
             if has_available_rule(xt, side, 0, len(side), is_cat, nbins, m, scratch.hist, scratch.sums, False):
                 log_r += ps_child
         db = b_l + b_r - t.b[node]
-        out[mask] = min(1.0, math.exp(log_r + _global_delta(chain.fstate, db, float(y.shape[0]), hyper)))
+        out[mask] = min(1.0, math.exp(log_r + _global_delta(chain.fstate, db, float(y.shape[0]), hyper,
+                                                                   scratch.model)))
     return out
 
 
