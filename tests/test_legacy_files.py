@@ -1,5 +1,6 @@
 """Fits saved by bartpy_suite 0.1 (before the compact draw store; files in tests/data written by
-commit 81212aa, with the predictions that version made) load and predict as before (to the last bits that depend on the CPU's vector width)."""
+commit 81212aa, with the predictions that version made) load and predict as before, to the last
+bits that depend on the CPU's vector width."""
 
 from __future__ import annotations
 

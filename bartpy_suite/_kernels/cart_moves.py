@@ -22,6 +22,12 @@ cancels against the proposal that draws from it: grow carries ``-(1-s) log p_RUL
 ``+(1-s) log p_RULE`` and change ``-(1-s) [log p_RULE(new) - log p_RULE(old)]`` (the thesis'
 "computed in full", Algorithm 6); the structure terms are multiplied by s. The proposal terms
 (move probabilities, node counts) are never tempered.
+
+BART's known-variance shortcuts (leaf terms from row counts and residual sums) are guarded by
+``len(model) == MODEL_NORMAL_KNOWN_VARIANCE and hyper[H_LIKELIHOOD] != 0.0`` written out in each
+move, not by a predicate helper: numba folds the ``len`` of the tag only where the tag is the
+function's own argument (``tree.model_tag``), so a helper's result would leave the shortcut
+compiled into every CART chain.
 """
 
 from __future__ import annotations
