@@ -997,7 +997,7 @@ def jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam,
     return kind, node
 
 
-@helper(inline=True)
+@helper
 def run_for_time(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, horizon, mh_rates):
     """Simulate the process for ``horizon`` time units from the current tree (Exp(Lambda)
     holding times; the state at a fixed time is pi-invariant, which a single jump is not).
@@ -1034,7 +1034,7 @@ def mh_event_rate(tree, mh_rates):
     return out
 
 
-@helper(inline=True)
+@helper
 def event_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam_bd, mh_rates):
     """One event of the process with birth/death total ``lam_bd`` (cached rates) and the rotate /
     perturb rates ``mh_rates``: returns its kind. Without rotate/perturb events this is exactly

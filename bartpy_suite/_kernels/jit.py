@@ -11,14 +11,16 @@ caller's final module. For a function that is only ever called from compiled cod
 weight, and it was most of a first fit's compile time (issue 11, section 1;
 ``benchmarks/results/compile_time.md``).
 
-``helper`` builds neither wrapper. Calling such a function straight from Python would run
-numba's entry point without a wrapper (a crash), so the dispatcher class below sends a Python
-call to a twin of the same function compiled the usual way (in memory, not cached). A test or a
-debugging session can therefore call any helper. Fitting, prediction and the posterior call only
-``kernel`` functions from Python (``tests/test_kernel_entry_points.py``); the twins serve the
-single-move and single-rate methods the exact tests use. Compiling a kernel or a helper marks the
-compilation as this package's (``link_only.compiling``), so its wrapper-less callees get no machine
-code of their own.
+A ``kernel`` gets the CPython wrapper only: nothing here takes a kernel's C address (numba's
+first-class functions, ``cfunc``), and for a BART chain runner the C callback wrapper was 5-8% of
+the instructions LLVM optimised. ``helper`` builds neither wrapper. Calling such a function
+straight from Python would run numba's entry point without a wrapper (a crash), so the dispatcher
+class below sends a Python call to a twin of the same function compiled the usual way (in memory,
+not cached). A test or a debugging session can therefore call any helper. Fitting, prediction and
+the posterior call only ``kernel`` functions from Python (``tests/test_kernel_entry_points.py``);
+the twins serve the single-move and single-rate methods the exact tests use. Compiling a kernel or
+a helper marks the compilation as this package's (``link_only.compiling``), so its wrapper-less
+callees get no machine code of their own.
 """
 
 from __future__ import annotations
@@ -78,7 +80,9 @@ def kernel(fn: Callable) -> KernelDispatcher:
     """
     # Reference counting stated, not inherited: numba would otherwise compile a kernel called from a
     # borrowing helper without it, and the Python callers would then share that compilation.
-    dispatcher = KernelDispatcher(py_func=fn, locals={}, targetoptions=dict(_TARGET_OPTIONS, _nrt=True))
+    # No C callback wrapper (module docstring).
+    dispatcher = KernelDispatcher(py_func=fn, locals={},
+                                  targetoptions=dict(_TARGET_OPTIONS, _nrt=True, no_cfunc_wrapper=True))
     dispatcher.enable_caching()
     return dispatcher
 

@@ -81,7 +81,11 @@ def run_pg_bart_chain(rng, forest, state, pa, pb, pc, work, xt, is_cat, nbins, s
         if d >= out_sigma.shape[0]:
             continue
         out_sigma[d] = math.sqrt(state.hyper[H_SIGMA2])
-        out_stats[d] = stats
+        # A loop, not ``out_stats[d] = stats``: numba's array-to-slice assignment compiles a
+        # shape-mismatch message (string formatting of tuples), 1.4 of the 9.2 CPU s this kernel
+        # took to compile (issue 11, benchmarks/results/compile_time.md).
+        for k in range(stats.shape[0]):
+            out_stats[d, k] = stats[k]
         if not record_forest(forest, store, d, out_leaves, out_depth, nodes, order, scratch.stack):
             return step + 1, d
     return n_iter, -1
