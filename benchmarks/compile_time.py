@@ -10,6 +10,9 @@ give two to compare a change with its base in one run), and every model in ``--m
   first row is the first fit of the model with its default sampler; each further row is what that
   sampler adds on top of the kernels already compiled.
 * warm: a second fresh interpreter runs the same calls with that cache filled (the load time).
+* run: in the warm interpreter, each call is made a second time. That is the fit's own sampling
+  (3-4 CPU s for the soft tree's NUTS runs, hundredths for the others), to subtract from the cold
+  and warm times.
 * speed: in the warm process, after the fits, CPU seconds per sweep: CART ``cgm`` MH steps per CPU
   second on cgm1998 (one chain, burn-in only, nothing recorded); BART ``cgm`` CPU seconds per
   sweep on Friedman #1, n = 1,000, p = 10, 200 trees, one chain, one thread.
@@ -18,8 +21,10 @@ Times are given twice: wall seconds and CPU seconds of the process (``time.proce
 Compilation is single-threaded, so on a quiet machine the two agree; on a busy one the wall time
 is inflated by other processes and the CPU seconds are the figure to compare.
 
-Each fit: CART ``y ~ x1 + x2`` on cgm1998 (800 rows), BART ``y ~ .`` on 200 simulated rows with 5
-predictors and 20 trees; ``chains=1, draws=5, tune=5`` and a prediction of 5 rows.
+Each fit: CART ``y ~ x1 + x2`` on cgm1998 (800 rows); on 200 simulated rows with 5 predictors,
+BART ``y ~ .`` with 20 trees, the soft tree ``y ~ x0 + x1``, classification CART ``c ~ x0 + x1``
+and multinomial BART ``c ~ x0 + x1 + x2`` with 20 trees (``c`` has three classes);
+``chains=1, draws=5, tune=5`` and a prediction of 5 rows.
 
 Run::
 
@@ -44,6 +49,9 @@ REPO = HERE.parent
 SAMPLERS = {
     "cart": ("cgm", "grow_prune", "pg", "smc", "ctmc", "tempered"),  # the default first
     "bart": ("grow_prune", "cgm", "pg", "ctmc", "tempered"),  # the default first
+    "soft": ("hmc_dfi", "hmc_df"),  # the default first
+    "cart_class": ("cgm",),  # classification CART (Dirichlet leaves)
+    "multiclass": ("grow_prune",),  # multinomial BART (log-linear trees)
 }
 
 CHILD = r"""
@@ -91,17 +99,38 @@ rng = np.random.default_rng(0)
 x = rng.uniform(size=(200, 5))
 sim = pd.DataFrame(x, columns=[f"x{j}" for j in range(5)])
 sim["y"] = 10 * np.sin(np.pi * x[:, 0] * x[:, 1]) + 20 * (x[:, 2] - 0.5) ** 2 + rng.standard_normal(200)
-for model, sampler in plan["fits"]:
-    t = clock()
+sim["c"] = pd.Categorical(np.select([x[:, 0] > 0.6, x[:, 1] > 0.5], ["a", "b"], "c"))
+def fit_and_predict(model, sampler):
     if model == "cart":
         fit = bps.cart("y ~ x1 + x2", data=cgm1998, sampler=sampler, chains=1, draws=5, tune=5, seed=0,
                        progress=False)
         fit.predict(cgm1998.head(5))
-    else:
+    elif model == "bart":
         fit = bps.bart("y ~ .", data=sim, trees=20, sampler=sampler, chains=1, draws=5, tune=5, seed=0,
                        progress=False, threads=1)
         fit.predict(sim.head(5))
-    out["steps"].append({"model": model, "sampler": sampler, **since(t)})
+    elif model == "soft":
+        fit = bps.soft_tree("y ~ x0 + x1", data=sim, sampler=sampler, chains=1, draws=5, tune=5, seed=0,
+                            progress=False)
+        fit.predict(sim.head(5))
+    elif model == "cart_class":
+        fit = bps.cart("c ~ x0 + x1", data=sim, sampler=sampler, chains=1, draws=5, tune=5, seed=0, progress=False)
+        fit.predict(sim.head(5))
+    else:
+        fit = bps.bart("c ~ x0 + x1 + x2", data=sim, trees=20, sampler=sampler, chains=1, draws=5, tune=5, seed=0,
+                       progress=False, threads=1)
+        fit.predict(sim.head(5))
+
+
+for model, sampler in plan["fits"]:
+    t = clock()
+    fit_and_predict(model, sampler)
+    step = {"model": model, "sampler": sampler, **since(t)}
+    # the same call again, everything compiled and loaded: the fit's own work, to subtract
+    t = clock()
+    fit_and_predict(model, sampler)
+    step["again"] = since(t)
+    out["steps"].append(step)
 
 if plan["speed"]:
     from bartpy_suite._binning import BinnedPredictors
@@ -222,16 +251,20 @@ def report(records: list[dict], header: list[str]) -> str:
     lines += ["## Cold compile (fresh process, empty NUMBA_CACHE_DIR) and warm load (fresh process, cache filled)",
               "",
               "Seconds of each call in the order run; a row after the first of its model is what that sampler "
-              "adds to the kernels already compiled.", "",
-              "| source | model | sampler | cold wall s | cold CPU s | warm wall s | warm CPU s |",
-              "|---|---|---|---|---|---|---|"]
+              "adds to the kernels already compiled. Each call includes the fit's own sampling; *run CPU s* is "
+              "the same call made again in the warm process (nothing left to compile or load), which the cold "
+              "and warm figures less it leave as compile and cache-load time.", "",
+              "| source | model | sampler | cold wall s | cold CPU s | warm wall s | warm CPU s | run CPU s |",
+              "|---|---|---|---|---|---|---|---|"]
     for r in records:
         lines.append(f"| {r['label']} | (import) | | {r['cold']['import']['wall']:.1f} | "
                      f"{r['cold']['import']['cpu']:.1f} | {r['warm']['import']['wall']:.1f} | "
                      f"{r['warm']['import']['cpu']:.1f} |")
         for c, w in zip(r["cold"]["steps"], r["warm"]["steps"]):
+            again = w.get("again")
+            run = f"{again['cpu']:.2f}" if again else ""
             lines.append(f"| {r['label']} | {c['model']} | {c['sampler']} | {c['wall']:.1f} | {c['cpu']:.1f} | "
-                         f"{w['wall']:.2f} | {w['cpu']:.2f} |")
+                         f"{w['wall']:.2f} | {w['cpu']:.2f} | {run} |")
     if any("cart_steps_per_cpu_s" in r["warm"] for r in records):
         lines += ["", "## Speed per sweep (warm process)", "",
                   "| source | CART cgm MH steps per CPU s (cgm1998) "
@@ -250,7 +283,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--source", action="append", default=None,
                     help="label=DIR of a source tree to measure (repeatable; default current=this checkout)")
-    ap.add_argument("--models", default="cart,bart", help="comma separated: cart, bart")
+    ap.add_argument("--models", default="cart,bart", help="comma separated: " + ", ".join(SAMPLERS))
     ap.add_argument("--samplers", choices=("default", "all"), default="all",
                     help="default: each model's default sampler only; all: every sampler of the model in turn")
     ap.add_argument("--profile", action="store_true",

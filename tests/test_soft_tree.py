@@ -242,3 +242,17 @@ def test_formula_fit_runs_and_refuses_na_action_split():
     assert fit.posterior.sizes["draw"] == 2
     with pytest.raises(ArgumentError, match="na_action='split' is not supported by soft trees"):
         bps.soft_tree("y ~ x", data=data, chains=1, draws=2, tune=2, seed=1, progress=False, na_action="split")
+
+
+@pytest.mark.parametrize("sampler", ["hmc_dfi", "hmc_df"])
+def test_code_quirks_survive_a_prune_drawn_for_a_stump(sampler):
+    """With ``code_quirks`` a prune drawn while the tree is a stump is made a grow (spec 2.3), and
+    grows are warm-started by node as always. The code's positional warm start, which is meant for
+    a prune, used to run for it too and read past the stump's one leaf: a segmentation fault
+    within the first iterations of this fit."""
+    df, _ = smooth_steps(30, 5)
+    options = {"warmup": 5, "code_quirks": True, "moves_tune": {"grow": 0.1, "prune": 0.8, "stay": 0.1}}
+    fit = bps.soft_tree("y ~ .", data=df, sampler=sampler, chains=1, draws=10, tune=10, seed=2,
+                        sampler_options=options, progress=False)
+    assert np.isfinite(fit.sample_stats["log_posterior"].values).all()
+    assert (fit.posterior["n_leaves"].values >= 1).all()

@@ -12,7 +12,7 @@ from .backfit import begin_sweep, draw_noise, finish_tree, prepare_tree, record_
 from .cart_draws import record_cart_draw
 from .jit import helper, kernel
 from .particle import csmc_update, particle_view
-from .tree import F_B_SUM, F_LM_SUM, H_SIGMA2
+from .tree import F_B_SUM, F_LM_SUM, H_SIGMA2, copy_into
 
 # Columns of a particle sampler's per-draw statistics.
 S_ESS = 0
@@ -81,11 +81,7 @@ def run_pg_bart_chain(rng, forest, state, pa, pb, pc, work, xt, is_cat, nbins, s
         if d >= out_sigma.shape[0]:
             continue
         out_sigma[d] = math.sqrt(state.hyper[H_SIGMA2])
-        # A loop, not ``out_stats[d] = stats``: numba's array-to-slice assignment compiles a
-        # shape-mismatch message (string formatting of tuples), 1.4 of the 9.2 CPU s this kernel
-        # took to compile (issue 11, benchmarks/results/compile_time.md).
-        for k in range(stats.shape[0]):
-            out_stats[d, k] = stats[k]
+        copy_into(out_stats[d], stats)  # not out_stats[d] = stats: see tree.copy_into
         if not record_forest(forest, store, d, out_leaves, out_depth, nodes, order, scratch.stack):
             return step + 1, d
     return n_iter, -1

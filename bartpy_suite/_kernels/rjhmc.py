@@ -64,7 +64,10 @@ I_TRANSITIONS = 5
 I_LEAPFROG = 6
 I_DIVERGENT = 7
 I_ACCEPT_STAT = 8
-N_IT = 9
+I_LOG_LIK = 9  # log lik, log prior of the parameters and log p(T) of the state left, when ``record``
+I_LOG_PRIOR = 10
+I_LOG_TREE_PRIOR = 11
+N_IT = 12
 
 
 class SoftState(NamedTuple):
@@ -158,7 +161,7 @@ def prune_at(s, i):
             s.right[j] -= 2
 
 
-@kernel
+@helper
 def log_tree_prior(s, alpha_s, beta_s):
     """log p(T) = sum over internal nodes of log p_s(d) + sum over leaves of log(1 - p_s(d)) (eqs. 14-15)."""
     lp = 0.0
@@ -259,7 +262,7 @@ def _positional_copy(src, dst):
             dst.mu[j] = src.mu[k]
 
 
-@kernel
+@helper
 def state_energy(s, conf, h, X, y, ycls, off, qbuf, gbuf, work):
     """(U, log lik, log prior) of state ``s`` at bandwidth h; ``qbuf``/``gbuf`` are scratch."""
     regression = conf[C_N_CLASSES] == 0
@@ -275,7 +278,7 @@ def state_energy(s, conf, h, X, y, ycls, off, qbuf, gbuf, work):
     return u, work.parts[0], work.parts[1]
 
 
-@kernel
+@helper(refcounts=True)
 def nuts_on(s, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, rs):
     """One intermediate NUTS run on state ``s``, in place (spec 2.1, step 2): ``rc[R_WARMUP]``
     adaptive transitions with the h ramp, then one transition kept. The faithful mode restarts
@@ -374,13 +377,23 @@ def _propose(cur, prop, move, p_g, conf, rc, rng):
 
 
 @kernel
-def iteration(cur, x1, prop, xs, warm, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, it):
+def iteration(cur, x1, prop, xs, warm, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, it, start,
+              record):
     """One RJHMC-Tree iteration (spec 2.1) from state ``cur`` = (T, x), in place.
 
     ``x1``, ``prop``, ``xs`` are scratch states (x', (T*, x''), the x values before the code's
     prune rv). ``warm`` selects the warm-up move probabilities and eq. 19. ``it`` receives
-    the move, acceptance, log alpha and the NUTS statistics of both runs.
+    the move, acceptance, log alpha and the NUTS statistics of both runs, and with ``record``
+    the log likelihood, log prior and log p(T) of the state the iteration leaves.
+
+    With ``start``, instead, the chain's first NUTS run on ``cur`` (spec 2.5) and nothing else.
+    The one kernel serves both (and the energies) so that the NUTS code is optimised and turned
+    into machine code once, not once per kernel that calls it (issue 11, section 1).
     """
+    if start:
+        rs = np.zeros(nuts.N_RUN_STATS)
+        nuts_on(cur, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, rs)
+        return 0.0
     if warm:
         pg, pp = rc[R_P_GROW_WARM], rc[R_P_PRUNE_WARM]
     else:
@@ -406,7 +419,8 @@ def iteration(cur, x1, prop, xs, warm, rc, ad, conf, X, y, ycls, off, bufs, work
     _, ll1, lp1 = state_energy(x1, conf, h_f, X, y, ycls, off, q0, g0, work)
     s_x1 = lik * ll1 + lp1
     # T* and x'' (warm start: survivors keep x' values by node; new coordinates from the prior)
-    if rc[R_CODE_QUIRKS] != 0.0 and move == MOVE_PRUNE:
+    # (a prune drawn for a stump is a grow, aligned as every grow is: spec 2.3)
+    if rc[R_CODE_QUIRKS] != 0.0 and move == MOVE_PRUNE and count_leaves(cur) > 1:
         ratio, move = _propose(cur, xs, move, p_g, conf, rc, rng)  # the code's rv at x
         copy_state(xs, prop)
         _positional_copy(x1, prop)
@@ -443,4 +457,7 @@ def iteration(cur, x1, prop, xs, warm, rc, ad, conf, X, y, ycls, off, bufs, work
     it[I_LEAPFROG] = rs[nuts.R_LEAPFROG]
     it[I_DIVERGENT] = rs[nuts.R_DIVERGENT]
     it[I_ACCEPT_STAT] = rs[nuts.R_ACCEPT]
+    if record:
+        _, it[I_LOG_LIK], it[I_LOG_PRIOR] = state_energy(cur, conf, h_f, X, y, ycls, off, q0, g0, work)
+        it[I_LOG_TREE_PRIOR] = log_tree_prior(cur, alpha_s, beta_s)
     return u_x

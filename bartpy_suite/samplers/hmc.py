@@ -163,20 +163,21 @@ class SoftTreeChain:
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
         if not self.started:
-            rs = np.zeros(nuts.N_RUN_STATS)
-            rjhmc.nuts_on(self.cur, self.rc, self.ad, self.conf, self.x, self.y, self.ycls, self.off, self.bufs,
-                          self.work, self.scr, self.scs, self.tmp, self.rng, rs)
+            self._iteration(False, start=True, record=False)
             self.started = True
         for it in range(first_iter, first_iter + n_iter):
             if int(self.cur.nn[0]) + 2 > self.cap:
                 self._allocate_state(2 * self.cap + 1)
-            rjhmc.iteration(self.cur, self.x1, self.prop, self.xs, it < tune, self.rc, self.ad, self.conf, self.x,
-                            self.y, self.ycls, self.off, self.bufs, self.work, self.scr, self.scs, self.tmp, self.rng,
-                            self.it)
-            if it >= tune and (it - tune) % thin == 0:
-                d = (it - tune) // thin
-                if d < self.post["n_leaves"].shape[0]:
-                    self._record(d)
+            d = (it - tune) // thin if it >= tune and (it - tune) % thin == 0 else -1
+            record = 0 <= d < self.post["n_leaves"].shape[0]
+            self._iteration(it < tune, start=False, record=record)
+            if record:
+                self._record(d)
+
+    def _iteration(self, warm: bool, *, start: bool, record: bool) -> None:
+        rjhmc.iteration(self.cur, self.x1, self.prop, self.xs, warm, self.rc, self.ad, self.conf, self.x, self.y,
+                        self.ycls, self.off, self.bufs, self.work, self.scr, self.scs, self.tmp, self.rng, self.it,
+                        start, record)
 
     def _record(self, d: int) -> None:
         s = self.cur
@@ -185,13 +186,11 @@ class SoftTreeChain:
         leaves = right < 0
         self.post["n_leaves"][d] = int(leaves.sum())
         self.post["depth"][d] = int(s.depth[:n].max())
-        u, ll, lp = rjhmc.state_energy(s, self.conf, self.rc[rjhmc.R_H_FINAL], self.x, self.y, self.ycls, self.off,
-                                       self.bufs[4], self.bufs[5], self.work)
-        self.post["log_posterior"][d] = self.conf[st.C_LIK] * ll + lp + rjhmc.log_tree_prior(
-            s, self.rc[rjhmc.R_ALPHA_S], self.rc[rjhmc.R_BETA_S])
+        it = self.it
+        self.post["log_posterior"][d] = (self.conf[st.C_LIK] * it[rjhmc.I_LOG_LIK] + it[rjhmc.I_LOG_PRIOR]
+                                         + it[rjhmc.I_LOG_TREE_PRIOR])
         if self.n_classes == 0:
             self.post["sigma"][d] = s.scal[0]
-        it = self.it
         self.stats["move"][d] = int(it[rjhmc.I_MOVE])
         self.stats["accepted"][d] = int(it[rjhmc.I_ACCEPTED])
         self.stats["log_alpha"][d] = it[rjhmc.I_LOG_ALPHA]
