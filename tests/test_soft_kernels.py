@@ -96,7 +96,7 @@ def _nuts_draws(tgt, q0, n_draws, seed, warmup=500):
     out = np.zeros((n_draws, d))
     h = tgt[7][st.C_H]
     nuts.run(q, g, u, 1.0, minv, warmup, n_draws, out, h, h, False, nuts.default_adapt(), tgt, scr, scs, tmp,
-             np.random.default_rng(seed), rs)
+             np.random.default_rng(seed), rs, None)
     return out, rs
 
 

@@ -38,13 +38,13 @@ A_GAMMA = 1
 A_T0 = 2
 A_KAPPA = 3
 A_MAX_DEPTH = 4
-A_INIT_STEPSIZE = 5  # 1: Stan's init_stepsize heuristic at the start and after each window
-N_ADAPT = 6
+N_ADAPT = 5
 
 
-def default_adapt(target_accept: float = 0.8, max_tree_depth: int = 10, init_stepsize: bool = False) -> np.ndarray:
-    """Adaptation settings (Stan's and NumPyro's defaults)."""
-    return np.array([target_accept, 0.05, 10.0, 0.75, float(max_tree_depth), float(init_stepsize)])
+def default_adapt(target_accept: float = 0.8, max_tree_depth: int = 10) -> np.ndarray:
+    """Adaptation settings (Stan's and NumPyro's defaults). Stan's step-size initialisation is
+    chosen by ``run``'s ``init_step`` argument."""
+    return np.array([target_accept, 0.05, 10.0, 0.75, float(max_tree_depth)])
 
 
 @helper
@@ -423,12 +423,15 @@ def _gibbs_kappa(q, g, u, tgt, rng):
 
 
 @helper(refcounts=True)
-def run(q, g, u, eps0, minv, W, n_after, out, h_init, h_final, code_schedule, ad, tgt, scr, scs, tmp, rng, rs):
+def run(q, g, u, eps0, minv, W, n_after, out, h_init, h_final, code_schedule, ad, tgt, scr, scs, tmp, rng, rs,
+        init_step):
     """W adaptive warm-up transitions (h annealed from ``h_init`` to ``h_final``), then
     ``n_after`` transitions at the adapted step size, recorded into ``out`` (n_after, dim).
 
     ``q``, ``g``, ``u`` hold the state (U and its gradient at the current h); ``minv`` the diagonal
     inverse metric, adapted in place. Returns the final step size. ``rs`` collects statistics.
+    ``init_step``: None, or True for Stan's step-size heuristic at the start and after each
+    metric window. None is a type, so without the heuristic it is not compiled at all.
     """
     d = q.shape[0]
     conf = tgt[7]
@@ -439,7 +442,7 @@ def run(q, g, u, eps0, minv, W, n_after, out, h_init, h_final, code_schedule, ad
     last_end = ends[n_windows - 1] if n_windows > 0 else W - 1
     ramp = h_ramp(W, w1, last_end)
     eps = eps0
-    if ad[A_INIT_STEPSIZE] != 0.0 and W > 0:
+    if init_step is not None and W > 0:
         eps = _init_stepsize(q, g, u, eps, minv, tgt, rng, tmp)
     mu = math.log(10.0 * eps)
     sbar = 0.0
@@ -490,7 +493,7 @@ def run(q, g, u, eps0, minv, W, n_after, out, h_init, h_final, code_schedule, ad
                     wm2[a] = 0.0
                 wn = 0.0
                 widx += 1
-                if ad[A_INIT_STEPSIZE] != 0.0:
+                if init_step is not None:
                     eps = _init_stepsize(q, g, u, eps, minv, tgt, rng, tmp)
                 mu = math.log(10.0 * eps)
                 sbar = 0.0

@@ -279,7 +279,7 @@ def state_energy(s, conf, h, X, y, ycls, off, qbuf, gbuf, work):
 
 
 @helper(refcounts=True)
-def nuts_on(s, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, rs):
+def nuts_on(s, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, rs, init_step):
     """One intermediate NUTS run on state ``s``, in place (spec 2.1, step 2): ``rc[R_WARMUP]``
     adaptive transitions with the h ramp, then one transition kept. The faithful mode restarts
     the adaptation (eps 1, identity metric); the cheap mode starts from the values carried by node."""
@@ -310,7 +310,7 @@ def nuts_on(s, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, rs
     u = np.empty(1)
     u[0] = nuts.energy(q, g, tgt, True)
     eps = nuts.run(q, g, u, eps0, minv, W, 1, out, h_i, h_f, rc[R_CODE_SCHEDULE] != 0.0, ad, tgt, scr, scs, tmp,
-                   rng, rs)
+                   rng, rs, init_step)
     for a in range(dim):
         q[a] = out[0, a]
     sigma, _ = unpack(q, s.right, s.kappa, off, n, conf, s.tau, s.delta, s.mu)
@@ -378,13 +378,14 @@ def _propose(cur, prop, move, p_g, conf, rc, rng):
 
 @kernel
 def iteration(cur, x1, prop, xs, warm, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, it, start,
-              record):
+              record, init_step):
     """One RJHMC-Tree iteration (spec 2.1) from state ``cur`` = (T, x), in place.
 
     ``x1``, ``prop``, ``xs`` are scratch states (x', (T*, x''), the x values before the code's
     prune rv). ``warm`` selects the warm-up move probabilities and eq. 19. ``it`` receives
     the move, acceptance, log alpha and the NUTS statistics of both runs, and with ``record``
-    the log likelihood, log prior and log p(T) of the state the iteration leaves.
+    the log likelihood, log prior and log p(T) of the state the iteration leaves. ``init_step``
+    as in ``nuts.run``.
 
     With ``start``, instead, the chain's first NUTS run on ``cur`` (spec 2.5) and nothing else.
     The one kernel serves both (and the energies) so that the NUTS code is optimised and turned
@@ -392,7 +393,7 @@ def iteration(cur, x1, prop, xs, warm, rc, ad, conf, X, y, ycls, off, bufs, work
     """
     if start:
         rs = np.zeros(nuts.N_RUN_STATS)
-        nuts_on(cur, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, rs)
+        nuts_on(cur, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, rs, init_step)
         return 0.0
     if warm:
         pg, pp = rc[R_P_GROW_WARM], rc[R_P_PRUNE_WARM]
@@ -415,7 +416,7 @@ def iteration(cur, x1, prop, xs, warm, rc, ad, conf, X, y, ycls, off, bufs, work
     log_pt = log_tree_prior(cur, alpha_s, beta_s)
     # first NUTS run on T: x -> x'
     copy_state(cur, x1)
-    nuts_on(x1, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, rs)
+    nuts_on(x1, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, rs, init_step)
     _, ll1, lp1 = state_energy(x1, conf, h_f, X, y, ycls, off, q0, g0, work)
     s_x1 = lik * ll1 + lp1
     # T* and x'' (warm start: survivors keep x' values by node; new coordinates from the prior)
@@ -431,7 +432,7 @@ def iteration(cur, x1, prop, xs, warm, rc, ad, conf, X, y, ycls, off, bufs, work
     _, ll2, lp2 = state_energy(prop, conf, h_f, X, y, ycls, off, q0, g0, work)
     s_x2 = lik * ll2 + lp2
     # second NUTS run on T*: x'' -> x*
-    nuts_on(prop, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, rs)
+    nuts_on(prop, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, rs, init_step)
     if warm:
         _, ll3, lp3 = state_energy(prop, conf, h_f, X, y, ycls, off, q0, g0, work)
         log_alpha = lik * ll3 + lp3 + log_pt_new - s_x - log_pt + ratio  # eq. 19

@@ -125,7 +125,8 @@ class SoftTreeChain:
         rc[rjhmc.R_KEEP_FIRST] = options["keep_first_run"]
         self.rc = rc
         self.max_depth = int(options["max_tree_depth"])
-        self.ad = nuts.default_adapt(options["target_accept"], self.max_depth, options["init_stepsize"])
+        self.ad = nuts.default_adapt(options["target_accept"], self.max_depth)
+        self.init_step = True if options["init_stepsize"] else None  # None: not compiled (nuts.run)
         self._allocate_state(FIRST_CAPACITY)
         # the code's start (spec 2.5): a stump at U(-2, 2) on the unconstrained scale, then one NUTS run
         s = self.cur
@@ -177,7 +178,7 @@ class SoftTreeChain:
     def _iteration(self, warm: bool, *, start: bool, record: bool) -> None:
         rjhmc.iteration(self.cur, self.x1, self.prop, self.xs, warm, self.rc, self.ad, self.conf, self.x, self.y,
                         self.ycls, self.off, self.bufs, self.work, self.scr, self.scs, self.tmp, self.rng, self.it,
-                        start, record)
+                        start, record, self.init_step)
 
     def _record(self, d: int) -> None:
         s = self.cur
