@@ -302,7 +302,7 @@ def record_forest(forest, store, d, out_leaves, out_depth, nodes, order, stack):
     return True
 
 
-@kernel
+@helper
 def forest_nodes(forest):
     """Nodes of all trees of a forest (the store room one draw needs)."""
     total = 0

@@ -807,7 +807,7 @@ def repartition_subtree(tree, xt, is_cat, root, m, stack, buf):
     return valid
 
 
-@kernel
+@helper
 def leaf_terms(tree, node, y, ycls, hyper, class_counts, model):
     """Per-leaf (lm, b) of the leaf model ``model`` (``model_tag``) for the rows of ``node``."""
     if hyper[H_LIKELIHOOD] == 0.0:
@@ -852,6 +852,18 @@ def global_term(b_sum, n_total, hyper, model):
     if len(model) != MODEL_MEAN_SHIFT or hyper[H_LIKELIHOOD] == 0.0:
         return 0.0
     return mean_shift_global_term(n_total, b_sum, hyper[H_NU], hyper[H_LAM])
+
+
+@kernel
+def refresh_all_leaf_terms(tree, y, ycls, hyper, class_counts, model):
+    """Recompute the cached (lm, b) of every leaf of the tree: a CART chain's start, from Python.
+    ``leaf_terms`` itself is a helper, so that a BART chain, which never calls it from Python,
+    compiles no wrapper and no machine code of its own for it."""
+    for node in range(tree.var.shape[0]):
+        if tree.var[node] == LEAF:
+            lm, b = leaf_terms(tree, node, y, ycls, hyper, class_counts, model)
+            tree.lm[node] = lm
+            tree.b[node] = b
 
 
 @helper

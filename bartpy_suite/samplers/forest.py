@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._kernels import tree as _tree
-from .._kernels.backfit import SIGMA_PROBIT, BackfitState, forest_nodes, record_forest
+from .._kernels.backfit import SIGMA_PROBIT, BackfitState, record_forest
 from .._kernels.record import grow_store, new_store, trim_store
 from .draws import ChainDraws
 from .problems import BartProblem
@@ -84,7 +84,8 @@ class ForestBuffers:
 
     def record_pending(self, d: int) -> None:
         """Grow the store and record the current forest as draw d (after a kernel found no room)."""
-        self.store = grow_store(self.store, forest_nodes(self.forest), d)
+        nodes = int(2 * self.forest.meta[:, _tree.M_N_LEAVES].astype(np.int64).sum()) - self.n_trees  # forest_nodes
+        self.store = grow_store(self.store, nodes, d)
         record_forest(self.forest, self.store, d, self.out["n_leaves"], self.out["depth"], self.scratch.nodes,
                       self.order, self.scratch.stack)
 

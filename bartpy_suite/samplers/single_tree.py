@@ -101,11 +101,7 @@ class TreeChain:
     def refresh(self) -> None:
         """Recompute every cached leaf term and the running sums from the current tree."""
         t = self.tree
-        for node in np.flatnonzero(t.var == _tree.LEAF):
-            lm, b = _tree.leaf_terms(t, int(node), self.y, self.ycls, self.hyper, self.scratch.class_counts,
-                                     self.scratch.model)
-            t.lm[node] = lm
-            t.b[node] = b
+        _tree.refresh_all_leaf_terms(t, self.y, self.ycls, self.hyper, self.scratch.class_counts, self.scratch.model)
         leaves = t.var == _tree.LEAF
         self.fstate[_tree.F_LM_SUM] = t.lm[leaves].sum()
         self.fstate[_tree.F_B_SUM] = t.b[leaves].sum()
