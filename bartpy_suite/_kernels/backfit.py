@@ -287,6 +287,13 @@ def draw_noise(rng, state):
 
 
 @kernel
+def record_forest_now(forest, store, d, out_leaves, out_depth, nodes, order, stack):
+    """``record_forest`` called from Python: a draw left pending when the store was full (see
+    ``record.record_tree_now``)."""
+    return record_forest(forest, store, d, out_leaves, out_depth, nodes, order, stack)
+
+
+@helper
 def record_forest(forest, store, d, out_leaves, out_depth, nodes, order, stack):
     """Append every tree of the forest to draw d of ``store`` and its leaf count and depth to
     ``out_leaves[d]`` / ``out_depth[d]``; False (draw incomplete) when the store lacks room,

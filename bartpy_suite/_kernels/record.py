@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .jit import kernel
+from .jit import helper, kernel
 from .tree import subtree_nodes
 
 
@@ -103,6 +103,14 @@ def trim_store(store: DrawStore, kept: int) -> DrawStore:
 
 
 @kernel
+def record_tree_now(tree, store, d, j, order, stack):
+    """``record_tree`` called from Python: a draw left pending when the store was full. A kernel of
+    its own, so that the chains, which call the helper, compile no wrapper or machine code for a
+    call they never make from Python (issue 11, section 1)."""
+    return record_tree(tree, store, d, j, order, stack)
+
+
+@helper
 def record_tree(tree, store, d, j, order, stack):
     """Append tree ``tree`` as tree j of draw d; return False (writing nothing) when the store
     lacks room. ``order`` and ``stack`` are int32 work arrays of the tree's node capacity."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._kernels import tree as _tree
-from .._kernels.backfit import SIGMA_PROBIT, BackfitState, record_forest
+from .._kernels.backfit import SIGMA_PROBIT, BackfitState, record_forest_now
 from .._kernels.record import grow_store, new_store, trim_store
 from .draws import ChainDraws
 from .problems import BartProblem
@@ -86,7 +86,7 @@ class ForestBuffers:
         """Grow the store and record the current forest as draw d (after a kernel found no room)."""
         nodes = int(2 * self.forest.meta[:, _tree.M_N_LEAVES].astype(np.int64).sum()) - self.n_trees  # forest_nodes
         self.store = grow_store(self.store, nodes, d)
-        record_forest(self.forest, self.store, d, self.out["n_leaves"], self.out["depth"], self.scratch.nodes,
+        record_forest_now(self.forest, self.store, d, self.out["n_leaves"], self.out["depth"], self.scratch.nodes,
                       self.order, self.scratch.stack)
 
     def collect(self, kept: int) -> ChainDraws:
