@@ -84,10 +84,11 @@ class ForestBuffers:
 
     def record_pending(self, d: int) -> None:
         """Grow the store and record the current forest as draw d (after a kernel found no room)."""
-        nodes = int(2 * self.forest.meta[:, _tree.M_N_LEAVES].astype(np.int64).sum()) - self.n_trees  # forest_nodes
+        # 2 leaves - 1 nodes per tree, as the kernels' backfit.forest_nodes counts them
+        nodes = int(2 * self.forest.meta[:, _tree.M_N_LEAVES].astype(np.int64).sum()) - self.n_trees
         self.store = grow_store(self.store, nodes, d)
         record_forest_now(self.forest, self.store, d, self.out["n_leaves"], self.out["depth"], self.scratch.nodes,
-                      self.order, self.scratch.stack)
+                          self.order, self.scratch.stack)
 
     def collect(self, kept: int) -> ChainDraws:
         """The first ``kept`` draws; sampler statistics come from ``sampler_stats``."""
