@@ -101,25 +101,18 @@ sim = pd.DataFrame(x, columns=[f"x{j}" for j in range(5)])
 sim["y"] = 10 * np.sin(np.pi * x[:, 0] * x[:, 1]) + 20 * (x[:, 2] - 0.5) ** 2 + rng.standard_normal(200)
 sim["c"] = pd.Categorical(np.select([x[:, 0] > 0.6, x[:, 1] > 0.5], ["a", "b"], "c"))
 def fit_and_predict(model, sampler):
+    common = dict(sampler=sampler, chains=1, draws=5, tune=5, seed=0, progress=False)
     if model == "cart":
-        fit = bps.cart("y ~ x1 + x2", data=cgm1998, sampler=sampler, chains=1, draws=5, tune=5, seed=0,
-                       progress=False)
-        fit.predict(cgm1998.head(5))
+        fit, data = bps.cart("y ~ x1 + x2", data=cgm1998, **common), cgm1998
     elif model == "bart":
-        fit = bps.bart("y ~ .", data=sim, trees=20, sampler=sampler, chains=1, draws=5, tune=5, seed=0,
-                       progress=False, threads=1)
-        fit.predict(sim.head(5))
+        fit, data = bps.bart("y ~ .", data=sim.drop(columns="c"), trees=20, threads=1, **common), sim
     elif model == "soft":
-        fit = bps.soft_tree("y ~ x0 + x1", data=sim, sampler=sampler, chains=1, draws=5, tune=5, seed=0,
-                            progress=False)
-        fit.predict(sim.head(5))
+        fit, data = bps.soft_tree("y ~ x0 + x1", data=sim, **common), sim
     elif model == "cart_class":
-        fit = bps.cart("c ~ x0 + x1", data=sim, sampler=sampler, chains=1, draws=5, tune=5, seed=0, progress=False)
-        fit.predict(sim.head(5))
+        fit, data = bps.cart("c ~ x0 + x1", data=sim, **common), sim
     else:
-        fit = bps.bart("c ~ x0 + x1 + x2", data=sim, trees=20, sampler=sampler, chains=1, draws=5, tune=5, seed=0,
-                       progress=False, threads=1)
-        fit.predict(sim.head(5))
+        fit, data = bps.bart("c ~ x0 + x1 + x2", data=sim, trees=20, threads=1, **common), sim
+    fit.predict(data.head(5))
 
 
 for model, sampler in plan["fits"]:

@@ -246,7 +246,7 @@ def test_formula_fit_runs_and_refuses_na_action_split():
 
 @pytest.mark.parametrize("sampler", ["hmc_dfi", "hmc_df"])
 def test_code_quirks_survive_a_prune_drawn_for_a_stump(sampler):
-    """With ``code_quirks`` a prune drawn while the tree is a stump is made a grow (spec 2.3), and
+    """With ``code_quirks`` a prune drawn while the tree is a stump is made a grow (spec 2.1), and
     grows are warm-started by node as always. The code's positional warm start, which is meant for
     a prune, used to run for it too and read past the stump's one leaf: a segmentation fault
     within the first iterations of this fit."""

@@ -52,6 +52,23 @@ def new_store(draws: int, n_trees: int, capacity: int, leaf_sigma: bool = False,
     )
 
 
+def nodes_of_trees(leaf_counts) -> int:
+    """Nodes of binary trees with these leaf counts (2 leaves - 1 each): the room their draw needs.
+
+    Parameters
+    ----------
+    leaf_counts : int or array_like of int
+        Leaf count of each tree (``meta[M_N_LEAVES]``).
+
+    Returns
+    -------
+    int
+        Total node count.
+    """
+    counts = np.asarray(leaf_counts, dtype=np.int64)
+    return int(2 * counts.sum() - counts.size)
+
+
 def grow_store(store: DrawStore, needed: int, recorded: int) -> DrawStore:
     """A copy of ``store`` with room for at least ``needed`` more nodes, after ``recorded`` of
     its draws were recorded.

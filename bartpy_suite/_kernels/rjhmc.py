@@ -327,16 +327,14 @@ def nuts_on(s, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, rs
 
 @helper
 def _propose(cur, prop, move, p_g, conf, rc, rng):
-    """Build T* in ``prop`` (a copy of ``cur`` holding x') for ``move``; return
-    (log q ratio + log rv ratio, move actually made). Spec 2.3."""
+    """Build T* in ``prop`` (a copy of ``cur`` holding x') for ``move`` (never a prune of a stump:
+    ``iteration`` makes that a grow); return log q ratio + log rv ratio. Spec 2.3."""
     copy_state(cur, prop)
     quirks = rc[R_CODE_QUIRKS] != 0.0
     regression = conf[C_N_CLASSES] == 0
     b = count_leaves(cur)
     if move == MOVE_STAY:
-        return 0.0, MOVE_STAY
-    if move == MOVE_PRUNE and b == 1:
-        move = MOVE_GROW  # a stump can only grow
+        return 0.0
     if move == MOVE_GROW:
         target = min(int(rng.random() * b), b - 1)
         i = -1
@@ -355,7 +353,7 @@ def _propose(cur, prop, move, p_g, conf, rc, rng):
             log_rv -= _log_mu_prior(prop.mu[i + 2], conf)
         pg_eff = 1.0 if b == 1 else p_g
         log_q = math.log(1.0 - p_g) - math.log(count_nog(prop)) + math.log(b) - math.log(pg_eff)
-        return log_q + log_rv, MOVE_GROW
+        return log_q + log_rv
     n_nog = count_nog(cur)
     target = min(int(rng.random() * n_nog), n_nog - 1)
     i = -1
@@ -373,7 +371,7 @@ def _propose(cur, prop, move, p_g, conf, rc, rng):
     prune_at(prop, i)
     pg_rev = p_g if (quirks or b - 1 > 1) else 1.0
     log_q = math.log(pg_rev) - math.log(b - 1) - math.log(1.0 - p_g) + math.log(n_nog)
-    return log_q + log_rv, MOVE_PRUNE
+    return log_q + log_rv
 
 
 @kernel
@@ -403,6 +401,8 @@ def iteration(cur, x1, prop, xs, warm, rc, ad, conf, X, y, ycls, off, bufs, work
     move = MOVE_STAY
     if u < pg + pp:
         move = MOVE_GROW if rng.random() < pg / (pg + pp) else MOVE_PRUNE
+        if move == MOVE_PRUNE and count_leaves(cur) == 1:
+            move = MOVE_GROW  # a stump can only grow (spec 2.1)
     p_g = pg / (pg + pp) if pg + pp > 0.0 else 0.5
     rs = np.zeros(nuts.N_RUN_STATS)
     h_f = rc[R_H_FINAL]
@@ -420,14 +420,13 @@ def iteration(cur, x1, prop, xs, warm, rc, ad, conf, X, y, ycls, off, bufs, work
     _, ll1, lp1 = state_energy(x1, conf, h_f, X, y, ycls, off, q0, g0, work)
     s_x1 = lik * ll1 + lp1
     # T* and x'' (warm start: survivors keep x' values by node; new coordinates from the prior)
-    # (a prune drawn for a stump is a grow, aligned as every grow is: spec 2.3)
-    if rc[R_CODE_QUIRKS] != 0.0 and move == MOVE_PRUNE and count_leaves(cur) > 1:
-        ratio, move = _propose(cur, xs, move, p_g, conf, rc, rng)  # the code's rv at x
+    if rc[R_CODE_QUIRKS] != 0.0 and move == MOVE_PRUNE:
+        ratio = _propose(cur, xs, move, p_g, conf, rc, rng)  # the code's rv at x
         copy_state(xs, prop)
         _positional_copy(x1, prop)
         prop.scal[0] = x1.scal[0]
     else:
-        ratio, move = _propose(x1, prop, move, p_g, conf, rc, rng)
+        ratio = _propose(x1, prop, move, p_g, conf, rc, rng)
     log_pt_new = log_tree_prior(prop, alpha_s, beta_s)
     _, ll2, lp2 = state_energy(prop, conf, h_f, X, y, ycls, off, q0, g0, work)
     s_x2 = lik * ll2 + lp2

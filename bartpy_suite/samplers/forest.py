@@ -11,7 +11,7 @@ import numpy as np
 
 from .._kernels import tree as _tree
 from .._kernels.backfit import SIGMA_PROBIT, BackfitState, record_forest_now
-from .._kernels.record import grow_store, new_store, trim_store
+from .._kernels.record import grow_store, new_store, nodes_of_trees, trim_store
 from .draws import ChainDraws
 from .problems import BartProblem
 
@@ -84,9 +84,7 @@ class ForestBuffers:
 
     def record_pending(self, d: int) -> None:
         """Grow the store and record the current forest as draw d (after a kernel found no room)."""
-        # 2 leaves - 1 nodes per tree, as the kernels' backfit.forest_nodes counts them
-        nodes = int(2 * self.forest.meta[:, _tree.M_N_LEAVES].astype(np.int64).sum()) - self.n_trees
-        self.store = grow_store(self.store, nodes, d)
+        self.store = grow_store(self.store, nodes_of_trees(self.forest.meta[:, _tree.M_N_LEAVES]), d)
         record_forest_now(self.forest, self.store, d, self.out["n_leaves"], self.out["depth"], self.scratch.nodes,
                           self.order, self.scratch.stack)
 

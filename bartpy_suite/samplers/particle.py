@@ -33,7 +33,7 @@ from .._kernels import tree as _tree
 from .._kernels.particle import PROPOSAL_NAMES, RESAMPLING_NAMES, Particles, Work, smc_run
 from .._kernels.particle_chain import pg_bart_sweep, record_particles, run_pg_bart_chain, run_pg_cart_chain
 from .._kernels.particle_proposal import new_bin_stats
-from .._kernels.record import grow_store, record_tree_now
+from .._kernels.record import grow_store, nodes_of_trees, record_tree_now
 from ..errors import ArgumentError
 from .forest import ForestChain
 from .problems import BartProblem, CartProblem
@@ -230,7 +230,7 @@ class SmcCartChain(TreeChain, _ParticleSets):
 
 
 def _grow_and_record(store, tree, d, order, stack):
-    store = grow_store(store, 2 * int(tree.meta[_tree.M_N_LEAVES]) - 1, d)
+    store = grow_store(store, nodes_of_trees(tree.meta[_tree.M_N_LEAVES]), d)
     record_tree_now(tree, store, d, 0, order, stack)
     return store
 

@@ -22,7 +22,7 @@ import numpy as np
 from .._kernels import tree as _tree
 from .._kernels.cart_draws import new_cart_draws
 from .._kernels.likelihood import MODEL_CLASSIFICATION, MODEL_MEAN_VARIANCE_SHIFT
-from .._kernels.record import grow_store, new_store, record_tree_now, trim_store
+from .._kernels.record import grow_store, new_store, nodes_of_trees, record_tree_now, trim_store
 from .draws import ChainDraws
 from .problems import CartProblem
 
@@ -80,7 +80,7 @@ class TreeChain:
 
     def record_pending(self, d: int) -> None:
         """Grow the store and record the current tree as draw d (after a kernel found no room)."""
-        self.store = grow_store(self.store, 2 * int(self.tree.meta[_tree.M_N_LEAVES]) - 1, d)
+        self.store = grow_store(self.store, nodes_of_trees(self.tree.meta[_tree.M_N_LEAVES]), d)
         record_tree_now(self.tree, self.store, d, 0, self.order, self.scratch.stack)
 
     def model_draws(self, kept: int) -> dict:

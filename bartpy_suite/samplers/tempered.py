@@ -65,7 +65,7 @@ import numpy as np
 from .. import _validation as check
 from .._kernels import tree as _tree
 from .._kernels.backfit import SIGMA_PROBIT
-from .._kernels.record import grow_store, new_store, trim_store
+from .._kernels.record import grow_store, new_store, nodes_of_trees, trim_store
 from .._kernels.tempering import (
     SWAPS_DEO,
     SWAPS_SEO,
@@ -297,8 +297,8 @@ class TemperedCartChain(_Rungs, TreeChain):
         if self.store.tree_nodes[d, 0] == 0:
             super().record_pending(d)
         if self.store_rungs and self.rung_store.tree_nodes[d, 0] == 0:
-            needed = sum(2 * int(self.rung_trees[int(k)].meta[_tree.M_N_LEAVES]) - 1 for k in self.slot_of)
-            self.rung_store = grow_store(self.rung_store, needed, d)
+            leaves = [self.rung_trees[int(k)].meta[_tree.M_N_LEAVES] for k in self.slot_of]
+            self.rung_store = grow_store(self.rung_store, nodes_of_trees(leaves), d)
             if not record_rung_trees(self.trees, self.slot_of, self.rung_store, d, self.order, self.scratch.stack):
                 raise RuntimeError("rung tree store still full after growing it")  # a bug, not a user error
 
