@@ -1,25 +1,29 @@
 """Build a :class:`~bartpy_suite.formula.Design` and its X and y from a formula and a DataFrame.
 
 Import rule: this module imports pandas, numpy, :mod:`bartpy_suite.errors` and, inside the
-package, ``messages``, ``codecs``, ``terms`` and ``design`` only; it is the top of the
-package's import chain (``messages <- codecs <- terms <- design <- build``) and nothing in
-the package imports it except ``__init__``.
+package, ``messages``, ``codecs``, ``expr``, ``terms`` and ``design`` only; it is the top of
+the package's import chain (``messages <- codecs <- expr <- terms <- design <- build``) and
+nothing in the package imports it except ``__init__``.
 
-:func:`build_design` parses and evaluates the terms (``terms``), applies ``na_action``,
-codes the response and the factors (``codecs``) and stores the transform state.
+:func:`build_design` parses the terms into expression trees and evaluates them (``terms``,
+``expr``), applies ``na_action``, codes the response and the factors (``codecs``) and stores
+the fitted trees.
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pandas as pd
 
 from bartpy_suite.errors import DataError, FormulaError
 
-from .codecs import _check_labels, _dumps
+from .codecs import _check_labels
 from .design import Design
+from .expr import domain_text, to_text
 from .messages import _check_frame, _check_na_action, _list_names, _rows_text, _warn
-from .terms import _evaluate_all, _parse
+from .terms import _evaluate_all, _parse, _stateful, _tree_of
 
 __all__ = ["build_design"]
 
@@ -92,8 +96,12 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
         raise DataError("data has no rows; a tree model needs data to fit")
     response, predictors = _parse(formula, frame)
     terms = [response] + predictors
+    # Each term becomes a tree of whitelisted operations (anything else is refused here, with
+    # the list of what a formula may contain); the trees, not Python text, are evaluated and saved.
+    trees = [_tree_of(term) for term in terms]
+    stateful = _stateful(trees)
 
-    columns, sources, states = _evaluate_all(terms, frame)
+    columns, sources, fitted = _evaluate_all(terms, trees, frame)
     # The response column must not reappear as a predictor ('y ~ log(y)', 'log(y) ~ y');
     # a response built from several columns ('I(b - a) ~ a') may share one with a predictor.
     response_src = set(sources[0]) if len(sources[0]) == 1 else set()
@@ -110,6 +118,8 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
     current = frame
     dropped: dict[str, int] = {}
     produced: dict[str, int] = {}  # of which: missing made by a transform from present values
+    outside: dict[str, list] = {}  # of which: labels outside C()'s levels= (count, labels)
+    domains = {term.expr: domain_text(tree) for term, tree in zip(terms, trees)}
     while True:
         for term, col in zip(terms, columns):
             if col.kind == "numeric":
@@ -120,7 +130,7 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
                         "; replace or remove them (na_action does not apply to inf)"
                     )
         masks = []
-        for j, (col, src, state) in enumerate(zip(columns, sources, states)):
+        for j, (col, src, state) in enumerate(zip(columns, sources, stateful)):
             mask = col.na_mask()
             if state and src:
                 # A stateful transform fitted on data with NaN is NaN everywhere: blame the
@@ -140,39 +150,47 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
         any_na = masks[0] if na_action == "split" else np.logical_or.reduce(masks)
         if not any_na.any():
             break
+        causes = [_causes(term, col, mask, src, current) for term, col, mask, src
+                  in zip(terms, columns, masks, sources)]
         if na_action == "raise":
             lines = []
-            for term, mask, src in zip(terms, masks, sources):
+            for term, mask, (made, out, labels) in zip(terms, masks, causes):
                 if mask.any():
                     origin = ""
-                    if term.method == "python" and src and not any(
-                        current[c].isna().any() for c in src
-                    ):
-                        origin = " (produced by the transform; check the values' domain)"
+                    count = int(mask.sum())
+                    if made.any():
+                        share = "" if made.sum() == count else f"{int(made.sum())} of them "
+                        origin += (f" ({share}produced by the transform from values that are present: "
+                                   f"{domains[term.expr]})")
+                    if out.any():
+                        share = "" if out.sum() == count else f"{int(out.sum())} of them "
+                        origin += f" ({share}{_outside_text(labels)})"
                     lines.append(f"{term.label} has missing values in "
                                  f"{_rows_text(current.index, mask)}{origin}")
             raise DataError(
                 "; ".join(lines) + ". With na_action='raise' missing values are an error: "
                 "fill them, or use na_action='drop' to drop those rows (like R's na.omit)"
             )
-        for term, mask, src in zip(terms[:1] if na_action == "split" else terms, masks, sources):
+        for term, mask, (made, out, labels) in zip(terms[:1] if na_action == "split" else terms,
+                                                   masks, causes):
             if mask.any():
                 dropped[term.expr] = dropped.get(term.expr, 0) + int(mask.sum())
-                if term.method == "python" and src:
-                    raw = np.logical_or.reduce([current[c].isna().to_numpy() for c in src])
-                    made = int((mask & ~raw).sum())
-                    if made:
-                        produced[term.expr] = produced.get(term.expr, 0) + made
+                if made.any():
+                    produced[term.expr] = produced.get(term.expr, 0) + int(made.sum())
+                if out.any():
+                    count, seen = outside.get(term.expr, (0, []))
+                    outside[term.expr] = (count + int(out.sum()),
+                                          seen + [lab for lab in labels if lab not in seen])
         keep = ~any_na
         if not keep.any():
-            detail = ", ".join(f"{k}: {v}" for k, v in dropped.items())
+            detail = _dropped_detail(dropped, produced, outside, domains)
             raise DataError(
                 f"every one of the {n_total} rows has a missing value in the used terms "
                 f"({detail}); nothing is left to fit"
             )
         current = current.iloc[np.flatnonzero(keep)]
-        if any(states):
-            columns, sources, states = _evaluate_all(terms, current)
+        if any(stateful):
+            columns, sources, fitted = _evaluate_all(terms, trees, current)
         else:
             columns = [col.take(keep) for col in columns]
     n_dropped = n_total - len(current)
@@ -183,11 +201,7 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
                 "(na_action='split' keeps missing predictor values, not a missing response)"
             )
         else:
-            detail = ", ".join(
-                f"{k}: {v}" + (f" ({produced[k]} produced by the transform from values that are present: "
-                               "outside its domain, e.g. log of a number <= 0 or sqrt of a negative one)"
-                               if k in produced else "")
-                for k, v in dropped.items())
+            detail = _dropped_detail(dropped, produced, outside, domains)
             _warn(
                 f"dropped {n_dropped} of {n_total} rows with missing values (na_action='drop'); "
                 f"missing per term: {detail}"
@@ -197,6 +211,7 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
     # Response.
     ycol = columns[0]
     if ycol.kind == "categorical":
+        _warn_text_column(response, ycol)
         class_labels = ycol.present_levels()
         _check_labels(class_labels, response.label)
         if len(class_labels) < 2:
@@ -226,7 +241,7 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
         if col.kind == "categorical":
             lv = col.present_levels()
             _check_labels(lv, term.label)
-            _warn_mostly_numeric(term, col)
+            _warn_text_column(term, col)
             codes = col.codes(lv)
             X[:, j] = np.where(codes < 0, np.nan, codes) if na_action == "split" else codes
             levels.append(tuple(lv))
@@ -240,15 +255,6 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
                 _warn(f"{term.label} is constant (every row is {float(col.values[0])!r}); it "
                       "offers no split")
 
-    try:
-        state_json = _dumps([states[i] for i in range(1, len(terms))])
-    except TypeError as exc:
-        stateful = [p.expr for p, s in zip(predictors, states[1:]) if s]
-        raise FormulaError(
-            f"the state of transform(s) {_list_names(stateful)} cannot be stored ({exc}); "
-            "compute the column before fitting and use it directly"
-        ) from None
-
     design = Design(
         formula=formula,
         response=response.expr,
@@ -259,20 +265,75 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
         levels=tuple(levels),
         methods=tuple(p.method for p in predictors),
         sources=tuple(tuple(s) for s in sources[1:]),
-        transform_state=state_json,
+        terms=to_text(fitted[1:]),
     )
     if return_index:
         return design, X, y, current.index
     return design, X, y
 
 
-#: A text column is "mostly numeric" when at least this share of its rows parse as numbers.
+def _causes(term, col, mask: np.ndarray, src: list[str], current: pd.DataFrame
+            ) -> tuple[np.ndarray, np.ndarray, list]:
+    """Why the rows in ``mask`` are missing, besides a missing value in the data.
+
+    Returns ``made`` (a transform made NaN from values that are present, e.g. ``log(-1)``),
+    ``out`` (a label outside ``C(x, levels=[...])``) and the labels outside the levels.
+    """
+    none = np.zeros(len(mask), dtype=bool)
+    if not mask.any() or term.method != "python":
+        return none, none, []
+    out, labels = none, []
+    if col.kind == "categorical" and col.explicit is not None:
+        out = mask & (col.fcodes >= 0)
+        if out.any():
+            labels = list(dict.fromkeys(col.uniques[i] for i in np.unique(col.fcodes[out])))
+    raw = (np.logical_or.reduce([current[c].isna().to_numpy() for c in src]) if src else none)
+    made = mask & ~raw & ~out
+    return made, out, labels
+
+
+def _outside_text(labels: list) -> str:
+    return (f"value(s) not among the levels given to C(): {_list_names(labels, 5)}; add them to "
+            "levels=[...] or remove those rows")
+
+
+def _dropped_detail(dropped: dict, produced: dict, outside: dict, domains: dict) -> str:
+    """'log(x): 6 (all produced by the transform ...), x1: 2' for the drop warning and error."""
+    parts = []
+    for expr, count in dropped.items():
+        text = f"{expr}: {count}"
+        if expr in produced:
+            text += (f" ({produced[expr]} produced by the transform from values that are present: "
+                     f"{domains[expr]})")
+        if expr in outside:
+            number, labels = outside[expr]
+            text += f" ({number} with a {_outside_text(labels)})"
+        parts.append(text)
+    return ", ".join(parts)
+
+
+#: A text column is "mostly numeric" when at least this share of its rows parse as numbers
+#: (and "mostly dates" when at least this share look like dates).
 MOSTLY_NUMERIC = 0.5
 
+# Dates written as text: 2021-03-04, 2021/3/4, 04.03.2021, 3/4/21, optionally with a time.
+_DATE = re.compile(
+    r"\s*(\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4})"
+    r"([ T]\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?\s*(Z|[+-]\d{2}:?\d{2})?)?\s*"
+)
 
-def _warn_mostly_numeric(term, col) -> None:
-    """Warn when a text factor (not asked for with ``C()``) mostly holds numbers, as a numeric
-    CSV column with one ``"1,000"`` does: it was probably meant to be numeric."""
+
+def _share(col, flags: np.ndarray) -> float:
+    present = col.fcodes >= 0
+    return float(flags[col.fcodes[present]].mean()) if present.any() else 0.0
+
+
+def _warn_text_column(term, col) -> None:
+    """Warn when a text column (not asked for with ``C()``) probably is not meant as a factor.
+
+    A column that mostly holds numbers (a numeric CSV column with one ``"1,000"``), or dates
+    written as text (one level per day), becomes a factor or, as the response, a classifier.
+    """
     if term.method != "lookup" or not col.uniques or not all(isinstance(u, str) for u in col.uniques):
         return
 
@@ -283,15 +344,31 @@ def _warn_mostly_numeric(term, col) -> None:
             return False
         return True
 
+    n_levels = len(col.present_levels())
+    fitted_as = (f"fitted as a classifier with {n_levels} classes" if term.role == "response"
+                 else f"fitted as a factor with {n_levels} levels")
+    keep = (f"to keep it {'categorical' if term.role == 'response' else 'a factor'} and silence this, "
+            f"write C({term.expr})")
+    dates = np.array([_DATE.fullmatch(u) is not None for u in col.uniques])
+    share = _share(col, dates)
+    if share >= MOSTLY_NUMERIC:
+        examples = ", ".join(repr(u) for u, ok in zip(col.uniques, dates) if ok)
+        examples = examples if len(examples) < 60 else examples[:56] + ", ..."
+        _warn(
+            f"{term.label} is text, but {share:.0%} of its rows hold dates ({examples}); it is "
+            f"{fitted_as}, one per distinct date. To use the time, convert the column first, "
+            f"e.g. d = pd.to_datetime(df[{term.expr!r}]) and then df['days'] = (d - d.min()).dt.days "
+            f"or df['year'] = d.dt.year; {keep}"
+        )
+        return
     numeric = np.array([parses(u) for u in col.uniques])
-    present = col.fcodes >= 0
-    share = numeric[col.fcodes[present]].mean() if present.any() else 0.0
+    share = _share(col, numeric)
     if MOSTLY_NUMERIC <= share < 1:
         others = [u for u, ok in zip(col.uniques, numeric) if not ok]
         shown = ", ".join(repr(u) for u in others[:3]) + (", ..." if len(others) > 3 else "")
         _warn(
-            f"{term.label} is text, but {share:.0%} of its rows hold numbers; it is fitted as a factor with "
-            f"{len(col.present_levels())} levels. The values that are not numbers: {shown}. If the column is "
+            f"{term.label} is text, but {share:.0%} of its rows hold numbers; it is {fitted_as}. "
+            f"The values that are not numbers: {shown}. If the column is "
             f"numeric, clean them first (e.g. pd.to_numeric(df[{term.expr!r}].str.replace(',', '')), or "
-            f"pd.read_csv(..., thousands=',')); to keep it a factor and silence this, write C({term.expr})"
+            f"pd.read_csv(..., thousands=',')); {keep}"
         )

@@ -1,11 +1,21 @@
 """The :class:`Design`: apply a fitted formula to new data, save it as JSON, load it back.
 
 Import rule: this module imports formulaic (for ``formulaic.__version__`` only), pandas,
-numpy, :mod:`bartpy_suite.errors` and, inside the package, ``messages``, ``codecs`` and
-``terms`` only. ``build`` imports it.
+numpy, :mod:`bartpy_suite.errors` and, inside the package, ``messages``, ``codecs``, ``expr``
+and ``terms`` only. ``build`` imports it.
 
 The JSON written by :meth:`Design.to_json` is stored with every saved fit: keep its fields,
-``_JSON_FORMAT`` and ``_JSON_VERSION`` as they are, or saved fits stop loading.
+``_JSON_FORMAT`` and the reading of every ``_JSON_VERSION`` so far, or saved fits stop loading.
+
+* Version 2 (this one) stores each predictor as an expression tree (``terms``, see
+  :mod:`bartpy_suite.formula.expr`) with the constants of ``center``/``scale`` in it.
+  :meth:`Design.from_json` checks every node against the whitelist and refuses anything else,
+  naming the term; ``transform`` evaluates the trees with numpy and pandas only.
+* Version 1 (bartpy_suite before the trees) stored each predictor as formulaic's expression
+  text (``methods``: ``"lookup"`` or ``"python"``) and the state of formulaic's stateful
+  transforms (``transform_state``). It is read by parsing that text with
+  :func:`~bartpy_suite.formula.expr.parse_term` (``ast.parse`` and a whitelist walk; nothing is
+  evaluated) and putting the saved state into the trees.
 """
 
 from __future__ import annotations
@@ -20,6 +30,19 @@ import pandas as pd
 from bartpy_suite.errors import DataError, FormulaError
 
 from .codecs import _decode, _encode
+from .expr import (
+    ALLOWED,
+    ExpressionRefused,
+    MissingName,
+    NotNumbers,
+    check_tree,
+    columns_of,
+    domain_text,
+    evaluate,
+    fill_legacy_state,
+    parse_term,
+    to_text,
+)
 from .messages import (
     _check_frame,
     _check_na_action,
@@ -28,12 +51,12 @@ from .messages import (
     _rows_text,
     _warn,
 )
-from .terms import _classify, _environment, _evaluate, _MissingName, _Term
+from .terms import _classify, _Term
 
 __all__ = ["Design"]
 
 _JSON_FORMAT = "bartpy_suite.Design"
-_JSON_VERSION = 1
+_JSON_VERSION = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,13 +87,12 @@ class Design:
         Level labels of each factor in code order (``X[:, j] == k`` means
         ``levels[j][k]``); ``None`` for numeric predictors.
     methods : tuple of str
-        ``"lookup"`` (a column taken as is) or ``"python"`` (an evaluated expression), per
-        predictor.
+        ``"lookup"`` (a column taken as is) or ``"python"`` (an expression), per predictor.
     sources : tuple of tuple of str
         The data columns each predictor is computed from.
-    transform_state : str
-        JSON text with the state of stateful transforms (e.g. ``center(x)``), one object
-        per predictor (``{}`` for stateless terms).
+    terms : str
+        JSON text of each predictor's expression tree (:mod:`bartpy_suite.formula.expr`),
+        with the constants of stateful transforms (``center(x)``) fitted on the training rows.
     """
 
     formula: str
@@ -82,7 +104,7 @@ class Design:
     levels: tuple[tuple | None, ...]
     methods: tuple[str, ...]
     sources: tuple[tuple[str, ...], ...]
-    transform_state: str = dataclasses.field(default="[]", repr=False)
+    terms: str = dataclasses.field(default="[]", repr=False)
 
     # ---- derived ------------------------------------------------------------------------
 
@@ -123,9 +145,9 @@ class Design:
             f"predictors {', '.join(parts)})"
         )
 
-    def _states(self) -> list[dict]:
-        states = _decode(json.loads(self.transform_state))
-        return states if states else [{} for _ in self.predictors]
+    def _trees(self) -> list[dict]:
+        trees = _decode(json.loads(self.terms))
+        return trees if trees else [{"col": p} for p in self.predictors]
 
     def _terms(self) -> list[_Term]:
         return [_Term(p, m, "predictor") for p, m in zip(self.predictors, self.methods)]
@@ -182,17 +204,19 @@ class Design:
                 f"model was fitted with {self.expanded_formula!r}"
             )
         n = len(frame)
-        env = _environment(frame)
         X = np.empty((n, self.n_predictors), dtype=np.float64)
         na_masks: list[np.ndarray] = []
-        for j, (term, state) in enumerate(zip(self._terms(), self._states())):
+        trees = self._trees()
+        for j, (term, tree) in enumerate(zip(self._terms(), trees)):
             try:
-                value, _ = _evaluate(term, frame, env, state)
-            except _MissingName as exc:
+                value, _ = evaluate(tree, frame)  # numpy and pandas operations only, no eval
+            except MissingName as exc:
                 raise FormulaError(
                     f"newdata lacks column {exc.name!r} needed by {term.label}"
                     f"{_did_you_mean(exc.name, available)}"
                 ) from None
+            except NotNumbers as exc:
+                raise DataError(f"cannot compute {term.label} on newdata: {exc.message}") from None
             col = _classify(value, n, term, categorical=self.is_categorical[j])
             if col.kind == "numeric":
                 bad = np.isinf(col.values)
@@ -229,7 +253,9 @@ class Design:
                 elif na_action == "raise":
                     lines = [
                         f"{term.label}: {_rows_text(frame.index, m)}"
-                        for term, m in zip(self._terms(), na_masks) if m.any()
+                        + self._made_text(frame, tree, src, m)
+                        for term, tree, src, m in zip(self._terms(), trees, self.sources, na_masks)
+                        if m.any()
                     ]
                     raise DataError(
                         "newdata has missing values: " + "; ".join(lines)
@@ -246,6 +272,19 @@ class Design:
             return X, frame.index[keep]
         return X
 
+    @staticmethod
+    def _made_text(frame: pd.DataFrame, tree: dict, src: tuple, mask: np.ndarray) -> str:
+        """' (produced by the transform ...)' when a transform made missing values from values
+        that are present in ``frame`` (``log`` of a negative number)."""
+        if "col" in tree or not src:
+            return ""
+        raw = np.logical_or.reduce([frame[c].isna().to_numpy() for c in src])
+        made = int((mask & ~raw).sum())
+        if not made:
+            return ""
+        share = "" if made == int(mask.sum()) else f"{made} of them "
+        return f" ({share}produced by the transform from values that are present: {domain_text(tree)})"
+
     # ---- storage ------------------------------------------------------------------------
 
     def to_json(self) -> str:
@@ -254,10 +293,11 @@ class Design:
         Returns
         -------
         str
-            A JSON object with keys ``format``, ``version``, ``formulaic_version``,
+            A JSON object with keys ``format``, ``version`` (2), ``formulaic_version``,
             ``formula``, ``response``, ``response_kind``, ``class_labels``, ``predictors``,
-            ``is_categorical``, ``levels``, ``methods``, ``sources`` and ``transform_state``.
-            Labels keep their JSON type (str, int, float, bool).
+            ``is_categorical``, ``levels``, ``methods``, ``sources`` and ``terms`` (one
+            expression tree per predictor). Labels keep their JSON type (str, int, float,
+            bool).
         """
         payload = {
             "format": _JSON_FORMAT,
@@ -272,13 +312,18 @@ class Design:
             "levels": [None if lv is None else _encode(list(lv)) for lv in self.levels],
             "methods": list(self.methods),
             "sources": [list(s) for s in self.sources],
-            "transform_state": json.loads(self.transform_state),
+            "terms": json.loads(self.terms),
         }
         return json.dumps(payload, allow_nan=False)
 
     @classmethod
     def from_json(cls, text: str) -> Design:
-        """Rebuild a design from :meth:`to_json` output.
+        """Rebuild a design from :meth:`to_json` output (version 2, or version 1 of earlier releases).
+
+        Nothing read from ``text`` is evaluated as Python: each predictor's expression tree
+        (version 2) or expression text (version 1, parsed by
+        :func:`~bartpy_suite.formula.expr.parse_term`) is checked against the whitelist of
+        :data:`~bartpy_suite.formula.expr.ALLOWED`.
 
         Parameters
         ----------
@@ -288,37 +333,98 @@ class Design:
         Returns
         -------
         Design
-            Equal to the design that was saved.
+            Equal to the design that was saved (a version-1 design: the same design matrix).
 
         Raises
         ------
         FormulaError
-            If ``text`` is not a saved design (or comes from a newer format version).
+            If ``text`` is not a saved design, comes from a newer format version, or a predictor
+            holds anything outside the whitelist (the message names the predictor and says what
+            is allowed).
         """
         try:
             payload = json.loads(text)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:
             raise FormulaError(f"not a saved bartpy_suite design (invalid JSON: {exc})") from None
         if not isinstance(payload, dict) or payload.get("format") != _JSON_FORMAT:
             raise FormulaError("not a saved bartpy_suite design (no 'format' marker)")
-        if payload.get("version", 0) > _JSON_VERSION:
+        version = payload.get("version", 0)
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise FormulaError(f"not a saved bartpy_suite design (format version {version!r})")
+        if version > _JSON_VERSION:
             raise FormulaError(
                 f"the design was saved by a newer bartpy_suite (format version "
                 f"{payload.get('version')}, this one reads {_JSON_VERSION}); upgrade bartpy_suite"
             )
         try:
+            predictors = tuple(payload["predictors"])
+            if not all(isinstance(p, str) for p in predictors):
+                raise TypeError("predictor names must be text")
+            trees = (_legacy_trees(payload, predictors) if version == 1
+                     else _stored_trees(payload, predictors))
+            levels = tuple(None if lv is None else tuple(_decode(lv)) for lv in payload["levels"])
+            is_categorical = tuple(bool(v) for v in payload["is_categorical"])
+            if not len(levels) == len(is_categorical) == len(predictors):
+                raise ValueError(
+                    f"{len(predictors)} predictors, {len(is_categorical)} kinds and {len(levels)} "
+                    "level lists"
+                )
             return cls(
-                formula=payload["formula"],
-                response=payload["response"],
-                response_kind=payload["response_kind"],
+                formula=str(payload["formula"]),
+                response=str(payload["response"]),
+                response_kind=str(payload["response_kind"]),
                 class_labels=tuple(_decode(payload["class_labels"])),
-                predictors=tuple(payload["predictors"]),
-                is_categorical=tuple(bool(v) for v in payload["is_categorical"]),
-                levels=tuple(None if lv is None else tuple(_decode(lv))
-                             for lv in payload["levels"]),
-                methods=tuple(payload["methods"]),
-                sources=tuple(tuple(s) for s in payload["sources"]),
-                transform_state=json.dumps(payload["transform_state"], allow_nan=False),
+                predictors=predictors,
+                is_categorical=is_categorical,
+                levels=levels,
+                methods=tuple("lookup" if "col" in tree else "python" for tree in trees),
+                sources=tuple(tuple(columns_of(tree)) for tree in trees),
+                terms=to_text(trees),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, RecursionError) as exc:
             raise FormulaError(f"not a saved bartpy_suite design (bad field: {exc})") from None
+
+
+def _refused(predictor: str, reason: str) -> FormulaError:
+    return FormulaError(
+        f"the saved design's predictor {predictor!r} {reason}; it was refused and nothing in it was "
+        f"evaluated. Only fits whose terms fit this whitelist can be loaded: {ALLOWED}"
+    )
+
+
+def _stored_trees(payload: dict, predictors: tuple) -> list[dict]:
+    """The checked expression trees of a version-2 design."""
+    stored = _decode(payload["terms"])
+    if not isinstance(stored, list) or len(stored) != len(predictors):
+        raise ValueError(f"'terms' must hold one tree per predictor ({len(predictors)})")
+    trees = []
+    for predictor, tree in zip(predictors, stored):
+        try:
+            trees.append(check_tree(tree))
+        except ExpressionRefused as exc:
+            raise _refused(predictor, exc.reason) from None
+    return trees
+
+
+def _legacy_trees(payload: dict, predictors: tuple) -> list[dict]:
+    """Expression trees of a version-1 design: its formulaic text parsed by our whitelist parser
+    (never evaluated), with formulaic's saved state of center()/scale() as constants."""
+    methods = list(payload["methods"])
+    states = _decode(payload.get("transform_state") or [])
+    if not states:
+        states = [{} for _ in predictors]
+    if len(methods) != len(predictors) or len(states) != len(predictors):
+        raise ValueError(f"'methods' and 'transform_state' must have one entry per predictor "
+                         f"({len(predictors)})")
+    trees = []
+    for predictor, method, state in zip(predictors, methods, states):
+        if method == "lookup":
+            trees.append({"col": predictor})
+            continue
+        if method != "python":
+            raise _refused(predictor, f"has the method {method!r} (not 'lookup' or 'python')")
+        try:
+            trees.append(check_tree(fill_legacy_state(parse_term(predictor), state)))
+        except ExpressionRefused as exc:
+            raise _refused(predictor, exc.reason) from None
+    return trees

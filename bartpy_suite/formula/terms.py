@@ -1,95 +1,56 @@
-"""Terms on formulaic's internals: parse a formula into terms, evaluate them on a frame.
+"""Terms: parse a formula into terms (formulaic's parser), evaluate them on a frame (``expr``).
 
-Import rule: this module imports formulaic (its parser, ``stateful_eval``, ``TRANSFORMS``
-and ``LayeredMapping``), pandas, numpy, :mod:`bartpy_suite.errors` and, inside the package,
-``messages`` and ``codecs`` only. ``design`` and ``build`` import it. It is the one module
-of :mod:`bartpy_suite.formula` that depends on formulaic beyond ``formulaic.__version__``,
-so a formulaic upgrade that moves those internals is fixed here.
+Import rule: this module imports formulaic (its formula parser only: ``Formula``,
+``SimpleFormula``, ``DefaultFormulaParser``), pandas, numpy, :mod:`bartpy_suite.errors` and,
+inside the package, ``messages``, ``codecs`` and ``expr`` only. ``design`` and ``build`` import
+it. It is the one module of :mod:`bartpy_suite.formula` that depends on formulaic beyond
+``formulaic.__version__``, so a formulaic upgrade that moves those internals is fixed here.
 
 :func:`_parse` turns the formula into one response :class:`_Term` and the predictor terms
 (dropping the intercept, refusing interactions and names that are not columns);
-:func:`_evaluate` computes a term on a data frame with the data, ``C`` and formulaic's
-transforms in scope; :func:`_classify` turns the value into a numeric or categorical
-:class:`~bartpy_suite.formula.codecs._Column`.
+:func:`_tree_of` turns a term into its expression tree (``expr.parse_term``: a whitelist, no
+Python evaluation); :func:`_evaluate_all` evaluates the trees on the training rows and
+:func:`_classify` turns a value into a numeric or categorical
+:class:`~bartpy_suite.formula.codecs._Column`. formulaic never evaluates a term.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from formulaic import Formula, SimpleFormula
 from formulaic.parser import DefaultFormulaParser
-from formulaic.transforms import TRANSFORMS
-from formulaic.utils.layered_mapping import LayeredMapping
-from formulaic.utils.stateful_transforms import stateful_eval
 
 from bartpy_suite.errors import DataError, FormulaError
 
 from .codecs import _Column, _label_list
+from .expr import (
+    ALLOWED,
+    FUNCTION_NAMES,
+    ExpressionRefused,
+    Factor,
+    MissingName,
+    NotNumbers,
+    columns_of,
+    evaluate,
+    is_stateful,
+    parse_term,
+)
 from .messages import _clean_formulaic_message, _did_you_mean, _list_names
 
 # ----------------------------------------------------------------------------------------
-# term evaluation
+# terms and their trees
 # ----------------------------------------------------------------------------------------
-
-class _Factor:
-    """What ``C(x)`` returns here: the raw values marked categorical, with optional levels."""
-
-    __slots__ = ("values", "levels")
-
-    def __init__(self, values: Any, levels: list | None):
-        self.values = values
-        self.levels = levels
-
-
-def _C(data: Any, contrasts: Any = None, *, levels: Any = None, spans_intercept: bool = True
-       ) -> _Factor:
-    """Mark ``data`` as categorical (formulaic's signature; contrasts are irrelevant to trees)."""
-    if isinstance(data, _Factor):
-        return _Factor(data.values, data.levels if levels is None else list(levels))
-    return _Factor(data, None if levels is None else list(levels))
-
-
-class _DataLayer(Mapping):
-    """Read-only mapping view of the string-named columns of a DataFrame."""
-
-    def __init__(self, frame: pd.DataFrame):
-        self._frame = frame
-        self._names = [c for c in frame.columns if isinstance(c, str)]
-        self._set = set(self._names)
-
-    def __getitem__(self, key: Any) -> pd.Series:
-        if key in self:
-            return self._frame[key]
-        raise KeyError(key)
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and key in self._set
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
-
-    def __len__(self) -> int:
-        return len(self._names)
-
-
-def _environment(frame: pd.DataFrame) -> LayeredMapping:
-    return LayeredMapping(
-        LayeredMapping(_DataLayer(frame), name="data"),
-        LayeredMapping({"C": _C}, name="bartpy_suite"),
-        LayeredMapping(TRANSFORMS, name="transforms"),
-    )
 
 
 @dataclasses.dataclass(frozen=True)
 class _Term:
     expr: str
-    method: str  # "lookup" (a column) or "python" (an expression)
+    method: str  # "lookup" (a column) or "python" (an expression, parsed by expr.parse_term)
     role: str  # "response" or "predictor"
 
     @property
@@ -97,62 +58,25 @@ class _Term:
         return f"{self.role} {self.expr!r}"
 
 
-class _MissingName(Exception):
-    def __init__(self, name: str):
-        super().__init__(name)
-        self.name = name
-
-
-def _source_columns(variables: set, frame: pd.DataFrame) -> list[str]:
-    """Data columns behind formulaic's variables ('x.fillna' -> 'x')."""
-    columns = {c for c in frame.columns if isinstance(c, str)}
-    out = []
-    for var in sorted(variables, key=str):
-        if getattr(var, "source", None) != "data":
-            continue
-        name = str(var)
-        while name not in columns and "." in name:
-            name = name.rsplit(".", 1)[0]
-        if name in columns and name not in out:
-            out.append(name)
-    return out
-
-
-def _evaluate(term: _Term, frame: pd.DataFrame, env: LayeredMapping, state: dict
-              ) -> tuple[Any, list[str]]:
-    """Evaluate one term; return its raw value and the data columns it used."""
+def _tree_of(term: _Term) -> dict:
+    """The expression tree of a term typed by the user; refuse what a formula may not contain."""
     if term.method == "lookup":
-        if term.expr not in frame.columns:
-            raise _MissingName(term.expr)
-        return frame[term.expr], [term.expr]
-    variables: set = set()
+        return {"col": term.expr}
     try:
-        with np.errstate(all="ignore"):
-            value = stateful_eval(term.expr, env, {}, state, None, variables=variables)
-    except NameError as exc:
-        name = getattr(exc, "name", None) or str(exc)
-        raise _MissingName(name) from None
-    except Exception as exc:  # formulaic / numpy / pandas errors inside the expression
-        raise FormulaError(
-            f"cannot evaluate {term.label}: {type(exc).__name__}: {exc}"
-        ) from exc
-    return value, _source_columns(variables, frame)
+        return parse_term(term.expr)
+    except ExpressionRefused as exc:
+        raise FormulaError(f"{term.label} {exc.reason}. {ALLOWED}") from None
+
+
+def _constant_text(value: Any) -> str:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return repr(value)
+    return repr(int(number)) if number.is_integer() and abs(number) < 1e15 else repr(number)
 
 
 def _as_series(value: Any, n: int, term: _Term) -> pd.Series:
-    if isinstance(value, (dict, pd.DataFrame)) or (
-        hasattr(value, "__formulaic_metadata__")
-        and getattr(value.__formulaic_metadata__, "column_names", None)
-    ):
-        width = value.shape[1] if isinstance(value, pd.DataFrame) else "several"
-        if not (isinstance(value, pd.DataFrame) and value.shape[1] == 1):
-            raise FormulaError(
-                f"{term.label} produces {width} columns; each term must give one column "
-                "(trees need no basis expansions such as poly() or bs(): use the variable itself)"
-            )
-        value = value.iloc[:, 0]
-    if hasattr(value, "__formulaic_metadata__"):
-        value = value.__wrapped__
     if isinstance(value, pd.Series):
         series = pd.Series(value.array, copy=False)
     else:
@@ -162,7 +86,7 @@ def _as_series(value: Any, n: int, term: _Term) -> pd.Series:
                 value = value[:, 0]
             if value.ndim == 0:
                 raise FormulaError(
-                    f"{term.label} evaluates to the single value {value.item()!r}, not one "
+                    f"{term.label} evaluates to the single value {_constant_text(value.item())}, not one "
                     "value per row; a constant term carries no information for a tree"
                 )
             if value.ndim != 1:
@@ -185,11 +109,8 @@ def _classify(value: Any, n: int, term: _Term, *, categorical: bool | None = Non
     """
     explicit = None
     forced = False
-    if isinstance(value, _Factor):
+    if isinstance(value, Factor):
         forced, explicit, value = True, value.levels, value.values
-    meta = getattr(value, "__formulaic_metadata__", None)
-    if meta is not None and getattr(meta.kind, "value", None) == "categorical":
-        forced = True
     series = _as_series(value, n, term)
     dtype = series.dtype
     is_cat_dtype = (
@@ -202,6 +123,15 @@ def _classify(value: Any, n: int, term: _Term, *, categorical: bool | None = Non
     if categorical is None:
         categorical = forced or is_cat_dtype
         if not categorical and (not is_numeric_dtype or dtype.kind == "c"):
+            if pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype):
+                # No silent conversion: days since which date, or the year, is the user's choice.
+                raise FormulaError(
+                    f"{term.label} has dtype {dtype} (dates or times), which is neither numeric nor "
+                    "categorical; convert it to numbers first, e.g. "
+                    f"df['days'] = (df[{term.expr!r}] - df[{term.expr!r}].min()).dt.days or "
+                    f"df['year'] = df[{term.expr!r}].dt.year, or leave it out of the formula "
+                    f"(e.g. '... - {term.expr}')"
+                )
             raise FormulaError(
                 f"{term.label} has dtype {dtype}, which is neither numeric nor categorical; "
                 "convert it to numbers (e.g. days since a date) or to strings (a factor), or "
@@ -320,27 +250,36 @@ def _parse(formula: str, frame: pd.DataFrame) -> tuple[_Term, list[_Term]]:
     return response, predictors
 
 
-def _evaluate_all(terms: list[_Term], frame: pd.DataFrame
+def _evaluate_all(terms: list[_Term], trees: list[dict], frame: pd.DataFrame
                   ) -> tuple[list[_Column], list[list[str]], list[dict]]:
-    env = _environment(frame)
-    columns, sources, states, missing = [], [], [], []
+    """Evaluate the terms' trees on the training rows ``frame``.
+
+    Returns each term's column, the data columns it reads and its fitted tree (the constants
+    of ``center``/``scale`` fitted on these rows).
+    """
+    columns, sources, fitted, missing = [], [], [], []
     available = [c for c in frame.columns if isinstance(c, str)]
-    for term in terms:
-        state: dict = {}
+    for term, tree in zip(terms, trees):
         try:
-            value, src = _evaluate(term, frame, env, state)
-        except _MissingName as exc:
+            value, done = evaluate(tree, frame, fit=True)
+        except MissingName as exc:
             missing.append((term, exc.name))
             continue
+        except NotNumbers as exc:
+            raise FormulaError(f"cannot evaluate {term.label}: {exc.message}") from None
         columns.append(_classify(value, len(frame), term))
-        sources.append(src)
-        states.append(state)
+        sources.append(columns_of(done))
+        fitted.append(done)
     if missing:
-        candidates = available + [k for k in TRANSFORMS if k.isidentifier()]
+        candidates = available + list(FUNCTION_NAMES)
         details = [
             f"{term.label} uses {name!r}, which is neither a column of data nor a known "
             f"transform{_did_you_mean(name, candidates)}"
             for term, name in missing
         ]
         raise FormulaError("; ".join(details) + f". Columns of data: {_list_names(available)}")
-    return columns, sources, states
+    return columns, sources, fitted
+
+
+def _stateful(trees: list[dict]) -> list[bool]:
+    return [is_stateful(tree) for tree in trees]
