@@ -364,7 +364,11 @@ class Design:
                      else _stored_trees(payload, predictors))
             levels = tuple(None if lv is None else tuple(_decode(lv)) for lv in payload["levels"])
             is_categorical = tuple(bool(v) for v in payload["is_categorical"])
-            if not len(levels) == len(is_categorical) == len(predictors):
+            methods = tuple(payload["methods"])
+            for predictor, method, tree in zip(predictors, methods, trees):
+                if method not in ("lookup", "python") or (method == "lookup" and tree != {"col": predictor}):
+                    raise ValueError(f"method {method!r} of predictor {predictor!r}")
+            if not len(levels) == len(is_categorical) == len(methods) == len(predictors):
                 raise ValueError(
                     f"{len(predictors)} predictors, {len(is_categorical)} kinds and {len(levels)} "
                     "level lists"
@@ -377,10 +381,12 @@ class Design:
                 predictors=predictors,
                 is_categorical=is_categorical,
                 levels=levels,
-                methods=tuple("lookup" if "col" in tree else "python" for tree in trees),
+                methods=methods,
                 sources=tuple(tuple(columns_of(tree)) for tree in trees),
                 terms=to_text(trees),
             )
+        except FormulaError:
+            raise
         except (KeyError, TypeError, ValueError, RecursionError) as exc:
             raise FormulaError(f"not a saved bartpy_suite design (bad field: {exc})") from None
 
