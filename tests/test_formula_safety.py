@@ -396,3 +396,14 @@ def test_text_in_arithmetic_at_predict_is_a_data_error(df):
     # numbers stored as objects are numbers
     np.testing.assert_allclose(design.transform(pd.DataFrame({"x1": pd.Series([1.0, 2], dtype=object)}))[:, 0],
                                np.log([1.0, 2.0]))
+
+
+def test_split_says_when_a_transform_made_the_missing_values():
+    data = pd.DataFrame({"y": np.arange(6.0), "x": [-1.0, -2, 3, 5, 7, np.nan], "z": np.arange(6.0)})
+    with pytest.warns(BartpySuiteWarning, match=r"predictor 'log\(x\)' is missing in 2 rows \(index 0, 1\) although the "
+                                                r"data have values there \(2 produced by the transform from values that are "
+                                                r"present: outside its domain, e\.g\. log of a number <= 0\); "
+                                                r"na_action='split' routes them as missing values"):
+        _, X, _ = build_design("y ~ z + log(x)", data, na_action="split")
+    assert np.isnan(X[:, 1]).sum() == 3
+    quiet("y ~ z + x", data, na_action="split")  # missing in the data: no warning

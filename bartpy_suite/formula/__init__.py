@@ -2,8 +2,8 @@
 
 Import rule: this package imports pandas, numpy, formulaic, :mod:`bartpy_suite.errors` and
 :mod:`bartpy_suite._validation` only (plus the standard library). Within the package the
-imports go one way, ``messages <- codecs <- terms <- design <- build`` (``codecs`` needs
-nothing from ``messages``; formulaic's internals are used in ``terms`` alone), and each
+imports go one way, ``messages <- codecs <- expr <- terms <- design <- build`` (``codecs``
+needs nothing from ``messages``; formulaic's parser is used in ``terms`` alone), and each
 module's docstring states its own rule. Only :mod:`bartpy_suite.api` imports this package;
 ``cli`` and the top-level ``bartpy_suite`` reach it through ``api``. ``_kernels``,
 ``samplers``, ``models`` and ``posterior`` do not import it: ``models`` pass on the
@@ -14,30 +14,46 @@ Modules:
 
 * ``messages``: wording of errors and warnings ("did you mean", lists of names and rows),
   the ``na_action`` and data-frame checks;
-* ``codecs``: factor labels to level codes, lossless JSON of labels and transform state;
-* ``terms``: parsing the formula into terms and evaluating them (formulaic internals);
+* ``codecs``: factor labels to level codes, lossless JSON of labels and constants;
+* ``expr``: a term as a declarative expression tree: parsed from the term's text with
+  ``ast.parse`` and a whitelist walk, checked when read from a file, evaluated with numpy
+  and pandas (no ``eval``);
+* ``terms``: splitting the formula into terms (formulaic's parser) and evaluating them;
 * ``design``: :class:`Design` (``transform``, ``to_json`` / ``from_json``);
 * ``build``: :func:`build_design`.
 
-formulaic (tested with 1.2) parses the formula and evaluates the terms, so ``y ~ x1 + x2``,
-``y ~ .``, ``y ~ . - x3``, ``log(x)``, ``I(x**2)``, ``np.sqrt(x)``, ``center(x)`` and ``C(x)``
-mean what they mean in formulaic. Two things differ from a linear-model design matrix,
-because trees need neither:
+formulaic (tested with 1.2) parses the formula, so ``y ~ x1 + x2``, ``y ~ .``,
+``y ~ . - x3`` and backquoted names mean what they mean in formulaic. Each term is then
+parsed into an expression tree of whitelisted operations, and that tree, not Python text, is
+evaluated at fit time, stored with a saved fit and evaluated at ``predict``: a fit file never
+runs code. A term may contain (:data:`bartpy_suite.formula.expr.ALLOWED`):
+
+* column names (```my column``` or ``Q('my column')`` when not a Python name), numbers,
+  ``+ - * / ** // %``, unary ``-`` and parentheses;
+* ``I(x)`` (the identity), ``C(x)`` / ``C(x, levels=[...])`` (a factor; ``contrasts`` are
+  accepted and ignored);
+* ``center(x)``, ``scale(x, center=True, scale=True, ddof=1)`` and ``standardize(x)``, whose
+  mean and scale are fitted on the training rows and stored with the design;
+* ``log``, ``log2``, ``log10``, ``log1p``, ``exp``, ``exp2``, ``expm1``, ``sqrt``, ``abs``,
+  also written ``np.log(x)`` and so on.
+
+Anything else (other functions, attribute access, subscripts, comparisons, lambdas, names
+starting with ``__``, basis expansions such as ``poly()`` or ``bs()``) is an error naming the
+term. Arithmetic and functions compute in float64 (integer and bool columns are converted
+first, so a ``uint8`` column does not wrap). Two things differ from a linear-model design
+matrix, because trees need neither:
 
 * factors stay factors. A categorical predictor (pandas ``category``, ``object``, string or
   ``bool`` column, or any ``C(x)`` term) becomes *one* column of integer level codes
   ``0..L-1`` (stored as float64), never dummy columns. ``Design.levels`` records the level
   labels in code order: the categories order for a pandas ``category`` column, the order of
   ``levels=`` for ``C(x, levels=[...])``, sorted labels otherwise. Only levels that occur in
-  the rows used for fitting are kept, so every code ``0..L-1`` occurs in the training ``X``
-  (``C``'s ``contrasts`` argument is accepted and ignored).
+  the rows used for fitting are kept, so every code ``0..L-1`` occurs in the training ``X``.
 * the intercept (and ``-1`` / ``+0``) is ignored, and interaction terms (``a:b``, ``a*b``)
   are refused: trees find interactions themselves.
 
-Terms are evaluated with the data columns, formulaic's transforms (``log``, ``exp``, ``I``,
-``C``, ``center``, ``scale``, ``np``, ...) and Python's builtins in scope; the caller's
-variables are not, so that a saved :class:`Design` can transform new data anywhere.
-Stateful transforms (``center(x)``, ``scale(x)``) keep their training state in the design.
+The caller's variables are never in scope, so that a saved :class:`Design` transforms new
+data anywhere.
 """
 
 from __future__ import annotations

@@ -193,6 +193,20 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
             columns, sources, fitted = _evaluate_all(terms, trees, current)
         else:
             columns = [col.take(keep) for col in columns]
+    if na_action == "split":
+        # Kept as missing values and routed by the trees: say when a transform, not the data,
+        # made them, so that log(x) of a column of negative numbers does not pass unnoticed.
+        for term, col, src in zip(predictors, columns[1:], sources[1:]):
+            made, out, labels = _causes(term, col, col.na_mask(), src, current)
+            if made.any() or out.any():
+                reasons = []
+                if made.any():
+                    reasons.append(f"{int(made.sum())} produced by the transform from values that are "
+                                   f"present: {domains[term.expr]}")
+                if out.any():
+                    reasons.append(f"{int(out.sum())} with a {_outside_text(labels)}")
+                _warn(f"{term.label} is missing in {_rows_text(current.index, made | out)} although the data "
+                      f"have values there ({'; '.join(reasons)}); na_action='split' routes them as missing values")
     n_dropped = n_total - len(current)
     if n_dropped:
         if na_action == "split":
