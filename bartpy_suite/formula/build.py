@@ -39,7 +39,10 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
     formula : str
         R-style formula, e.g. ``"y ~ x1 + x2"``, ``"y ~ ."``, ``"y ~ . - x3"``,
         ``"log(y) ~ log(x1) + I(x2**2) + C(g)"``. The intercept, ``-1`` and ``+0`` are
-        ignored; interaction terms are refused (trees find interactions themselves).
+        ignored; interaction terms are refused (trees find interactions themselves). A term
+        may contain only what :data:`bartpy_suite.formula.expr.ALLOWED` lists (columns,
+        numbers, arithmetic, ``I``, ``C``, ``center``/``scale``/``standardize`` and a few
+        numpy functions), computed in float64.
     data : pandas.DataFrame
         The data; never modified.
     na_action : {"drop", "raise", "split"}, default "drop"
@@ -71,7 +74,9 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
     FormulaError
         Unparsable formula, a name that is not a column (with close names suggested),
         interaction terms, no response or no predictors, the response among the
-        predictors, a term that gives several columns or a constant.
+        predictors, a term that gives several columns or a constant, a term outside the
+        whitelist (named, with what a term may contain), arithmetic on text or dates, a
+        ``datetime64`` column (convert it to numbers first: the message says how).
     DataError
         ``data`` not a DataFrame, duplicate column names, no rows, infinite values (always),
         missing values under ``na_action="raise"``, no rows left after dropping, a
@@ -82,8 +87,11 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
     Warns
     -----
     BartpySuiteWarning
-        Rows dropped for missing values (with the count); a constant response; a constant
-        predictor (it offers no split).
+        Rows dropped for missing values (with the count, and how many a transform or ``C()``'s
+        ``levels=`` made missing); under ``na_action="split"``, values a transform made
+        missing; a constant response; a constant predictor (it offers no split); a numeric
+        response holding only 0 and 1; a text response or predictor that mostly holds numbers
+        or dates (fitted as classes or levels).
     """
     na_action = _check_na_action(na_action)
     frame = _check_frame(data, "data")

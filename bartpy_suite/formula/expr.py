@@ -153,6 +153,14 @@ def _formulaic_name(name: str) -> str:
 def _replace_backquotes(expr: str) -> tuple[str, dict[str, str]]:
     """``expr`` with every backquoted name replaced by an identifier, and identifier -> name."""
     parts = _BACKTICK_SPLIT.split(expr)
+    # identifiers written outside backquotes, which an alias must not collide with
+    inside, outside_text = False, []
+    for part in parts:
+        if part == "`":
+            inside = not inside
+        elif not inside:
+            outside_text.append(part)
+    taken = set(re.findall(r"[^\W\d]\w*", " ".join(outside_text)))
     out: list[str] = []
     aliases: dict[str, str] = {}
     i = 0
@@ -171,7 +179,7 @@ def _replace_backquotes(expr: str) -> tuple[str, dict[str, str]]:
         alias = next((a for a, n in aliases.items() if n == name), None)
         if alias is None:
             alias = _formulaic_name(name)
-            if alias in aliases or alias.startswith("__") or alias in expr:
+            if alias in aliases or alias.startswith("__") or alias in taken:
                 alias = f"_bq{len(aliases)}_"
             aliases[alias] = name
         out.append(f" {alias} ")
