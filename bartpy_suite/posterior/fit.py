@@ -555,7 +555,7 @@ class Fit:
             if name in t:
                 arrays[key] = t[name][nodes]
         y = self.idata["observed_data"]["y"].values
-        return format_tree(arrays, self._binned, self.predictors, self.config, self.design, y, title)
+        return format_tree(arrays, self._binned, self.predictors, self.config, self.design, y, title, tree=tree)
 
     # -- persistence -------------------------------------------------------------------------------
     def to_netcdf(self, path) -> None:
