@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _validation as check
+from ._kernels.predict import sum_of_trees
 from .errors import ArgumentError
 from .posterior.weighted import weighted_quantiles
 
@@ -85,22 +86,76 @@ def _level_labels(fit, v: int, bins: np.ndarray) -> list[str]:
     return [str(levels[b]) if levels is not None else str(b) for b in bins]
 
 
-def partial_dependence(fit, predictors, grid: int = 20, level: float = 0.95) -> dict:
+#: Default grid points per numeric predictor: one predictor, and each of two (10 x 10 cells).
+PD_GRID = {1: 20, 2: 10}
+#: Tree-row evaluations above which ``partial_dependence`` shows a progress bar by default
+#: (a few CPU s with the compiled predictor: about 1.7e9 a CPU second in benchmarks/pd_timing.py).
+PD_PROGRESS_WORK = 5e9
+#: Largest block of f values (samples x cells x rows) computed at once, in float64 entries.
+PD_BLOCK = 8_000_000
+
+
+def _pd_trees(fit, index: list[int]):
+    """The store's trees that split on a predictor of ``index``: per sample their roots,
+    padded to the same count with a stump of value 0 appended to the store, and the node
+    values with those trees' leaves zeroed (the sum of the other trees, which does not depend
+    on the grid values)."""
+    t = fit._store
+    counts = t["counts"]
+    samples, n_trees = counts.shape
+    tree_of_node = np.repeat(np.arange(samples * n_trees), counts.reshape(-1))
+    on_s = np.isin(t["node_var"], index)
+    varies = np.zeros(samples * n_trees, dtype=bool)
+    varies[tree_of_node[on_s]] = True
+    varies = varies.reshape(samples, n_trees)
+    stump = t["node_var"].size  # index of the appended zero stump
+    width = max(int(varies.sum(axis=1).max()), 1)
+    roots = np.full((samples, width), stump, dtype=np.int64)
+    for s in np.flatnonzero(varies.any(axis=1)):
+        picked = t["roots"][s, varies[s]]
+        roots[s, :picked.size] = picked
+    rest_value = np.where(varies.reshape(-1)[tree_of_node], 0.0, t["node_value"])
+    store = {"var": np.append(t["node_var"], np.int32(-1)), "cut": np.append(t["node_cut"], np.int64(0)),
+             "right": np.append(t["right"], np.int64(-1)), "value": np.append(t["node_value"], 0.0)}
+    return store, roots, rest_value
+
+
+def _pd_bar(progress, work: float, total: int):
+    """A tqdm bar over ``total`` blocks: always with ``progress=True``, never with False, and with
+    None when the work (tree-row evaluations) is large enough to take several seconds."""
+    if progress is False or (progress is None and work < PD_PROGRESS_WORK) or total < 2:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="partial dependence", unit="block")
+
+
+def partial_dependence(fit, predictors, grid: int | None = None, level: float = 0.95,
+                       progress: bool | None = None) -> dict:
     """Posterior of the partial dependence of f on one or two predictors.
 
     For each grid point, every training row gets the grid value(s) and f is averaged over the
     rows, per posterior draw (Friedman's partial dependence, one curve per draw); the curves
     are then summarised by their weighted mean and equal-tailed interval.
 
+    The average is computed exactly, but only once per distinct case: training rows that agree
+    on every other predictor (their binned codes) are evaluated once and weighted by their count,
+    the trees of a draw that never split on the chosen predictors add the same value to every
+    grid point (their mean over the rows, computed once), and the other trees are evaluated for
+    all grid points in a few batched calls of the compiled predictor.
+
     Parameters
     ----------
     fit : Fit
         A regression fit (or probit BART, where f is the latent probit scale).
     predictors : str or sequence of one or two str
-    grid : int
+    grid : int, optional
         Largest number of grid points per numeric predictor (quantiles of the training rows);
-        factors use every level.
+        factors use every level. Default 20 for one predictor, 10 each for two.
     level : float
+    progress : bool, optional
+        Show a tqdm progress bar; None (default) shows it when the computation is large
+        (more than ``PD_PROGRESS_WORK`` tree-row evaluations).
 
     Returns
     -------
@@ -115,33 +170,79 @@ def partial_dependence(fit, predictors, grid: int = 20, level: float = 0.95) -> 
     for name in names:
         if name not in fit.predictors:
             raise ArgumentError(f"predictor {name!r} is not in the model; its predictors: {fit.predictors}")
+    if fit.config.get("model_type") == "soft_tree":
+        raise ArgumentError("partial dependence is drawn for hard-split trees; a soft tree routes rows softly, "
+                            "so average fit.function_samples(newdata) over your own grid instead")
     if fit.is_classification and fit.config.get("leaf_model") != "probit":
         raise ArgumentError("partial dependence is drawn for f of a regression (or probit BART) fit; this fit "
                             f"is a {fit.config.get('leaf_model')} classification")
-    grid = check.check_int_at_least("grid", grid, 2)
+    grid = PD_GRID[len(names)] if grid is None else check.check_int_at_least("grid", grid, 2)
     level = check.check_open_unit("level", level)
+    if progress is not None and not isinstance(progress, bool):
+        raise ArgumentError(f"progress must be True, False or None, got {progress!r}")
     index = [fit.predictors.index(n) for n in names]
     bins = [_grid_bins(fit, v, grid) for v in index]
-    base = fit._binned.codes
     shape = tuple(len(b) for b in bins)
     w = fit._flat_weights
-    samples = np.empty((w.size,) + shape)
-    for cell in np.ndindex(*shape):
-        codes = base.copy()
-        for v, b, k in zip(index, bins, cell):
-            codes[v, :] = b[k]
-        samples[(slice(None),) + cell] = fit._f_samples(np.ascontiguousarray(codes)).mean(axis=1)
-    flat = samples.reshape(w.size, -1)
+    binned = fit._binned
+    base = binned.codes
+    n = base.shape[1]
+    # rows equal on every other predictor give f the same values at every grid point
+    others = [v for v in range(base.shape[0]) if v not in index]
+    if others:
+        _, first, counts = np.unique(base[others].T, axis=0, return_index=True, return_counts=True)
+    else:
+        first, counts = np.zeros(1, dtype=np.int64), np.array([n])
+    rows = base[:, first]
+    share = counts / n
+    store, roots, rest_value = _pd_trees(fit, index)
+    t = fit._store
+    is_cat = binned.is_categorical
+    rest = np.empty((roots.shape[0], rows.shape[1]))
+    sum_of_trees(np.ascontiguousarray(rows), is_cat, t["node_var"], t["node_cut"], t["right"], rest_value,
+                 t["roots"], rest)
+    constant = rest @ share  # (samples,): the trees that do not split on the chosen predictors
+    cells = np.array(list(np.ndindex(*shape))).reshape(-1, len(index))
+    per_block = max(1, PD_BLOCK // max(1, roots.shape[0] * rows.shape[1]))
+    starts = range(0, len(cells), per_block)
+    bar = _pd_bar(progress, float(roots.shape[0] * roots.shape[1] * rows.shape[1] * len(cells)), len(starts))
+    flat = np.empty((roots.shape[0], len(cells)))
+    try:
+        for lo in starts:
+            block = cells[lo:lo + per_block]
+            codes = np.tile(rows, (1, len(block)))  # cell-major: cell k's rows are columns k*u..(k+1)*u-1
+            for j, v in enumerate(index):
+                codes[v] = np.repeat(np.asarray(bins[j])[block[:, j]], rows.shape[1])
+            out = np.empty((roots.shape[0], codes.shape[1]))
+            sum_of_trees(np.ascontiguousarray(codes, dtype=np.int32), is_cat, store["var"], store["cut"],
+                         store["right"], store["value"], roots, out)
+            flat[:, lo:lo + len(block)] = out.reshape(roots.shape[0], len(block), rows.shape[1]) @ share
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    flat += constant[:, None]
+    samples = flat.reshape((w.size,) + shape)
     q = weighted_quantiles(flat, w, [(1 - level) / 2, (1 + level) / 2])
-    values = [np.asarray(_level_labels(fit, v, b)) if fit._binned.is_categorical[v] else _bin_values(fit, v, b)
+    values = [np.asarray(_level_labels(fit, v, b)) if binned.is_categorical[v] else _bin_values(fit, v, b)
               for v, b in zip(index, bins)]
     return {"predictors": names, "values": values, "bins": bins, "mean": ((w / w.sum()) @ flat).reshape(shape),
             "lower": q[0].reshape(shape), "upper": q[1].reshape(shape), "samples": samples}
 
 
-def plot_partial_dependence(fit, predictors, grid: int = 20, level: float = 0.95, ax=None):
+def plot_partial_dependence(fit, predictors, grid: int | None = None, level: float = 0.95, ax=None,
+                            progress: bool | None = None):
     """Partial dependence of f on one predictor (mean line and credible band) or two (three
     heat maps: lower bound, mean, upper bound).
+
+    Parameters
+    ----------
+    fit, predictors, grid, level, progress
+        As for :func:`partial_dependence` (default grid: 20 points for one predictor, 10 x 10
+        for two; a progress bar when the computation is large).
+    ax : matplotlib Axes, optional
+        One axes for one predictor, three for two.
 
     Returns
     -------
@@ -149,7 +250,7 @@ def plot_partial_dependence(fit, predictors, grid: int = 20, level: float = 0.95
         One predictor: ``ax.lines[0]`` is the mean curve, ``ax.collections[0]`` the band
         (numeric) or error bars (factor). Two predictors: each axes holds one ``QuadMesh``.
     """
-    pd_ = partial_dependence(fit, predictors, grid=grid, level=level)
+    pd_ = partial_dependence(fit, predictors, grid=grid, level=level, progress=progress)
     if len(pd_["predictors"]) == 1:
         ax = _axes(ax)
         x = pd_["values"][0]

@@ -4,6 +4,7 @@ fit's numbers."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 pytest.importorskip("matplotlib")
@@ -81,6 +82,41 @@ def test_partial_dependence_of_a_factor_and_of_two_predictors(fit):
         np.testing.assert_allclose(np.asarray(a.collections[0].get_array()).reshape(4, 5), both[key].T)
     with pytest.raises(ArgumentError, match=r"predictor 'x9' is not in the model"):
         plotting.partial_dependence(fit, "x9")
+
+
+@pytest.fixture(scope="module")
+def bart_fit():
+    df = bps.datasets.load("cgm1998")
+    return bps.bart("y ~ x1 + x2", data=df, trees=5, chains=2, draws=30, tune=30, seed=1, **QUIET)
+
+
+def test_partial_dependence_of_a_sum_of_trees_is_the_brute_force_average(bart_fit):
+    # The batched computation evaluates rows equal on the other predictors once and adds the
+    # trees that do not split on the chosen predictors as a constant: it must give, per draw,
+    # the average over all 800 rows of f with the grid values set (to rounding, 1e-12).
+    df = bps.datasets.load("cgm1998")
+    pd_ = plotting.partial_dependence(bart_fit, "x1", grid=6)
+    for k, v in enumerate(pd_["values"][0]):
+        direct = bart_fit.function_samples(df.assign(x1=v)).mean(axis=1)
+        np.testing.assert_allclose(pd_["samples"][:, k], direct, rtol=1e-12)
+    both = plotting.partial_dependence(bart_fit, ["x1", "x2"])  # default grid: 10 per numeric predictor
+    assert both["samples"].shape == (60, 10, 4)
+    i, j = 7, 2
+    moved = df.assign(x1=both["values"][0][i], x2=pd.Categorical([both["values"][1][j]] * len(df),
+                                                                  categories=df["x2"].cat.categories))
+    np.testing.assert_allclose(both["samples"][:, i, j], bart_fit.function_samples(moved).mean(axis=1), rtol=1e-12)
+
+
+def test_partial_dependence_progress_bar(bart_fit, capsys, monkeypatch):
+    monkeypatch.setattr(plotting, "PD_BLOCK", 1)  # one grid cell per block: 10 blocks
+    quiet = plotting.partial_dependence(bart_fit, "x1", grid=10, progress=False)
+    assert "partial dependence" not in capsys.readouterr().err
+    shown = plotting.partial_dependence(bart_fit, "x1", grid=10, progress=True)
+    err = capsys.readouterr().err
+    assert "partial dependence" in err and "10/10" in err
+    np.testing.assert_array_equal(shown["samples"], quiet["samples"])
+    with pytest.raises(ArgumentError, match="progress must be True, False or None"):
+        plotting.partial_dependence(bart_fit, "x1", progress="yes")
 
 
 def test_predicted_vs_observed_points_and_intervals(fit):
