@@ -328,38 +328,135 @@ def _tree_layout(nodes) -> dict:
     return x
 
 
-def plot_tree(fit, chain: int | None = None, draw: int | None = None, tree: int = 0, ax=None):
+def _leaf_posteriors(fit, sample: int, tree: int, nodes, level: float) -> dict:
+    """Per leaf of tree ``tree`` of ``sample`` (keyed by rpart number): the draws whose tree
+    ``tree`` has the same leaf, meaning a leaf holding exactly the same training rows, their
+    weighted share of the posterior (``share``), and the weighted mean and equal-tailed interval
+    of that leaf's value (``mean``, ``lower``, ``upper``; per class for class probabilities).
+    Leaves without training rows are left out."""
+    t = fit._store
+    root = int(t["roots"][sample, tree])
+    leaf_of = fit._leaves(fit._binned.codes, trees=slice(tree, tree + 1))[:, 0, :]  # (samples, rows)
+    w = fit._flat_weights
+    probs = [(1 - level) / 2, (1 + level) / 2]
+    out = {}
+    for k, node in enumerate(nodes):  # nodes are in the store's preorder: node k is root + k
+        if not node.leaf:
+            continue
+        rows = leaf_of[sample] == root + k
+        if not rows.any():
+            continue
+        first = int(np.argmax(rows))
+        same = ((leaf_of == leaf_of[:, [first]]) == rows).all(axis=1)
+        where = leaf_of[same, first]
+        if "node_prob" in t:
+            values = t["node_prob"][where]  # (draws, classes)
+        else:
+            values = t["node_value"][where][:, None]
+        ws = w[same]
+        q = weighted_quantiles(values, ws, probs)
+        out[node.number] = {"share": float(ws.sum() / w.sum()), "draws": int(same.sum()),
+                            "mean": (ws / ws.sum()) @ values, "lower": q[0], "upper": q[1]}
+    return out
+
+
+def _leaf_label(node, post, value_kind: str, class_labels) -> str:
+    """A leaf's text: the posterior mean of its value (most probable class and per-class
+    probabilities for a classification leaf) with the interval over the draws with the same leaf,
+    then its training rows and the share of draws; without ``post``, the plotted draw's value."""
+    if post is None or post["draws"] < 2:
+        return f"{node.yval}\nn={node.n}" + ("" if post is None else ", 1 draw")
+    if value_kind == "probabilities":
+        lines = [str(class_labels[int(np.argmax(post["mean"]))])]
+        lines += [f"{label} {post['mean'][c]:.2f} [{post['lower'][c]:.2f}, {post['upper'][c]:.2f}]"
+                  for c, label in enumerate(class_labels)]
+    else:
+        prefix = "latent " if value_kind != "mean" else ""
+        lines = [f"{prefix}{post['mean'][0]:.3g} [{post['lower'][0]:.3g}, {post['upper'][0]:.3g}]"]
+    lines.append(f"n={node.n}, {post['share']:.0%} of draws")
+    return "\n".join(lines)
+
+
+def plot_tree(fit, chain: int | None = None, draw: int | None = None, tree: int = 0, ax=None,
+              level: float = 0.95, intervals: bool = True):
     """Draw one tree: the MAP tree of a single-tree fit (default), or tree ``tree`` of draw
-    ``draw`` of chain ``chain`` (BART needs them). Splits show their rule (left branch: rule
-    true), leaves their fitted value and training rows.
+    ``draw`` of chain ``chain`` (BART needs them).
+
+    Splits show their rule; the edge to the left child is labelled "yes" (rule true), the edge
+    to the right child "no". Leaves show their value and training rows and, with
+    ``intervals``, their uncertainty: among the posterior draws whose tree ``tree`` has the same
+    leaf (a leaf holding exactly the same training rows), the weighted share of draws, and the
+    weighted posterior mean and equal-tailed ``level`` interval of that leaf's value
+    (regression, or a probit / multinomial BART tree's latent-scale term) or of each class's
+    probability (classification CART, listed in class order, headed by the class of largest mean
+    probability). These are draws of the posterior, not the conjugate interval given one tree. A
+    BART leaf's value in those draws is conditional on the other trees of each draw, so its
+    interval is that of the tree's term given its partition, not of f. A leaf found in one draw
+    only (or ``intervals=False``) shows the plotted draw's value.
+
+    Parameters
+    ----------
+    fit : Fit
+    chain, draw : int, optional
+        Which kept draw (default: the MAP draw of a single-tree fit).
+    tree : int
+        Which tree of the draw.
+    ax : matplotlib Axes, optional
+    level : float
+        Probability of the leaf intervals.
+    intervals : bool
+        Show the leaf intervals and shares of draws.
 
     Returns
     -------
     matplotlib.axes.Axes
-        ``ax.lines``: one line per edge, from parent to child; ``ax.texts``: one label per node
-        in preorder.
+        ``ax.lines``: one line per edge, from parent to child; texts with gid ``"node"``: one
+        label per node in preorder; gid ``"edge"``: "yes"/"no" at the middle of each edge;
+        gid ``"note"``: what the leaf numbers are.
     """
+    level = check.check_open_unit("level", level)
     if chain is None and draw is None:
         text = fit.map_tree(tree=tree)
+        sample = int(np.argmax(fit.sample_stats["log_posterior"].values.reshape(-1)))
     else:
-        text = fit.tree(chain=0 if chain is None else chain, draw=0 if draw is None else draw, tree=tree)
+        chain, draw = 0 if chain is None else chain, 0 if draw is None else draw
+        text = fit.tree(chain=chain, draw=draw, tree=tree)
+        sample = chain * fit.posterior.sizes["draw"] + draw
     nodes = text.nodes
+    posts = _leaf_posteriors(fit, sample, tree, nodes, level) if intervals else {}
     x = _tree_layout(nodes)
     by_number = {n.number: n for n in nodes}
+    classes = [str(c) for c in fit.config.get("class_labels", [])]
+    labels = {n.number: _leaf_label(n, posts.get(n.number), text.value_kind, classes) if n.leaf
+              else by_number[2 * n.number].label for n in nodes}
     if ax is None:
         leaves = sum(n.leaf for n in nodes)
         depth = max(n.depth for n in nodes)
-        ax = _pyplot().subplots(figsize=(max(6.4, 1.1 * leaves), max(3.0, 0.9 * (depth + 1))))[1]
+        # leaves sit one unit apart: make a unit as wide as the longest leaf line (7.5 pt text)
+        chars = max(len(line) for n in nodes if n.leaf for line in labels[n.number].splitlines())
+        lines = max(labels[n.number].count("\n") + 1 for n in nodes if n.leaf)
+        ax = _pyplot().subplots(figsize=(max(6.4, (0.065 * chars + 0.3) * leaves),
+                                         max(3.0, (0.75 + 0.14 * lines) * (depth + 1))))[1]
     for n in nodes:
         if not n.leaf:
-            for child in (2 * n.number, 2 * n.number + 1):
+            for child, word in ((2 * n.number, "yes"), (2 * n.number + 1, "no")):
                 ax.plot([x[n.number], x[child]], [-n.depth, -n.depth - 1], color="0.4", linewidth=1)
+                ax.text((x[n.number] + x[child]) / 2, -n.depth - 0.5, word, ha="center", va="center",
+                        fontsize=7, color="0.25", gid="edge",
+                        bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none"})
     for n in nodes:
-        if n.leaf:
-            label, style = f"{n.yval}\nn={n.n}", {"boxstyle": "round", "fc": "#dbe9f6", "ec": "C0"}
-        else:
-            label, style = by_number[2 * n.number].label, {"boxstyle": "square", "fc": "white", "ec": "0.4"}
-        ax.text(x[n.number], -n.depth, label, ha="center", va="center", fontsize=8, bbox=style)
+        style = ({"boxstyle": "round", "fc": "#dbe9f6", "ec": "C0"} if n.leaf else
+                 {"boxstyle": "square", "fc": "white", "ec": "0.4"})
+        ax.text(x[n.number], -n.depth, labels[n.number], ha="center", va="center", fontsize=7.5, bbox=style,
+                gid="node")
+    scale = {"mean": "value", "probabilities": "class probabilities",
+             "latent probit": "value on the latent probit scale (no class per leaf)",
+             "log-linear": f"value on the log scale of class {text.value_class} (no class per leaf)"}[text.value_kind]
+    note = f"leaf: {scale}"
+    if intervals:
+        note += (f": posterior mean [{level:.0%} interval] over the draws whose tree {tree} has the same leaf "
+                 "(same training rows), and their share")
+    ax.text(0.5, 0.0, note, transform=ax.transAxes, ha="center", va="top", fontsize=7, color="0.3", gid="note")
     ax.set_title(text.header.splitlines()[0])
     width = max(x.values()) if x else 0.0
     ax.set_xlim(-0.7, width + 0.7)

@@ -131,24 +131,91 @@ def test_predicted_vs_observed_points_and_intervals(fit):
     np.testing.assert_allclose([s[:, 1].max() for s in segments], pred["upper"].to_numpy())
 
 
+def _texts(ax, gid):
+    return [t for t in ax.texts if t.get_gid() == gid]
+
+
 def test_tree_drawing_matches_the_map_tree(fit):
-    ax = plotting.plot_tree(fit)
+    ax = plotting.plot_tree(fit, level=0.9)
     nodes = fit.map_tree().nodes
     assert len(ax.lines) == len(nodes) - 1  # one edge per non-root node
-    labels = [t.get_text() for t in ax.texts]
+    node_texts = _texts(ax, "node")
+    assert len(node_texts) == len(nodes)
     leaves = [n for n in nodes if n.leaf]
-    assert [lab for lab in labels if "\nn=" in lab] == [f"{n.yval}\nn={n.n}" for n in leaves]
+    leaf_texts = [t for t, n in zip(node_texts, nodes) if n.leaf]
+    assert [t.get_text().splitlines()[-1].split(",")[0] for t in leaf_texts] == [f"n={n.n}" for n in leaves]
     assert sum(n.n for n in leaves) == 800
     # leaves sit on their depth, left to right in preorder
-    leaf_texts = [t for t in ax.texts if "\nn=" in t.get_text()]
     assert [t.get_position()[0] for t in leaf_texts] == list(range(len(leaves)))
     assert [t.get_position()[1] for t in leaf_texts] == [-n.depth for n in leaves]
-    # each edge joins a split (its text's position) to a node drawn one level below
-    splits = {tuple(t.get_position()) for t in ax.texts if "\nn=" not in t.get_text()}
-    drawn = {tuple(t.get_position()) for t in ax.texts}
+    # each edge joins a split (its text's position) to a node drawn one level below, and is
+    # labelled at its middle: "yes" towards the left child (rule true), "no" towards the right
+    splits = {tuple(t.get_position()) for t, n in zip(node_texts, nodes) if not n.leaf}
+    drawn = {tuple(t.get_position()) for t in node_texts}
+    edge_words = {tuple(np.round(t.get_position(), 9)): t.get_text() for t in _texts(ax, "edge")}
+    assert len(edge_words) == len(ax.lines)
     for line in ax.lines:
         (x0, x1), (y0, y1) = line.get_xdata(), line.get_ydata()
         assert (x0, y0) in splits and (x1, y1) in drawn and y1 == y0 - 1
+        middle = tuple(np.round(((x0 + x1) / 2, (y0 + y1) / 2), 9))
+        assert edge_words[middle] == ("yes" if x1 < x0 else "no")
+    assert "posterior mean [90% interval]" in _texts(ax, "note")[0].get_text()
+
+
+def test_tree_leaf_interval_is_that_of_the_draws_with_the_same_leaf(fit):
+    # Independent of the plot's leaf lookup: in a single-tree regression f(x_i) of a draw is the
+    # value of row i's leaf (continuous draws: equal values mean the same leaf), so a draw has
+    # the leaf of rows R when f is constant on R and takes that value nowhere else.
+    lp = fit.sample_stats["log_posterior"].values.reshape(-1)
+    s = int(np.argmax(lp))
+    f = fit.function_samples()
+    nodes = fit.map_tree().nodes
+    posts = plotting._leaf_posteriors(fit, s, 0, nodes, 0.9)
+    w = fit._flat_weights
+    checked = 0
+    for leaf in (n for n in nodes if n.leaf):
+        value = [v for v in np.unique(f[s]) if (f[s] == v).sum() == leaf.n]
+        if len(value) != 1:
+            continue  # two leaves of the same size: skip, the test needs a unique match
+        rows = f[s] == value[0]
+        same = ((f == f[:, [np.argmax(rows)]]) == rows).all(axis=1)
+        vals = f[same, np.argmax(rows)]
+        lo, hi = np.quantile(vals, [0.05, 0.95])  # equal weights: numpy's linear quantiles
+        post = posts[leaf.number]
+        assert post["draws"] == same.sum() and post["share"] == pytest.approx(w[same].sum())
+        np.testing.assert_allclose([post["mean"][0], post["lower"][0], post["upper"][0]], [vals.mean(), lo, hi],
+                                   rtol=1e-12)
+        checked += 1
+    assert checked >= 3
+    ax = plotting.plot_tree(fit, intervals=False)
+    assert all("[" not in t.get_text() for t in _texts(ax, "node"))
+
+
+def test_classification_tree_lists_classes_in_order_with_intervals():
+    iris = bps.datasets.load("iris")
+    fit = bps.cart("Species ~ .", data=iris, chains=1, draws=60, tune=100, seed=1, **QUIET)
+    ax = plotting.plot_tree(fit)
+    nodes = fit.map_tree().nodes
+    for text, node in zip(_texts(ax, "node"), nodes):
+        if node.leaf:
+            lines = text.get_text().splitlines()
+            if lines[-1].endswith("1 draw"):
+                continue
+            assert [line.split(" ")[0] for line in lines[1:4]] == ["setosa", "versicolor", "virginica"]
+            probs = [float(line.split(" ")[1]) for line in lines[1:4]]
+            assert lines[0] == ["setosa", "versicolor", "virginica"][int(np.argmax(probs))]
+            assert sum(probs) == pytest.approx(1.0, abs=0.015)  # means rounded to 2 decimals
+    assert "class probabilities" in _texts(ax, "note")[0].get_text()
+
+
+def test_probit_bart_tree_is_labelled_on_the_latent_scale():
+    bc = bps.datasets.load("breast_cancer").dropna()
+    fit = bps.bart("class ~ . - id", data=bc, trees=5, chains=1, draws=30, tune=30, seed=1, **QUIET)
+    ax = plotting.plot_tree(fit, chain=0, draw=20, tree=1)
+    leaf_texts = [t.get_text() for t, n in zip(_texts(ax, "node"), fit.tree(0, 20, 1).nodes) if n.leaf]
+    assert all(t.startswith("latent ") for t in leaf_texts)
+    assert not any(label in t for t in leaf_texts for label in ("benign", "malignant"))
+    assert "latent probit scale" in _texts(ax, "note")[0].get_text()
 
 
 def test_bart_tree_of_a_draw_and_trace_rank():
@@ -157,7 +224,8 @@ def test_bart_tree_of_a_draw_and_trace_rank():
     fit = bps.bart("y ~ x1 + x2", data=df, trees=5, chains=2, draws=30, tune=30, seed=1, **QUIET)
     ax = plotting.plot_tree(fit, chain=1, draw=3, tree=2)
     nodes = fit.tree(chain=1, draw=3, tree=2).nodes
-    assert len(ax.texts) == len(nodes)
+    assert len(_texts(ax, "node")) == len(nodes)
+    assert len(_texts(ax, "edge")) == len(nodes) - 1
     with pytest.raises(ArgumentError, match="map_tree needs the log posterior"):
         plotting.plot_tree(fit)
     pc = plotting.plot_trace(fit)
