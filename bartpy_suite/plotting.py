@@ -14,6 +14,7 @@ front-door level; imports ``posterior`` (the ``Fit`` and its weighted summaries)
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from . import _validation as check
 from ._kernels.predict import sum_of_trees
@@ -288,31 +289,147 @@ def plot_partial_dependence(fit, predictors, grid: int | None = None, level: flo
     return axes
 
 
-def plot_predicted_vs_observed(fit, level: float = 0.95, kind: str = "mean", ax=None):
-    """Posterior mean prediction of each training row against its observed response, with
-    the credible (``kind="mean"``) or posterior predictive (``"predictive"``) interval, and
-    the line y = x.
+def _observed(fit, newdata, y) -> np.ndarray:
+    """The observed response: the training rows' (``newdata`` None), or ``y`` for ``newdata``
+    (a column name of ``newdata`` or values, one per row; default: the response column when
+    ``newdata`` has it). Classification: class codes in ``fit.config["class_labels"]`` order."""
+    if newdata is None:
+        if y is not None:
+            raise ArgumentError("y= gives the observed response of newdata; without newdata the plot uses the "
+                                "training rows and their response")
+        return np.asarray(fit.idata["observed_data"]["y"].values)
+    n = len(newdata)
+    response = getattr(fit.design, "response", None)
+    if y is None:
+        if response is None or not hasattr(newdata, "columns") or response not in newdata.columns:
+            raise ArgumentError("with newdata, pass y=: the name of the column of newdata with the observed response, "
+                                f"or an array of {n} observed values" + (f" (newdata has no column {response!r})"
+                                                                         if response else ""))
+        y = response
+    if isinstance(y, str):
+        if not hasattr(newdata, "columns") or y not in newdata.columns:
+            raise ArgumentError(f"y={y!r} is not a column of newdata; pass the column name of the observed response or "
+                                f"an array of {n} values")
+        name, values = f"column {y!r}", newdata[y].to_numpy()
+    else:
+        name, values = "y", np.asarray(y)
+        if values.ndim != 1 or values.shape[0] != n:
+            raise ArgumentError(f"y must hold one observed value per row of newdata ({n}); got shape {values.shape}")
+    index = newdata.index if hasattr(newdata, "index") else np.arange(n)
+    missing = np.asarray(pd.isna(values))
+    if missing.any():
+        shown = ", ".join(map(str, np.asarray(index)[missing][:5]))
+        raise ArgumentError(f"{name} has {int(missing.sum())} missing observed value(s) (rows {shown}); drop "
+                            "those rows of newdata and y")
+    if not fit.is_classification:
+        try:
+            return values.astype(float)
+        except (TypeError, ValueError):
+            raise ArgumentError(f"{name} must hold numbers for a regression fit; got {values.dtype}") from None
+    labels = [str(c) for c in fit.config["class_labels"]]
+    code = {label: k for k, label in enumerate(labels)}
+    unknown = sorted({str(v) for v in values} - set(code))
+    if unknown:
+        raise ArgumentError(f"{name} holds classes the fit does not know: {unknown[:5]}; its classes: {labels}")
+    return np.array([code[str(v)] for v in values])
+
+
+def plot_predicted_vs_observed(fit, level: float = 0.95, kind: str = "mean", ax=None, newdata=None, y=None,
+                               bins: int = 10, na_action: str | None = None):
+    """Predicted against observed, for the training rows or for ``newdata``.
+
+    Regression: the posterior mean prediction of each row against its observed response, with
+    the credible (``kind="mean"``) or posterior predictive (``"predictive"``) interval, and the
+    line y = x. Classification: a calibration (reliability) plot: rows binned by their
+    predicted probability of a class (posterior mean; ``bins`` equal-width bins on [0, 1]), the
+    mean predicted probability of each bin against the observed frequency of the class in it,
+    with Jeffreys' equal-tailed ``level`` interval (Beta(k + 1/2, m - k + 1/2) for k of m rows)
+    and the diagonal. Two classes: the second class (the one probit BART's f predicts); more:
+    one curve per class, one-vs-rest.
+
+    Parameters
+    ----------
+    fit : Fit
+    level : float
+        Interval probability.
+    kind : {"mean", "predictive"}
+        Regression only: interval of f(x) or of a new y.
+    ax : matplotlib Axes, optional
+    newdata : DataFrame or array, optional
+        Rows to predict (None: the training rows).
+    y : str or array-like, optional
+        Observed response of ``newdata``: the name of one of its columns, or one value per row
+        (class labels for classification; on the scale the model was fitted on, e.g. ``log(y)``
+        for ``"log(y) ~ ..."``). Default: newdata's column named like the model's response.
+    bins : int
+        Classification: number of probability bins.
+    na_action : {None, "raise", "pass"}
+        Passed to ``fit.predict``; rows predicted NaN (``"pass"``) are left out of the plot.
 
     Returns
     -------
     matplotlib.axes.Axes
-        ``ax.lines[0]`` holds the points (x observed, y predicted mean), ``ax.collections[0]``
-        the interval bars, ``ax.lines[1]`` the diagonal.
+        Regression: ``ax.lines[0]`` holds the points (x observed, y predicted mean),
+        ``ax.collections[0]`` the interval bars, ``ax.lines[1]`` the diagonal. Classification:
+        ``ax.lines[0]`` is the diagonal, then one line per class plotted (x mean predicted
+        probability, y observed frequency, one point per non-empty bin, labelled with the class),
+        and ``ax.collections[k]`` the intervals of curve k.
     """
-    if fit.is_classification:
-        raise ArgumentError("predicted versus observed needs a numeric response; for a classification fit "
-                            "compare fit.predict(kind='prob') with the classes")
     kind = check.check_choice("kind", kind, ("mean", "predictive"))
-    pred = fit.predict(kind=kind, level=level)
-    y = fit.idata["observed_data"]["y"].values
+    level = check.check_open_unit("level", level)
+    bins = check.check_int_at_least("bins", bins, 1)
+    observed = _observed(fit, newdata, y)
+    where = "training rows" if newdata is None else "new rows"
     ax = _axes(ax)
-    mean = pred["mean"].to_numpy()
-    ax.plot(y, mean, "o", color="C0", markersize=3)
-    ax.vlines(y, pred["lower"].to_numpy(), pred["upper"].to_numpy(), color="C0", alpha=0.3)
-    lo, hi = float(min(y.min(), pred["lower"].min())), float(max(y.max(), pred["upper"].max()))
+    if fit.is_classification:
+        pred = fit.predict(newdata, kind="prob", level=level, na_action=na_action)
+        return _calibration(fit, pred, observed, level, bins, where, ax)
+    pred = fit.predict(newdata, kind=kind, level=level, na_action=na_action)
+    ok = pred["mean"].notna().to_numpy()
+    obs = observed[ok]
+    mean, lower, upper = (pred[c].to_numpy()[ok] for c in ("mean", "lower", "upper"))
+    ax.plot(obs, mean, "o", color="C0", markersize=3)
+    ax.vlines(obs, lower, upper, color="C0", alpha=0.3)
+    lo, hi = float(min(obs.min(), lower.min())), float(max(obs.max(), upper.max()))
     ax.plot([lo, hi], [lo, hi], color="0.3", linestyle="--", linewidth=1)
-    ax.set_xlabel("observed")
+    ax.set_xlabel(f"observed ({where}, n={ok.sum()})")
     ax.set_ylabel(f"predicted ({'f(x)' if kind == 'mean' else 'new y'}: mean, {level:.0%} interval)")
+    return ax
+
+
+def _calibration(fit, pred, observed: np.ndarray, level: float, bins: int, where: str, ax):
+    """The calibration plot of ``plot_predicted_vs_observed`` for class probabilities ``pred``."""
+    from scipy import stats
+
+    labels = [str(c) for c in fit.config["class_labels"]]
+    ok = pred["class"].notna().to_numpy()
+    classes = [1] if len(labels) == 2 else list(range(len(labels)))
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    ax.plot([0, 1], [0, 1], color="0.3", linestyle="--", linewidth=1)
+    for j, k in enumerate(classes):
+        p = pred[f"prob_{labels[k]}"].to_numpy(dtype=float)[ok]
+        hit = observed[ok] == k
+        which = np.clip(np.searchsorted(edges, p, side="right") - 1, 0, bins - 1)
+        m = np.bincount(which, minlength=bins)
+        filled = m > 0
+        hits = np.bincount(which, weights=hit, minlength=bins)[filled]
+        m = m[filled]
+        x = (np.bincount(which, weights=p, minlength=bins)[filled]) / m
+        freq = hits / m
+        lower = stats.beta.ppf((1 - level) / 2, hits + 0.5, m - hits + 0.5)
+        upper = stats.beta.ppf((1 + level) / 2, hits + 0.5, m - hits + 0.5)
+        color = f"C{j}"
+        ax.plot(x, freq, "o-", color=color, markersize=4, linewidth=1, label=labels[k])
+        ax.vlines(x, lower, upper, color=color, alpha=0.5)
+    ax.set_xlim(-0.02, 1.02)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_aspect("equal")
+    what = f"P({labels[1]})" if len(labels) == 2 else "P(class)"
+    ax.set_xlabel(f"predicted {what}\n(posterior mean, averaged in {bins} equal-width bins)")
+    ax.set_ylabel(f"observed frequency ({level:.0%} Jeffreys interval)")
+    ax.set_title(f"Calibration ({where}, n={int(ok.sum())})")
+    if len(classes) > 1:
+        ax.legend(title="class", fontsize=8)
     return ax
 
 

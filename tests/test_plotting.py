@@ -131,6 +131,76 @@ def test_predicted_vs_observed_points_and_intervals(fit):
     np.testing.assert_allclose([s[:, 1].max() for s in segments], pred["upper"].to_numpy())
 
 
+def test_predicted_vs_observed_on_new_rows(fit):
+    df = bps.datasets.load("cgm1998")
+    test = df.iloc[::40]
+    pred = fit.predict(test, kind="predictive", level=0.8)
+    for y in ("y", test["y"].to_numpy(), None):  # a column name, values, or the response column by default
+        ax = plotting.plot_predicted_vs_observed(fit, newdata=test, y=y, kind="predictive", level=0.8)
+        xy = ax.lines[0].get_xydata()
+        np.testing.assert_allclose(xy[:, 0], test["y"].to_numpy())
+        np.testing.assert_allclose(xy[:, 1], pred["mean"].to_numpy())
+        segments = ax.collections[0].get_segments()
+        np.testing.assert_allclose([s[:, 1].max() for s in segments], pred["upper"].to_numpy())
+        assert "new rows, n=20" in ax.get_xlabel()
+        plt.close("all")
+    # a row with a missing predictor is left out under na_action="pass"
+    holes = test.assign(x1=np.where(np.arange(20) == 3, np.nan, test["x1"]))
+    ax = plotting.plot_predicted_vs_observed(fit, newdata=holes, na_action="pass")
+    assert len(ax.lines[0].get_xdata()) == 19
+    bad = [({"y": test["y"].to_numpy()}, "y= gives the observed response of newdata"),
+           ({"newdata": test.drop(columns="y")}, "with newdata, pass y=.*newdata has no column 'y'"),
+           ({"newdata": test, "y": "z"}, "y='z' is not a column of newdata"),
+           ({"newdata": test, "y": np.ones(3)}, r"one observed value per row of newdata \(20\)"),
+           ({"newdata": test, "y": np.where(np.arange(20) == 5, np.nan, 1.0)}, r"y has 1 missing observed value"),
+           ({"bins": 0}, "bins")]
+    for kwargs, message in bad:
+        with pytest.raises(ArgumentError, match=message):
+            plotting.plot_predicted_vs_observed(fit, **kwargs)
+
+
+def _reliability(p, hit, bins, level):
+    """Bin means, frequencies and Jeffreys intervals, computed directly."""
+    from scipy import stats
+
+    out = []
+    for b in range(bins):
+        lo, hi = b / bins, (b + 1) / bins
+        inside = (p >= lo) & ((p < hi) if b < bins - 1 else (p <= hi))
+        if inside.any():
+            k, m = hit[inside].sum(), inside.sum()
+            out.append((p[inside].mean(), k / m, stats.beta.ppf((1 - level) / 2, k + 0.5, m - k + 0.5),
+                        stats.beta.ppf((1 + level) / 2, k + 0.5, m - k + 0.5)))
+    return np.array(out)
+
+
+def test_calibration_plot_of_a_binary_classifier_on_new_rows(probit_fit):
+    bc = bps.datasets.load("breast_cancer").dropna()
+    test = bc.iloc[1::2]
+    ax = plotting.plot_predicted_vs_observed(probit_fit, newdata=test, bins=8, level=0.9)
+    p = probit_fit.predict(test, kind="prob")["prob_malignant"].to_numpy()
+    want = _reliability(p, (test["class"] == "malignant").to_numpy(), 8, 0.9)
+    assert len(ax.lines) == 2  # the diagonal and the curve of the second class
+    np.testing.assert_allclose(ax.lines[1].get_xydata(), want[:, :2], rtol=1e-12)
+    segments = ax.collections[0].get_segments()
+    np.testing.assert_allclose([[s[:, 1].min(), s[:, 1].max()] for s in segments], want[:, 2:], rtol=1e-9)
+    assert ax.get_xlabel().startswith("predicted P(malignant)") and "Jeffreys" in ax.get_ylabel()
+    assert ax.get_title() == f"Calibration (new rows, n={len(test)})"
+    with pytest.raises(ArgumentError, match=r"classes the fit does not know: \['maybe'\]"):
+        plotting.plot_predicted_vs_observed(probit_fit, newdata=test, y=np.array(["maybe"] * len(test)))
+
+
+def test_calibration_plot_of_three_classes_one_vs_rest(iris_fit):
+    iris = bps.datasets.load("iris")
+    ax = plotting.plot_predicted_vs_observed(iris_fit, bins=5)
+    pred = iris_fit.predict(kind="prob")
+    assert [line.get_label() for line in ax.lines[1:]] == ["setosa", "versicolor", "virginica"]
+    for line, label in zip(ax.lines[1:], ["setosa", "versicolor", "virginica"]):
+        want = _reliability(pred[f"prob_{label}"].to_numpy(), (iris["Species"] == label).to_numpy(), 5, 0.95)
+        np.testing.assert_allclose(line.get_xydata(), want[:, :2], rtol=1e-12)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["setosa", "versicolor", "virginica"]
+
+
 def _texts(ax, gid):
     return [t for t in ax.texts if t.get_gid() == gid]
 
@@ -191,9 +261,20 @@ def test_tree_leaf_interval_is_that_of_the_draws_with_the_same_leaf(fit):
     assert all("[" not in t.get_text() for t in _texts(ax, "node"))
 
 
-def test_classification_tree_lists_classes_in_order_with_intervals():
+@pytest.fixture(scope="module")
+def iris_fit():
     iris = bps.datasets.load("iris")
-    fit = bps.cart("Species ~ .", data=iris, chains=1, draws=60, tune=100, seed=1, **QUIET)
+    return bps.cart("Species ~ .", data=iris, chains=1, draws=60, tune=100, seed=1, **QUIET)
+
+
+@pytest.fixture(scope="module")
+def probit_fit():
+    bc = bps.datasets.load("breast_cancer").dropna()
+    return bps.bart("class ~ . - id", data=bc.iloc[::2], trees=5, chains=1, draws=30, tune=30, seed=1, **QUIET)
+
+
+def test_classification_tree_lists_classes_in_order_with_intervals(iris_fit):
+    fit = iris_fit
     ax = plotting.plot_tree(fit)
     nodes = fit.map_tree().nodes
     for text, node in zip(_texts(ax, "node"), nodes):
@@ -208,9 +289,8 @@ def test_classification_tree_lists_classes_in_order_with_intervals():
     assert "class probabilities" in _texts(ax, "note")[0].get_text()
 
 
-def test_probit_bart_tree_is_labelled_on_the_latent_scale():
-    bc = bps.datasets.load("breast_cancer").dropna()
-    fit = bps.bart("class ~ . - id", data=bc, trees=5, chains=1, draws=30, tune=30, seed=1, **QUIET)
+def test_probit_bart_tree_is_labelled_on_the_latent_scale(probit_fit):
+    fit = probit_fit
     ax = plotting.plot_tree(fit, chain=0, draw=20, tree=1)
     leaf_texts = [t.get_text() for t, n in zip(_texts(ax, "node"), fit.tree(0, 20, 1).nodes) if n.leaf]
     assert all(t.startswith("latent ") for t in leaf_texts)
