@@ -18,6 +18,7 @@ import pandas as pd
 
 from . import _validation as check
 from ._kernels.predict import sum_of_trees
+from ._kernels.tree import CUT_MASK, NA_SHIFT
 from .errors import ArgumentError
 from .posterior.weighted import weighted_quantiles
 
@@ -61,11 +62,12 @@ def plot_variable_activity(fit, level: float = 0.95, ax=None):
 
 def _grid_bins(fit, v: int, grid: int) -> np.ndarray:
     """Bins of predictor ``v`` to evaluate: every level of a factor; for a numeric predictor
-    up to ``grid`` bins at evenly spaced quantiles of the training rows."""
+    up to ``grid`` bins at evenly spaced quantiles of the training rows with a value."""
     binned = fit._binned
     if binned.is_categorical[v]:
         return np.arange(int(binned.nbins[v]))
     codes = binned.codes[v]
+    codes = codes[codes < binned.nbins[v]]  # a na_action="split" fit codes missing values as nbins
     return np.unique(np.quantile(codes, np.linspace(0, 1, grid), method="nearest").astype(codes.dtype))
 
 
@@ -90,45 +92,56 @@ def _level_labels(fit, v: int, bins: np.ndarray) -> list[str]:
 #: Default grid points per numeric predictor: one predictor, and each of two (10 x 10 cells).
 PD_GRID = {1: 20, 2: 10}
 #: Tree-row evaluations above which ``partial_dependence`` shows a progress bar by default
-#: (a few CPU s with the compiled predictor: about 1.7e9 a CPU second in benchmarks/pd_timing.py).
+#: (a few CPU s with the compiled predictor).
 PD_PROGRESS_WORK = 5e9
-#: Largest block of f values (samples x cells x rows) computed at once, in float64 entries.
-PD_BLOCK = 8_000_000
+#: Cost of one call of the compiled predictor, in tree-row evaluations (for the progress bar).
+PD_CALL_WORK = 1e5
 
 
-def _pd_trees(fit, index: list[int]):
-    """The store's trees that split on a predictor of ``index``: per sample their roots,
-    padded to the same count with a stump of value 0 appended to the store, and the node
-    values with those trees' leaves zeroed (the sum of the other trees, which does not depend
-    on the grid values)."""
+def _rule_groups(fit, index: list[int]) -> tuple[dict, np.ndarray]:
+    """The stored trees that split on a predictor of ``index``, grouped by the set of those
+    rules (predictor, cut) they hold: ``{rules: flat tree numbers}``; and whether each flat tree
+    (sample * trees + tree) is in a group."""
     t = fit._store
-    counts = t["counts"]
-    samples, n_trees = counts.shape
-    tree_of_node = np.repeat(np.arange(samples * n_trees), counts.reshape(-1))
-    on_s = np.isin(t["node_var"], index)
-    varies = np.zeros(samples * n_trees, dtype=bool)
-    varies[tree_of_node[on_s]] = True
-    varies = varies.reshape(samples, n_trees)
-    stump = t["node_var"].size  # index of the appended zero stump
-    width = max(int(varies.sum(axis=1).max()), 1)
-    roots = np.full((samples, width), stump, dtype=np.int64)
-    for s in np.flatnonzero(varies.any(axis=1)):
-        picked = t["roots"][s, varies[s]]
-        roots[s, :picked.size] = picked
-    rest_value = np.where(varies.reshape(-1)[tree_of_node], 0.0, t["node_value"])
-    store = {"var": np.append(t["node_var"], np.int32(-1)), "cut": np.append(t["node_cut"], np.int64(0)),
-             "right": np.append(t["right"], np.int64(-1)), "value": np.append(t["node_value"], 0.0)}
-    return store, roots, rest_value
+    counts = t["counts"].reshape(-1)
+    tree_of_node = np.repeat(np.arange(counts.size), counts)
+    on_s = np.flatnonzero(np.isin(t["node_var"], index))
+    trees, var, cut = tree_of_node[on_s], t["node_var"][on_s].astype(np.int64), t["node_cut"][on_s]
+    order = np.lexsort((cut, var, trees))
+    trees, var, cut = trees[order], var[order], cut[order]
+    starts = np.flatnonzero(np.r_[True, trees[1:] != trees[:-1]])
+    ends = np.r_[starts[1:], trees.size]
+    groups: dict = {}
+    pairs = list(zip(var.tolist(), cut.tolist()))
+    for lo, hi, tree in zip(starts.tolist(), ends.tolist(), trees[starts].tolist()):
+        groups.setdefault(tuple(sorted(set(pairs[lo:hi]))), []).append(tree)
+    varies = np.zeros(counts.size, dtype=bool)
+    varies[trees] = True
+    return groups, varies
+
+
+def _cell_classes(rules, index: list[int], grid_codes: list[np.ndarray], is_cat) -> tuple[np.ndarray, np.ndarray]:
+    """Grid cells that every rule of ``rules`` sends the same way: a class number per cell and
+    one representative cell per class (the rules' ``goes_left`` of ``_kernels/tree.py``)."""
+    sides = np.empty((grid_codes[0].size, len(rules)), dtype=bool)
+    for r, (v, cut) in enumerate(rules):
+        code = grid_codes[index.index(v)]
+        if is_cat[v]:
+            sides[:, r] = (cut >> code) & 1 == 1
+        else:
+            sides[:, r] = (code <= (cut & CUT_MASK)) | (code == (cut >> NA_SHIFT))
+    _, first, klass = np.unique(sides, axis=0, return_index=True, return_inverse=True)
+    return klass.reshape(-1), first
 
 
 def _pd_bar(progress, work: float, total: int):
-    """A tqdm bar over ``total`` blocks: always with ``progress=True``, never with False, and with
+    """A tqdm bar over ``total`` steps: always with ``progress=True``, never with False, and with
     None when the work (tree-row evaluations) is large enough to take several seconds."""
     if progress is False or (progress is None and work < PD_PROGRESS_WORK) or total < 2:
         return None
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc="partial dependence", unit="block")
+    return tqdm(total=total, desc="partial dependence", unit="rule set")
 
 
 def partial_dependence(fit, predictors, grid: int | None = None, level: float = 0.95,
@@ -140,10 +153,12 @@ def partial_dependence(fit, predictors, grid: int | None = None, level: float = 
     are then summarised by their weighted mean and equal-tailed interval.
 
     The average is computed exactly, but only once per distinct case: training rows that agree
-    on every other predictor (their binned codes) are evaluated once and weighted by their count,
+    on every other predictor (their binned codes) are evaluated once and weighted by their count;
     the trees of a draw that never split on the chosen predictors add the same value to every
-    grid point (their mean over the rows, computed once), and the other trees are evaluated for
-    all grid points in a few batched calls of the compiled predictor.
+    grid point (their mean over the rows, computed once); and a tree that does depends on the
+    grid point only through the sides of its rules on those predictors, so the trees holding the
+    same such rules are evaluated together by the compiled predictor, once per class of grid
+    points the rules send the same way (usually 2-4 classes, not every grid point).
 
     Parameters
     ----------
@@ -196,34 +211,44 @@ def partial_dependence(fit, predictors, grid: int | None = None, level: float = 
         first, counts = np.zeros(1, dtype=np.int64), np.array([n])
     rows = base[:, first]
     share = counts / n
-    store, roots, rest_value = _pd_trees(fit, index)
     t = fit._store
     is_cat = binned.is_categorical
-    rest = np.empty((roots.shape[0], rows.shape[1]))
+    groups, varies = _rule_groups(fit, index)
+    # the trees that never split on the chosen predictors add the same to every grid point
+    tree_of_node = np.repeat(np.arange(varies.size), t["counts"].reshape(-1))
+    rest_value = np.where(varies[tree_of_node], 0.0, t["node_value"])
+    rest = np.empty((w.size, rows.shape[1]))
     sum_of_trees(np.ascontiguousarray(rows), is_cat, t["node_var"], t["node_cut"], t["right"], rest_value,
                  t["roots"], rest)
-    constant = rest @ share  # (samples,): the trees that do not split on the chosen predictors
     cells = np.array(list(np.ndindex(*shape))).reshape(-1, len(index))
-    per_block = max(1, PD_BLOCK // max(1, roots.shape[0] * rows.shape[1]))
-    starts = range(0, len(cells), per_block)
-    bar = _pd_bar(progress, float(roots.shape[0] * roots.shape[1] * rows.shape[1] * len(cells)), len(starts))
-    flat = np.empty((roots.shape[0], len(cells)))
+    grid_codes = [np.asarray(bins[j], dtype=np.int64)[cells[:, j]] for j in range(len(index))]
+    flat = np.repeat((rest @ share)[:, None], len(cells), axis=1)
+    # each other tree depends on the grid point only through the sides of its rules on the chosen
+    # predictors: evaluate the trees holding one set of such rules together, once per class of
+    # cells those rules do not tell apart
+    plan = [(rules, trees) + _cell_classes(rules, index, grid_codes, is_cat) for rules, trees in groups.items()]
+    u = rows.shape[1]
+    work = sum(len(trees) * first.size * u + PD_CALL_WORK for _, trees, _, first in plan)
+    bar = _pd_bar(progress, work, len(plan))
+    flat_roots = t["roots"].reshape(-1)
+    n_trees = t["counts"].shape[1]
     try:
-        for lo in starts:
-            block = cells[lo:lo + per_block]
-            codes = np.tile(rows, (1, len(block)))  # cell-major: cell k's rows are columns k*u..(k+1)*u-1
+        for _, trees, klass, first in plan:
+            trees = np.asarray(trees)
+            codes = np.tile(rows, (1, first.size))  # class-major: class c's rows are columns c*u..(c+1)*u-1
             for j, v in enumerate(index):
-                codes[v] = np.repeat(np.asarray(bins[j])[block[:, j]], rows.shape[1])
-            out = np.empty((roots.shape[0], codes.shape[1]))
-            sum_of_trees(np.ascontiguousarray(codes, dtype=np.int32), is_cat, store["var"], store["cut"],
-                         store["right"], store["value"], roots, out)
-            flat[:, lo:lo + len(block)] = out.reshape(roots.shape[0], len(block), rows.shape[1]) @ share
+                codes[v] = np.repeat(grid_codes[j][first], u)
+            out = np.empty((trees.size, codes.shape[1]))
+            sum_of_trees(np.ascontiguousarray(codes, dtype=np.int32), is_cat, t["node_var"], t["node_cut"],
+                         t["right"], t["node_value"], np.ascontiguousarray(flat_roots[trees][:, None]), out,
+                         threads=None if out.size > 200_000 else 1)
+            per_class = out.reshape(trees.size, first.size, u) @ share
+            np.add.at(flat, trees // n_trees, per_class[:, klass])
             if bar is not None:
                 bar.update(1)
     finally:
         if bar is not None:
             bar.close()
-    flat += constant[:, None]
     samples = flat.reshape((w.size,) + shape)
     q = weighted_quantiles(flat, w, [(1 - level) / 2, (1 + level) / 2])
     values = [np.asarray(_level_labels(fit, v, b)) if binned.is_categorical[v] else _bin_values(fit, v, b)
