@@ -306,7 +306,7 @@ def plot_partial_dependence(fit, predictors, grid: int | None = None, level: flo
         a.set_title(key)
         a.set_xlabel(pd_["predictors"][0])
         for setter, vals in ((a.set_xticks, pd_["values"][0]), (a.set_yticks, pd_["values"][1])):
-            step = max(1, len(vals) // 6)
+            step = max(1, -(-len(vals) // 5))  # at most 5 labels: three panels share the width
             ticks = np.arange(len(vals))[::step]
             setter(ticks, [v if isinstance(v, str) else f"{v:.3g}" for v in np.asarray(vals)[::step]])
     axes.ravel()[0].set_ylabel(pd_["predictors"][1])
