@@ -1,5 +1,7 @@
 """Plots of a fit with matplotlib: variable activity, partial dependence, predicted versus
-observed, one tree, and trace / rank plots of the scalar quantities (through arviz-plots).
+observed (training or new rows; a calibration plot for classifiers), one tree (with yes/no
+edges and leaf intervals), and trace / rank plots of the scalar quantities (through
+arviz-plots).
 
 Every function returns the matplotlib objects it drew (an ``Axes``, or arviz-plots'
 ``PlotCollection``) so they can be restyled; pass ``ax=`` to draw into an existing axes.
@@ -8,7 +10,8 @@ Every summary honours ``fit.weights``.
 Requires matplotlib (``pip install "bartpy-suite[plot]"``, which also installs arviz-plots);
 imported inside the functions, so ``import bartpy_suite`` never pulls it in. Import rule:
 front-door level; imports ``posterior`` (the ``Fit`` and its weighted summaries),
-``_validation`` and ``errors``.
+``_kernels`` (the compiled predictor and the rule encoding, for partial dependence),
+``_validation``, ``errors``, numpy, pandas and scipy (intervals of the calibration plot).
 """
 
 from __future__ import annotations

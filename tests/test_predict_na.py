@@ -51,8 +51,9 @@ def test_default_error_names_rows_predictors_and_the_way_out(cart, cgm):
     assert "na_action='pass'" in text
     with pytest.raises(DataError, match="no rule for a missing value"):
         cart.predict(new, na_action="raise")
-    with pytest.raises(ArgumentError, match="na_action must be None, 'raise' or 'pass'"):
-        cart.predict(new, na_action="omit")
+    for rows in (new, None, new.drop(index=["b", "e"])):  # checked even when nothing is missing
+        with pytest.raises(ArgumentError, match="na_action must be None, 'raise' or 'pass', got 'omit'"):
+            cart.predict(rows, na_action="omit")
 
 
 @pytest.mark.parametrize("kind", ["mean", "predictive"])

@@ -20,7 +20,14 @@ from ..errors import ArgumentError, DataError
 from ._dask import is_dask_frame, predict_dask
 from .loglik import GROUP as LOG_LIKELIHOOD_GROUP
 from .loglik import log_likelihood_group
-from .prediction_table import class_table, missing_rows, new_rows, regression_table, with_missing_rows
+from .prediction_table import (
+    check_na_action,
+    class_table,
+    missing_rows,
+    new_rows,
+    regression_table,
+    with_missing_rows,
+)
 from .tree_text import format_tree
 from .weighted import kish_ess, weighted_ess, weighted_mean_sd, weighted_quantiles, weighted_rhat
 
@@ -412,6 +419,7 @@ class Fit:
             ``prob_<label>_lower``, ``prob_<label>_upper`` per class and ``class``. Indexed like
             ``newdata``.
         """
+        check_na_action(na_action)
         if is_dask_frame(newdata):
             return predict_dask(self, newdata, kind=kind, level=level, samples=samples, na_action=na_action)
         if self._is_soft:

@@ -71,6 +71,12 @@ def new_rows(newdata, predictors) -> np.ndarray:
     return x
 
 
+def check_na_action(na_action) -> None:
+    """Refuse a ``na_action`` of ``predict`` other than None, "raise" or "pass"."""
+    if na_action is not None and na_action not in NA_ACTIONS:
+        raise ArgumentError(f"na_action must be None, 'raise' or 'pass', got {na_action!r}")
+
+
 def missing_rows(x: np.ndarray, index: pd.Index, predictors, na_action, routes_missing: bool):
     """What to do with the rows of ``x`` (m, p) holding NaN.
 
@@ -99,8 +105,7 @@ def missing_rows(x: np.ndarray, index: pd.Index, predictors, na_action, routes_m
         Under "raise" (the default for a fit without missing-value rules), naming the rows by
         index label and the predictors with missing values.
     """
-    if na_action is not None and na_action not in NA_ACTIONS:
-        raise ArgumentError(f"na_action must be None, 'raise' or 'pass', got {na_action!r}")
+    check_na_action(na_action)
     na = np.isnan(x)
     if not na.any():
         return None
