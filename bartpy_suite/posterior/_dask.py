@@ -20,11 +20,11 @@ def is_dask_frame(obj) -> bool:
     return type(obj).__module__.split(".")[0] in ("dask", "dask_expr") and hasattr(obj, "map_partitions")
 
 
-def _predict_partition(frame, fit, kind: str, level: float):
-    return fit.predict(frame, kind=kind, level=level)
+def _predict_partition(frame, fit, kind: str, level: float, na_action):
+    return fit.predict(frame, kind=kind, level=level, na_action=na_action)
 
 
-def predict_dask(fit, ddf, *, kind: str, level: float, samples: bool):
+def predict_dask(fit, ddf, *, kind: str, level: float, samples: bool, na_action=None):
     """Lazy predictions of ``fit`` for the dask DataFrame ``ddf``: a dask DataFrame with the
     columns of ``fit.predict`` and the index and partitions of ``ddf``."""
     if samples:
@@ -35,6 +35,6 @@ def predict_dask(fit, ddf, *, kind: str, level: float, samples: bool):
     import dask
 
     # validates kind and level, and gives the output columns and dtypes
-    meta = fit.predict(ddf._meta, kind=kind, level=level)
+    meta = fit.predict(ddf._meta, kind=kind, level=level, na_action=na_action)
     shipped = dask.delayed(type(fit)(fit.idata, fit.design), name=f"bartpy-suite-fit-{uuid.uuid4().hex}")
-    return ddf.map_partitions(_predict_partition, shipped, kind, level, meta=meta)
+    return ddf.map_partitions(_predict_partition, shipped, kind, level, na_action, meta=meta)

@@ -20,7 +20,14 @@ from ..errors import ArgumentError, DataError
 from ._dask import is_dask_frame, predict_dask
 from .loglik import GROUP as LOG_LIKELIHOOD_GROUP
 from .loglik import log_likelihood_group
-from .prediction_table import class_table, regression_table
+from .prediction_table import (
+    check_na_action,
+    class_table,
+    missing_rows,
+    new_rows,
+    regression_table,
+    with_missing_rows,
+)
 from .tree_text import format_tree
 from .weighted import kish_ess, weighted_ess, weighted_mean_sd, weighted_quantiles, weighted_rhat
 
@@ -273,8 +280,14 @@ class Fit:
 
     # -- prediction ----------------------------------------------------------------------------
     def _codes(self, newdata) -> tuple[np.ndarray, pd.Index]:
-        if newdata is None:
-            return self._binned.codes, pd.RangeIndex(self._binned.codes.shape[1])
+        """Codes (p, m) of every row of ``newdata`` (None: the training rows) and their index;
+        missing values are an error unless the fit routes them (``na_action="split"``)."""
+        codes, index, _ = self._prepare(newdata, None)
+        return codes, index
+
+    def _new_x(self, newdata) -> tuple[np.ndarray, pd.Index]:
+        """The rows of ``newdata`` as float predictors (m, p), NaN where missing (factors hold
+        level codes), and their index. Shared with the soft-tree path."""
         if isinstance(newdata, dict):
             raise DataError("newdata must be a DataFrame or a 2-D array, got a dict; wrap it in a DataFrame: "
                             "pd.DataFrame({'x1': [2.0, 6.0], ...}) (one list of values per column; for one row, "
@@ -283,38 +296,40 @@ class Fit:
             raise DataError("newdata must be a DataFrame or a 2-D array, got a pandas Series; "
                             "for one row of a frame pass data.iloc[[i]] (double brackets)")
         if isinstance(newdata, pd.DataFrame):
-            if self.design is None:
-                x = newdata[self.predictors].to_numpy(dtype=float)
-            else:
-                x = self.design.transform(newdata, na_action="split" if self._split_missing else "raise")
-            index = newdata.index
-        else:
-            try:
-                x = np.asarray(newdata, dtype=float)
-            except (TypeError, ValueError) as exc:
-                raise DataError(f"newdata must be a DataFrame or a 2-D numeric array, got {type(newdata).__name__} "
-                                f"that numpy cannot read as numbers ({exc}); pass a DataFrame with the predictor "
-                                "columns") from None
-            if x.ndim == 1:
-                x = x[None, :]
-            if x.shape[1] != len(self.predictors):
-                raise DataError(f"new data have {x.shape[1]} columns; the model has {len(self.predictors)} predictors")
-            bad = np.isinf(x) if self._split_missing else ~np.isfinite(x)
-            if bad.any():
-                raise DataError("new data hold non-finite values; remove or impute them")
-            index = pd.RangeIndex(x.shape[0])
+            if self.design is not None:
+                # "split" keeps missing values as NaN; missing_rows decides what they mean
+                return self.design.transform(newdata, na_action="split"), newdata.index
+            absent = [c for c in self.predictors if c not in newdata.columns]
+            if absent:
+                raise DataError(f"newdata lacks the predictor column(s) {absent}; the model's predictors are "
+                                f"{self.predictors}")
+            return new_rows(newdata[self.predictors], self.predictors), newdata.index
+        x = new_rows(newdata, self.predictors)
+        return x, pd.RangeIndex(x.shape[0])
+
+    def _prepare(self, newdata, na_action) -> tuple[np.ndarray, pd.Index, np.ndarray | None]:
+        """Codes (p, m_ok) of the rows to predict, the index of every row, and the mask of the
+        rows predicted (None: all; see ``prediction_table.missing_rows``)."""
+        if newdata is None:
+            return self._binned.codes, pd.RangeIndex(self._binned.codes.shape[1]), None
+        x, index = self._new_x(newdata)
+        ok = missing_rows(x, index, self.predictors, na_action, self._split_missing)
+        if ok is not None:
+            x = x[ok]
         nbins = self._binned.nbins
         for v in np.flatnonzero(self._binned.is_categorical):
             bad = (x[:, v] < 0) | (x[:, v] >= nbins[v])
             if bad.any():
                 raise DataError(f"predictor {self.predictors[v]!r} holds level codes unseen in training")
-        return np.ascontiguousarray(self._binned.transform(x)), index
+        return np.ascontiguousarray(self._binned.transform(x)), index, ok
 
-    def _leaves(self, codes: np.ndarray) -> np.ndarray:
-        """Flat store index of the leaf reached per (sample, tree, row)."""
+    def _leaves(self, codes: np.ndarray, trees: slice = slice(None)) -> np.ndarray:
+        """Flat store index of the leaf reached per (sample, tree, row), for the trees ``trees``
+        (all by default)."""
         t = self._store
-        out = np.empty(t["roots"].shape + (codes.shape[1],), dtype=np.int64)
-        leaf_indices(codes, self._binned.is_categorical, t["node_var"], t["node_cut"], t["right"], t["roots"], out)
+        roots = np.ascontiguousarray(t["roots"][:, trees])
+        out = np.empty(roots.shape + (codes.shape[1],), dtype=np.int64)
+        leaf_indices(codes, self._binned.is_categorical, t["node_var"], t["node_cut"], t["right"], roots, out)
         return out
 
     def function_samples(self, newdata=None) -> np.ndarray:
@@ -368,7 +383,8 @@ class Fit:
             return special.softmax(log_fit, axis=-1)
         return self._store["node_prob"][self._leaves(codes)[:, 0, :]]
 
-    def predict(self, newdata=None, kind: str = "mean", level: float = 0.95, samples: bool = False):
+    def predict(self, newdata=None, kind: str = "mean", level: float = 0.95, samples: bool = False,
+                na_action: str | None = None):
         """Predictions with intervals.
 
         Parameters
@@ -376,7 +392,8 @@ class Fit:
         newdata : DataFrame, dask DataFrame or array, optional
             New data (goes through the same formula spec); None predicts the training rows. A
             dask DataFrame gives a dask DataFrame of the same columns, computed partition by
-            partition (the fit is shipped to the workers once).
+            partition (the fit is shipped to the workers once). An array must be 2-D (rows,
+            predictors in ``fit.predictors`` order); a 1-D array of that many values is one row.
         kind : {"mean", "predictive", "prob", "class"}
             "mean": posterior mean and credible interval of f(x) (regression) or of the class
             probabilities (classification); "predictive": posterior predictive interval of y;
@@ -386,28 +403,41 @@ class Fit:
             Interval probability.
         samples : bool
             Return the draws as an ``xarray.DataArray`` (chain, draw, obs[, class]) instead.
+        na_action : {None, "raise", "pass"}
+            What a row of ``newdata`` with a missing predictor value gets. None (default): a fit
+            made with ``na_action="split"`` routes it down each rule's missing-value branch; any
+            other fit raises a ``DataError`` naming the rows (by index label) and predictors.
+            "raise": always that error. "pass" (R's ``na.pass``): a ``"split"`` fit routes
+            missing values as usual; any other fit returns NaN in every column of those rows
+            (``class``: NaN; with ``samples=True`` NaN draws) and predicts the other rows exactly
+            as it would without them, in the input's order.
 
         Returns
         -------
         pandas.DataFrame
             Regression: columns mean, lower, upper. Classification: ``prob_<label>``,
-            ``prob_<label>_lower``, ``prob_<label>_upper`` per class and ``class``.
+            ``prob_<label>_lower``, ``prob_<label>_upper`` per class and ``class``. Indexed like
+            ``newdata``.
         """
+        check_na_action(na_action)
         if is_dask_frame(newdata):
-            return predict_dask(self, newdata, kind=kind, level=level, samples=samples)
+            return predict_dask(self, newdata, kind=kind, level=level, samples=samples, na_action=na_action)
         if self._is_soft:
             from . import soft  # soft-routed trees (RJHMC-Tree): eq. 3 averages over the draws
 
-            return soft.predict(self, newdata, kind, level, samples)
+            return soft.predict(self, newdata, kind, level, samples, na_action)
         kind = check.check_choice("kind", kind, PREDICT_KINDS)
         level = check.check_open_unit("level", level)
-        codes, index = self._codes(newdata)
+        codes, index, ok = self._prepare(newdata, na_action)
         shape = (self.posterior.sizes["chain"], self.posterior.sizes["draw"])
+        rows = index if ok is None else index[ok]
         if self.is_classification:
-            return class_table(self._class_prob_samples(codes), self._flat_weights, self.config["class_labels"], index,
-                               kind, level, samples, shape)
-        return regression_table(self._f_samples(codes), lambda: self._noise_sd(codes), self._flat_weights, index,
-                                kind, level, samples, shape)
+            out = class_table(self._class_prob_samples(codes), self._flat_weights, self.config["class_labels"], rows,
+                              kind, level, samples, shape)
+        else:
+            out = regression_table(self._f_samples(codes), lambda: self._noise_sd(codes), self._flat_weights, rows,
+                                   kind, level, samples, shape)
+        return with_missing_rows(out, ok, index)
 
     # -- trees -----------------------------------------------------------------------------------
     def tree_arrays(self, group: str = TREES_GROUP) -> xr.Dataset:
@@ -533,7 +563,7 @@ class Fit:
             if name in t:
                 arrays[key] = t[name][nodes]
         y = self.idata["observed_data"]["y"].values
-        return format_tree(arrays, self._binned, self.predictors, self.config, self.design, y, title)
+        return format_tree(arrays, self._binned, self.predictors, self.config, self.design, y, title, tree=tree)
 
     # -- persistence -------------------------------------------------------------------------------
     def to_netcdf(self, path) -> None:

@@ -23,8 +23,7 @@ import xarray as xr
 from .. import _validation as check
 from .._kernels import soft_tree as st
 from .._kernels.record import right_children, tree_roots
-from ..errors import DataError
-from .prediction_table import class_table, regression_table
+from .prediction_table import class_table, missing_rows, regression_table, with_missing_rows
 
 SOFT_GROUP = "soft_trees"
 
@@ -68,34 +67,23 @@ def _arrays(fit) -> dict:
     return out
 
 
-def scaled_x(fit, newdata) -> tuple[np.ndarray, pd.Index]:
-    """The rows of ``newdata`` (None: the training rows) min-max scaled as in training."""
+def scaled_x(fit, newdata, na_action=None) -> tuple[np.ndarray, pd.Index, np.ndarray | None]:
+    """The rows of ``newdata`` (None: the training rows) to predict, min-max scaled as in
+    training, the index of every row, and the mask of the rows predicted (None: all).
+
+    Soft splits have no missing-value rule, so a row with a missing predictor is an error, or
+    left out under ``na_action="pass"`` (see ``prediction_table.missing_rows``).
+    """
     if newdata is None:
         x = fit.idata[SOFT_GROUP]["x_scaled"].values
-        return np.ascontiguousarray(x, dtype=np.float64), pd.RangeIndex(x.shape[0])
-    if isinstance(newdata, pd.Series):
-        raise DataError("newdata must be a DataFrame or a 2-D array, got a pandas Series; "
-                        "for one row of a frame pass data.iloc[[i]] (double brackets)")
-    if isinstance(newdata, pd.DataFrame):
-        missing = [c for c in fit.predictors if fit.design is None and c not in newdata.columns]
-        if missing:
-            raise DataError(f"newdata lacks the predictor column(s) {missing}")
-        x = newdata[fit.predictors].to_numpy(dtype=float) if fit.design is None else fit.design.transform(newdata)
-        index = newdata.index
-    else:
-        x = np.asarray(newdata, dtype=float)
-        if x.ndim == 1:
-            x = x[None, :]
-        index = pd.RangeIndex(x.shape[0])
-    x = np.asarray(x, dtype=float)
-    if x.ndim != 2 or x.shape[1] != len(fit.predictors):
-        raise DataError(f"new data have {x.shape[-1]} columns; the model has {len(fit.predictors)} predictors")
-    if not np.isfinite(x).all():
-        row = int(np.argwhere(~np.isfinite(x))[0, 0])
-        raise DataError(f"new data hold non-finite values (first at row {row}); remove or impute them")
+        return np.ascontiguousarray(x, dtype=np.float64), pd.RangeIndex(x.shape[0]), None
+    x, index = fit._new_x(newdata)
+    ok = missing_rows(x, index, fit.predictors, na_action, routes_missing=False)
+    if ok is not None:
+        x = x[ok]
     low = np.asarray(fit.config["x_min"])
     width = np.asarray(fit.config["x_range"])
-    return np.ascontiguousarray((x - low) / width), index
+    return np.ascontiguousarray((x - low) / width), index, ok
 
 
 def samples(fit, x: np.ndarray) -> np.ndarray:
@@ -114,18 +102,22 @@ def samples(fit, x: np.ndarray) -> np.ndarray:
     return out_p if k else out_f
 
 
-def predict(fit, newdata=None, kind: str = "mean", level: float = 0.95, as_samples: bool = False):
+def predict(fit, newdata=None, kind: str = "mean", level: float = 0.95, as_samples: bool = False,
+            na_action=None):
     """``Fit.predict`` for soft trees (same contract; see ``Fit.predict``)."""
     kind = check.check_choice("kind", kind, ("mean", "predictive", "prob", "class"))
     level = check.check_open_unit("level", level)
-    x, index = scaled_x(fit, newdata)
+    x, index, ok = scaled_x(fit, newdata, na_action)
+    rows = index if ok is None else index[ok]
     shape = (fit.posterior.sizes["chain"], fit.posterior.sizes["draw"])
     w = fit.weights.values.reshape(-1)
     values = samples(fit, x)
     if fit.is_classification:
-        return class_table(values, w, fit.config["class_labels"], index, kind, level, as_samples, shape)
-    sigma = fit.posterior["sigma"].values.reshape(-1)[:, None]
-    return regression_table(values, lambda: sigma, w, index, kind, level, as_samples, shape)
+        out = class_table(values, w, fit.config["class_labels"], rows, kind, level, as_samples, shape)
+    else:
+        sigma = fit.posterior["sigma"].values.reshape(-1)[:, None]
+        out = regression_table(values, lambda: sigma, w, rows, kind, level, as_samples, shape)
+    return with_missing_rows(out, ok, index)
 
 
 def paper_metric(fit, newdata=None) -> np.ndarray:
@@ -133,7 +125,7 @@ def paper_metric(fit, newdata=None) -> np.ndarray:
     leaf; regression returns that leaf's value (samples, n), classification the class code with the
     most soft training counts in that leaf (samples, n)."""
     a = _arrays(fit)
-    x, _ = scaled_x(fit, newdata)
+    x = scaled_x(fit, newdata)[0]
     h = float(fit.config["h_final"])
     mode = st.MODE_DFI if fit.config["sampler"] == "hmc_dfi" else st.MODE_DF
     leaf = np.zeros((a["counts"].size, x.shape[0]), dtype=np.int64)

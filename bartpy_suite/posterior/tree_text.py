@@ -17,6 +17,12 @@ class TreeText:
     header: str
     #: One ``TreeNode`` per node in preorder (the structure behind ``lines``, for drawing).
     nodes: tuple = ()
+    #: What a leaf's value is: "mean" (regression: CART's leaf mean, or a BART tree's term of
+    #: f), "probabilities" (classification leaves with class probabilities), "latent probit"
+    #: (a probit BART tree's term of the latent f) or "log-linear" (a multinomial BART tree's
+    #: term of its class's log-linear sum, the class in ``value_class``).
+    value_kind: str = "mean"
+    value_class: str = ""
 
     def __str__(self) -> str:
         return "\n".join((self.header,) + self.lines)
@@ -46,8 +52,16 @@ def _levels_text(mask: int, labels, present) -> tuple[str, str]:
     return "{" + ",".join(left) + "}", "{" + ",".join(right) + "}"
 
 
-def format_tree(arrays: dict, binned, predictors, config: dict, design, y: np.ndarray, title: str) -> TreeText:
+def format_tree(arrays: dict, binned, predictors, config: dict, design, y: np.ndarray, title: str,
+                tree: int = 0) -> TreeText:
     """Render a stored tree (preorder node arrays) with training row counts per node.
+
+    A leaf shows its value: a regression tree's leaf value; a classification leaf's most
+    probable class and every class's probability, labelled, in class order; a probit BART
+    tree's leaf value on the latent probit scale, and a multinomial BART tree's on its class's
+    log-linear scale (these trees have no classes of their own: the header says so, and their
+    splits show "-"). A split shows the mean response (regression) or the most frequent class
+    of its training rows.
 
     Parameters
     ----------
@@ -64,9 +78,17 @@ def format_tree(arrays: dict, binned, predictors, config: dict, design, y: np.nd
         Training response (class codes for classification).
     title : str
         First line of the listing (which tree this is).
+    tree : int
+        Which tree of the draw (multinomial BART: tree ``t`` belongs to class
+        ``t // config["trees"]``).
     """
     classification = config["response_kind"] == "categorical"
     class_labels = config.get("class_labels", [])
+    leaf_model = config.get("leaf_model")
+    latent = classification and leaf_model in ("probit", "multinomial")
+    value_class = ""
+    if classification and leaf_model == "multinomial":
+        value_class = str(class_labels[min(tree // int(config["trees"]), len(class_labels) - 1)])
     var, cut = arrays["split_var"], arrays["split_cut"]
     left, right = arrays["left_child"], arrays["right_child"]
     codes = binned.codes
@@ -83,10 +105,14 @@ def format_tree(arrays: dict, binned, predictors, config: dict, design, y: np.nd
         return labels + ["NA"] if split_missing else labels  # missing: code nbins[v], one more level
 
     def yval(node, rows):
+        if latent:
+            # a tree of probit / multinomial BART adds a term to a latent function: no classes
+            return f"{arrays['leaf_value'][node]:.4g}" if var[node] < 0 else "-"
         if classification:
             if "leaf_prob" in arrays and var[node] < 0:
                 probs = arrays["leaf_prob"][node]
-                return f"{class_labels[int(np.argmax(probs))]} (" + " ".join(f"{p:.3f}" for p in probs) + ")"
+                listed = ", ".join(f"{lab} {p:.3f}" for lab, p in zip(class_labels, probs))
+                return f"{class_labels[int(np.argmax(probs))]} ({listed})"
             counts = np.bincount(y[rows].astype(int), minlength=len(class_labels))
             return str(class_labels[int(np.argmax(counts))])
         if var[node] < 0 and "leaf_value" in arrays:
@@ -128,6 +154,19 @@ def format_tree(arrays: dict, binned, predictors, config: dict, design, y: np.nd
         walk(int(right[node]), 2 * number + 1, depth + 1, lab_r, rows[~goes_left])
 
     walk(0, 1, 0, "root", np.arange(codes.shape[1]))
-    what = "yval (class probabilities)" if classification else "yval (leaf mean)"
-    header = f"{title}\nnode), split, n, {what}\n      * denotes terminal node\n"
-    return TreeText(tuple(lines), header, tuple(nodes))
+    if latent and leaf_model == "probit":
+        kind = "latent probit"
+        what = (f"leaf value on the latent probit scale, this tree's term of f (P({class_labels[-1]}) = "
+                "Phi(sum of the trees)); no class per node")
+    elif latent:
+        kind = "log-linear"
+        what = (f"leaf value on the log scale of class {value_class}, this tree's term of its sum of trees "
+                "(probabilities: softmax of the classes' sums); no class per node")
+    elif classification:
+        kind = "probabilities"
+        what = "most probable class; at leaves, each class's probability in class order"
+    else:
+        kind = "mean"
+        what = "leaf value; at splits, mean response of the rows"
+    header = f"{title}\nnode), split, n, yval\n      yval: {what}\n      * denotes terminal node\n"
+    return TreeText(tuple(lines), header, tuple(nodes), kind, value_class)
