@@ -387,6 +387,7 @@ def test_against_the_shap_library_when_installed(bart_fit):
     fit = bps.cart("y ~ a + b + c", data=_frame(n=150, seed=12), chains=1, draws=3, tune=200, seed=8, **QUIET)
     t = fit._store
     var, cut, value = (a[: int(t["counts"][0, 0])] for a in (t["node_var"], t["node_cut"], t["node_value"]))
+    assert (var >= 0).sum() >= 2  # a tree with splits to explain
     right = children(var)
     cov = covers(var, cut, np.zeros(3, bool), fit._binned.codes)
     left = np.where(var >= 0, np.arange(var.size) + 1, -1)
@@ -459,3 +460,53 @@ def test_shap_kernels_assign_no_array_to_a_slice(bart_fit):
             offenders += [f"{name} {where}" for where in slice_copies(typed_state(d, sig))]
     assert {name for name, _ in checked} >= {"_shap_range", "_sample_shap", "tree_shap_row", "tree_covers"}
     assert not offenders
+
+
+# -- plots ------------------------------------------------------------------------------------------------
+
+def test_plot_importance_bars_are_the_ranked_importance(bart_fit):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bartpy_suite import plotting
+
+    new = _frame(n=6, seed=5).drop(columns="y")
+    table = bart_fit.importance(new, level=0.8)
+    ax = plotting.plot_importance(bart_fit, new, level=0.8)
+    np.testing.assert_allclose([p.get_width() for p in ax.patches], table["mean"].to_numpy())
+    assert [t.get_text() for t in ax.get_yticklabels()] == list(table.index)
+    segments = ax.collections[0].get_segments()
+    np.testing.assert_allclose([s[:, 0].min() for s in segments], table["lower"].to_numpy())
+    np.testing.assert_allclose([s[:, 0].max() for s in segments], table["upper"].to_numpy())
+    with pytest.raises(ArgumentError, match="cls"):
+        plotting.plot_importance(bart_fit, new, cls="P")
+    plt.close("all")
+
+
+def test_plot_shap_points_are_the_posterior_means(bart_fit):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bartpy_suite import plotting
+
+    new = _frame(n=9, seed=6).drop(columns="y")
+    summary = bart_fit.shap_summary(new)
+    ax = plotting.plot_shap(bart_fit, new)
+    names = [t.get_text() for t in ax.get_yticklabels()]
+    assert names == list(summary.importance.index)
+    xy = ax.collections[0].get_offsets()
+    assert xy.shape == (9 * 4, 2)
+    for slot, name in enumerate(names):
+        points = xy[9 * slot: 9 * (slot + 1)]
+        expected = summary.rows[summary.rows["predictor"] == name]["mean"].to_numpy()
+        np.testing.assert_allclose(points[:, 0], expected)
+        assert np.all(np.abs(points[:, 1] - slot) <= 0.4 + 1e-12)
+    bars = ax.collections[1].get_segments()
+    assert len(bars) == 9 * 4
+    plt.close("all")
