@@ -510,3 +510,10 @@ def test_plot_shap_points_are_the_posterior_means(bart_fit):
     bars = ax.collections[1].get_segments()
     assert len(bars) == 9 * 4
     plt.close("all")
+
+
+def test_a_loaded_fit_gives_the_same_values(bart_fit, tmp_path):
+    new = _frame(n=4, seed=14).drop(columns="y")
+    bart_fit.to_netcdf(tmp_path / "fit.nc")
+    same = bps.load(tmp_path / "fit.nc")
+    np.testing.assert_array_equal(same.shap(new)["shap"].values, bart_fit.shap(new)["shap"].values)
