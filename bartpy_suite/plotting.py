@@ -435,7 +435,9 @@ def plot_shap(fit, new=None, level: float = 0.9, max_draws: int | None = None, c
     elif cls is not None:
         raise ArgumentError("cls applies to classification CART and multinomial BART fits, which explain one "
                             "quantity per class; this fit explains a single one")
-    codes = fit._codes(new)[0].astype(float)
+    from .posterior.shap import row_values
+
+    values = row_values(fit, new)[0]  # (rows, predictors): bin codes or scaled values, ordered as the data
     order = list(importance.index)
     xs, ys, colours, lowers, uppers = [], [], [], [], []
     for slot, name in enumerate(order):
@@ -443,7 +445,7 @@ def plot_shap(fit, new=None, level: float = 0.9, max_draws: int | None = None, c
         x = part["mean"].to_numpy()
         xs.append(x)
         ys.append(slot + _swarm_offsets(x))
-        c = codes[fit.predictors.index(name)]
+        c = values[:, fit.predictors.index(name)]
         ranks = np.argsort(np.argsort(c, kind="stable"), kind="stable")
         colours.append(ranks / max(1, c.size - 1))
         lowers.append(part["lower"].to_numpy())

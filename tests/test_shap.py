@@ -370,12 +370,86 @@ def test_input_is_not_modified(bart_fit):
     pd.testing.assert_frame_equal(new, before)
 
 
-@pytest.mark.slow
-def test_soft_tree_is_refused_with_a_reason():
-    df = _frame(n=60).drop(columns="g")
-    soft = bps.soft_tree("y ~ a + b", data=df, chains=1, draws=3, tune=3, seed=1, **QUIET)
-    with pytest.raises(ArgumentError, match="not supported for soft trees"):
-        soft.shap()
+def soft_brute_force(var, tau, value, h, train, x):
+    """Shapley values of one soft tree's path game with soft covers (``_kernels/shap.py``): a gate on a
+    predictor in the coalition is expit(+-(x_v - tau) / h), any other is cover(child) / cover(node)."""
+    right = children(var)
+    p = train.shape[1]
+
+    def gates(row):
+        g = np.ones(var.size)
+        for k in range(var.size):
+            if var[k] >= 0:
+                a = (row[var[k]] - tau[k]) / h
+                g[k + 1], g[right[k]] = 1 / (1 + np.exp(a)), 1 / (1 + np.exp(-a))
+        return g
+
+    parent = np.full(var.size, -1)
+    for k in range(var.size):
+        if var[k] >= 0:
+            parent[k + 1] = parent[right[k]] = k
+    cover = np.zeros(var.size)
+    for row in train:
+        g = gates(row)
+        reach = np.ones(var.size)
+        for k in range(1, var.size):
+            reach[k] = reach[parent[k]] * g[k]
+        cover += reach
+    frac = np.array([1.0] + [cover[k] / cover[parent[k]] for k in range(1, var.size)])
+    gx = gates(x)
+
+    def game(s):
+        total = 0.0
+        for leaf in np.flatnonzero(var < 0):
+            prod, k = 1.0, leaf
+            while k > 0:
+                prod *= gx[k] if var[parent[k]] in s else frac[k]
+                k = parent[k]
+            total += value[leaf] * prod
+        return total
+
+    phi = np.zeros(p)
+    for i in range(p):
+        others = [j for j in range(p) if j != i]
+        for size in range(p):
+            weight = math.factorial(size) * math.factorial(p - size - 1) / math.factorial(p)
+            for s in itertools.combinations(others, size):
+                phi[i] += weight * (game(set(s) | {i}) - game(set(s)))
+    return phi, game(set()), game(set(range(p)))
+
+
+@pytest.fixture(scope="module")
+def soft_fit():
+    df = _frame(n=80).drop(columns="g")
+    return bps.soft_tree("y ~ a + b + c", data=df, sampler="hmc_df", chains=1, draws=4, tune=10, seed=1,
+                         h_final=0.05, **QUIET)
+
+
+def test_soft_tree_values_match_brute_force_and_add_up_to_f(soft_fit):
+    from bartpy_suite.posterior import soft
+
+    new = _frame(n=5, seed=15).drop(columns=["g", "y"])
+    ds = soft_fit.shap(new)
+    assert ds.attrs["scale"] == "response"
+    a = soft._arrays(soft_fit)
+    train = soft.scaled_x(soft_fit, None)[0]
+    x = soft.scaled_x(soft_fit, new)[0]
+    assert max(a["counts"]) >= 5  # trees with two or more gates
+    for d in range(4):
+        nodes = slice(int(a["roots"][d]), int(a["roots"][d] + a["counts"][d]))
+        for i in range(5):
+            ref, ref_base, f = soft_brute_force(a["var"][nodes], a["tau"][nodes], a["value"][nodes], 0.05, train, x[i])
+            np.testing.assert_allclose(ds["shap"].values[0, d, i], ref, rtol=0, atol=TOL)
+            assert ds["base"].values[0, d] == pytest.approx(ref_base, abs=TOL)
+    f = soft_fit.function_samples(new).reshape(1, 4, 5)
+    np.testing.assert_allclose(ds["base"].values[:, :, None] + ds["shap"].values.sum(-1), f, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(ds["base"].values.reshape(-1), soft_fit.function_samples().mean(axis=1), atol=1e-12)
+
+
+def test_soft_tree_with_oblique_gates_is_refused(soft_fit, monkeypatch):
+    monkeypatch.setitem(soft_fit.config, "sampler", "hmc_dfi")
+    with pytest.raises(ArgumentError, match="not supported for soft trees fitted with sampler='hmc_dfi'"):
+        soft_fit.shap()
 
 
 def test_against_the_shap_library_when_installed(bart_fit):
@@ -402,7 +476,7 @@ def test_against_the_shap_library_when_installed(bart_fit):
 
 # -- the kernel conventions (docs/architecture.md, "Adding a sampler") ----------------------------------
 
-def test_shap_calls_no_helper_from_python_and_releases_every_array(bart_fit, monkeypatch):
+def test_shap_calls_no_helper_from_python_and_releases_every_array(bart_fit, soft_fit, monkeypatch):
     """Only ``kernel`` functions are called from Python (a helper's twin would compile again in every
     process), and numba releases every meminfo it made (``tests/test_refcounts.py``)."""
     import gc
@@ -412,7 +486,9 @@ def test_shap_calls_no_helper_from_python_and_releases_every_array(bart_fit, mon
     from bartpy_suite._kernels import jit
 
     new = _frame(n=5, seed=11).drop(columns="y")
+    soft_new = new.drop(columns="g")
     bart_fit.shap(new)  # compiled outside the counted window
+    soft_fit.shap(soft_new)
     calls = []
     original = jit.HelperDispatcher.__call__
 
@@ -428,7 +504,8 @@ def test_shap_calls_no_helper_from_python_and_releases_every_array(bart_fit, mon
         before = (nrt.memsys_get_stats_mi_alloc(), nrt.memsys_get_stats_mi_free())
         ds = bart_fit.shap(new, threads=2)
         summary = bart_fit.shap_summary(new)
-        del ds, summary
+        soft_ds = soft_fit.shap(soft_new)
+        del ds, summary, soft_ds
         gc.collect()
         made = nrt.memsys_get_stats_mi_alloc() - before[0]
         released = nrt.memsys_get_stats_mi_free() - before[1]
@@ -439,14 +516,15 @@ def test_shap_calls_no_helper_from_python_and_releases_every_array(bart_fit, mon
     assert made > 0 and made == released
 
 
-def test_shap_kernels_assign_no_array_to_a_slice(bart_fit):
+def test_shap_kernels_assign_no_array_to_a_slice(bart_fit, soft_fit):
     """``tests/test_no_slice_copy.py``'s check on this module's compiled functions."""
     from test_no_slice_copy import slice_copies, typed_state
 
     from bartpy_suite._kernels import shap as K
     from bartpy_suite._kernels.jit import KernelDispatcher
 
-    bart_fit.shap(_frame(n=3, seed=1).drop(columns="y"))  # deep trees too: the general path
+    bart_fit.shap(_frame(n=3, seed=1).drop(columns="y"))
+    soft_fit.shap(_frame(n=3, seed=1).drop(columns=["g", "y"]))
     kernel_shap([(np.array([0, 0, -1, -1, -1]), np.array([2, 1, 0, 0, 0]), np.array([0.0, 0.0, 1.0, 2.0, 3.0]))],
                 np.zeros(1, bool), np.arange(4)[None, :], np.arange(4)[:, None])
     checked, offenders = set(), []
@@ -458,7 +536,8 @@ def test_shap_kernels_assign_no_array_to_a_slice(bart_fit):
         for name, d, sig in todo:
             checked.add((name, sig))
             offenders += [f"{name} {where}" for where in slice_copies(typed_state(d, sig))]
-    assert {name for name, _ in checked} >= {"_shap_range", "_sample_shap", "tree_shap_row", "tree_covers"}
+    assert {name for name, _ in checked} >= {"_shap_range", "_sample_shap", "tree_shap_row", "tree_covers",
+                                             "_soft_shap_range", "_soft_sample_shap", "_soft_gates"}
     assert not offenders
 
 

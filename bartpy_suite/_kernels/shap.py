@@ -30,6 +30,7 @@ import numpy as np
 
 from .jit import helper, kernel
 from .predict import BLOCK, _over_samples, _work_for, block_leaves, blocked_codes, tree_size
+from .soft_tree import expit
 from .tree import goes_left
 
 
@@ -302,3 +303,145 @@ def forest_shap(rows: np.ndarray, train_codes: np.ndarray, is_cat: np.ndarray, v
         raise ValueError("forest_shap: the covers need at least one training row")
     _over_samples(lambda a, b: _shap_range(rows, train_codes, is_cat, var, cut, right, value, roots, a, b, phi,
                                            base), roots.shape[0], threads)
+
+
+# -- soft trees (RJHMC-Tree, axis-aligned gates: sampler hmc_df) ------------------------------------------
+#
+# A soft tree sends a row to the right child of node k with probability expit((x_v - tau_k) / h) and
+# to the left with expit(-(x_v - tau_k) / h), so f(x) = sum over leaves of value * the product of the
+# gates on the leaf's path. The path-dependent game generalises with soft covers (each training row
+# counts with its probability of reaching the node): for a coalition S a gate on a predictor in S is
+# kept, any other is replaced by cover(child) / cover(node). Per leaf that game is a product over the
+# leaf's distinct path predictors u of o_u (the product of u's gates) or z_u (of u's cover fractions),
+# whose Shapley value for predictor i is (o_i - z_i) sum_k c_k k! (d - 1 - k)! / d!, with c_k the
+# coefficients of prod_{u != i} (z_u + t o_u). Every term is positive, so this is stable where
+# Algorithm 2's UNWIND, dividing by a one fraction of 1e-40 (a row far from a sharp gate), is not.
+# O(leaves x depth^3) per row: soft trees are single trees of a few leaves.
+
+@helper
+def _soft_gates(x, i, var, right, tau, h, root, size, out):
+    """``out[k]``: the gate probability of the edge into local node k for row i of ``x`` (1 at the root)."""
+    out[0] = 1.0
+    for k in range(size):
+        node = root + k
+        v = var[node]
+        if v < 0:
+            continue
+        a = (x[i, v] - tau[node]) / h
+        out[k + 1] = expit(-a)
+        out[right[node] - root] = expit(a)
+
+
+@helper(refcounts=True)
+def _soft_sample_shap(rows, train, var, right, tau, value, root, size, h, s, phi, base):
+    """Soft-tree SHAP values of sample ``s`` (one tree of ``size`` nodes at ``root``)."""
+    parent = np.empty(size, dtype=np.int64)
+    parent[0] = -1
+    for k in range(size):
+        if var[root + k] >= 0:
+            parent[k + 1] = k
+            parent[right[root + k] - root] = k
+    gate = np.empty(size)
+    reach = np.empty(size)
+    cover = np.zeros(size)
+    for i in range(train.shape[0]):
+        _soft_gates(train, i, var, right, tau, h, root, size, gate)
+        reach[0] = 1.0
+        for k in range(1, size):  # preorder: a parent before its children
+            reach[k] = reach[parent[k]] * gate[k]
+        for k in range(size):
+            cover[k] += reach[k]
+    frac = np.empty(size)
+    frac[0] = 1.0
+    for k in range(1, size):
+        c = cover[parent[k]]
+        frac[k] = cover[k] / c if c > 0.0 else 0.5
+    total = 0.0
+    reach[0] = 1.0
+    for k in range(1, size):
+        reach[k] = reach[parent[k]] * frac[k]
+    for k in range(size):
+        if var[root + k] < 0:
+            total += value[root + k] * reach[k]
+    base[s] = total
+    feats = np.empty(size, dtype=np.int64)
+    one = np.empty(size)
+    zero = np.empty(size)
+    coef = np.empty(size + 1)
+    for i in range(rows.shape[0]):
+        for v in range(rows.shape[1]):
+            phi[s, i, v] = 0.0
+        _soft_gates(rows, i, var, right, tau, h, root, size, gate)
+        for leaf in range(size):
+            if var[root + leaf] >= 0:
+                continue
+            d = 0
+            k = leaf
+            while k > 0:  # the leaf's distinct path predictors with their products of gates and fractions
+                u = var[root + parent[k]]
+                j = 0
+                while j < d and feats[j] != u:
+                    j += 1
+                if j == d:
+                    feats[d] = u
+                    one[d] = 1.0
+                    zero[d] = 1.0
+                    d += 1
+                one[j] *= gate[k]
+                zero[j] *= frac[k]
+                k = parent[k]
+            leaf_value = value[root + leaf]
+            for j in range(d):
+                coef[0] = 1.0
+                deg = 0
+                for q in range(d):
+                    if q == j:
+                        continue
+                    coef[deg + 1] = coef[deg] * one[q]  # times (zero_q + t one_q)
+                    for r in range(deg, 0, -1):
+                        coef[r] = coef[r] * zero[q] + coef[r - 1] * one[q]
+                    coef[0] *= zero[q]
+                    deg += 1
+                weight = 0.0
+                binom = 1.0  # C(d - 1, r)
+                for r in range(d):
+                    weight += coef[r] / (d * binom)  # r! (d - 1 - r)! / d! = 1 / (d C(d - 1, r))
+                    binom = binom * (d - 1 - r) / (r + 1)
+                phi[s, i, feats[j]] += leaf_value * (one[j] - zero[j]) * weight
+
+
+@kernel
+def _soft_shap_range(rows, train, var, right, tau, value, roots, counts, h, start, stop, phi, base):
+    """``soft_tree_shap`` for samples ``start`` to ``stop - 1``."""
+    for s in range(start, stop):
+        _soft_sample_shap(rows, train, var, right, tau, value, roots[s], counts[s], h, s, phi, base)
+
+
+def soft_tree_shap(rows: np.ndarray, train: np.ndarray, var: np.ndarray, right: np.ndarray, tau: np.ndarray,
+                   value: np.ndarray, roots: np.ndarray, counts: np.ndarray, h: float, phi: np.ndarray,
+                   base: np.ndarray, threads: int | None = None) -> None:
+    """Path-dependent SHAP values of soft trees with axis-aligned gates (one tree per sample).
+
+    Parameters
+    ----------
+    rows : ndarray of float64, shape (m, p)
+        Scaled predictors of the rows to explain.
+    train : ndarray of float64, shape (n, p)
+        Scaled training predictors, which define the soft covers.
+    var, right, tau, value : ndarray
+        Split predictor (-1 at leaves), flat right child, threshold and leaf value per stored node.
+    roots, counts : ndarray of int64, shape (samples,)
+        Flat root and node count of each sample's tree.
+    h : float
+        Gate bandwidth.
+    phi : ndarray of float64, shape (samples, m, p)
+        Written: the SHAP values.
+    base : ndarray of float64, shape (samples,)
+        Written: the soft-cover-weighted mean leaf value (the tree's mean over the training rows).
+    threads : int or None
+        Threads to split the samples among (default ``NUMBA_NUM_THREADS``).
+    """
+    if train.shape[0] == 0:
+        raise ValueError("soft_tree_shap: the covers need at least one training row")
+    _over_samples(lambda a, b: _soft_shap_range(rows, train, var, right, tau, value, roots, counts, h, a, b, phi,
+                                                base), roots.shape[0], threads)

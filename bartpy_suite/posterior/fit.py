@@ -598,13 +598,16 @@ class Fit:
             latent"`` (probit BART: the latent f, P = Phi(f)), ``"log-linear"`` (multinomial
             BART: each class's F_k, P_k = softmax(F)_k), ``"probability"`` (classification
             CART: the leaf probability of each class). ``base`` is each draw's mean of that
-            quantity over the training rows.
+            quantity over the training rows. A soft tree fitted with ``sampler="hmc_df"`` (one
+            predictor per gate) is explained with soft covers (each training row counted with its
+            probability of reaching a node): f(x), or each class's probability.
 
         Raises
         ------
         ArgumentError
-            For a soft-tree fit (not supported: its routing has no per-predictor rules), a bad
-            ``max_draws`` or ``threads``, or an output larger than 4 GiB.
+            For a soft tree fitted with ``hmc_dfi`` (not supported: each gate splits on a weighted
+            sum of all predictors), a bad ``max_draws`` or ``threads``, or an output larger than
+            4 GiB.
         """
         from .shap import shap_dataset
 

@@ -20,8 +20,12 @@ What is explained, per model:
   constant shared by the classes, which moves ``base`` and not the values;
 * classification CART: each class's leaf probability (a ``class`` dim), on the probability scale.
 
-Soft trees are refused: their routing is a product of logistic gates, with an oblique direction
-over all predictors for ``hmc_dfi``, so neither covers nor a per-predictor rule exist.
+* soft trees with one predictor per gate (``sampler="hmc_df"``): f(x) (regression) or each
+  class's soft-routed probability. A gate is a probability, so the covers are soft (each training
+  row counts with its probability of reaching the node) and a gate on a predictor outside the
+  coalition is replaced by its cover fraction; per leaf the game is a product over the path's
+  predictors, whose Shapley values have a closed form computed without UNWIND's divisions
+  (``_kernels/shap.py``). ``hmc_dfi`` gates split on a weighted sum of all predictors: refused.
 
 Memory: the values take draws x rows x predictors (x classes) x 8 bytes; ``Fit.shap`` refuses
 more than ``MAX_BYTES`` and says how to thin. ``shap_summary``/``importance`` compute blocks of
@@ -39,7 +43,7 @@ import pandas as pd
 import xarray as xr
 
 from .. import _validation as check
-from .._kernels.shap import forest_shap
+from .._kernels.shap import forest_shap, soft_tree_shap
 from ..errors import ArgumentError
 from .weighted import weighted_quantiles
 
@@ -75,11 +79,18 @@ class ShapSummary:
 def _outputs(fit) -> tuple[str, list, list[tuple[np.ndarray, slice]]]:
     """(scale, class labels or [], [(leaf values, tree slice) per output])."""
     if fit._is_soft:
-        raise ArgumentError(
-            "shap() is not supported for soft trees: a soft tree routes every row to every leaf through "
-            "logistic gates (oblique ones, over all predictors, for hmc_dfi), so TreeSHAP's per-predictor "
-            "rules and training covers do not exist; fit a hard tree (bps.cart or bps.bart) to explain it, "
-            "or use plotting.partial_dependence on the soft fit")
+        if fit.config["sampler"] != "hmc_df":
+            raise ArgumentError(
+                f"shap() is not supported for soft trees fitted with sampler={fit.config['sampler']!r}: its gates "
+                "split on a weighted sum of all predictors (oblique directions), so no gate belongs to one predictor "
+                "and TreeSHAP's path game does not exist; fit the soft tree with sampler='hmc_df' (one predictor per "
+                "gate), or use plotting.partial_dependence")
+        store = _soft_store(fit)
+        if "prob" in store:
+            labels = [str(c) for c in fit.config["class_labels"]]
+            return "probability", labels, [(np.ascontiguousarray(store["prob"][:, k]), slice(None))
+                                           for k in range(len(labels))]
+        return "response", [], [(store["value"], slice(None))]
     t = fit._store
     leaf_model = fit.config.get("leaf_model")
     if leaf_model == "multinomial":
@@ -91,6 +102,28 @@ def _outputs(fit) -> tuple[str, list, list[tuple[np.ndarray, slice]]]:
         prob = t["node_prob"]
         return "probability", labels, [(np.ascontiguousarray(prob[:, k]), slice(None)) for k in range(len(labels))]
     return ("probit latent" if leaf_model == "probit" else "response"), [], [(t["node_value"], slice(None))]
+
+
+def _soft_store(fit) -> dict:
+    """The soft trees' arrays (``posterior/soft.py``), cached on the fit like its hard-tree store."""
+    store = fit.__dict__.get("_soft_shap_store")
+    if store is None:
+        from . import soft
+
+        store = soft._arrays(fit)
+        fit.__dict__["_soft_shap_store"] = store
+    return store
+
+
+def row_values(fit, newdata) -> tuple[np.ndarray, pd.Index]:
+    """The rows to explain as the kernels read them, (m, p): bin codes (hard trees) or the scaled
+    predictors (soft trees); None: the training rows. Both order each numeric predictor's values."""
+    if fit._is_soft:
+        from . import soft
+
+        return soft.scaled_x(fit, newdata)
+    codes, index = fit._codes(newdata)
+    return np.ascontiguousarray(codes.T, dtype=np.int32), index
 
 
 def draw_indices(fit, max_draws: int | None) -> np.ndarray:
@@ -119,9 +152,9 @@ def _threads(threads):
     return int(threads)
 
 
-def shap_values(fit, codes: np.ndarray, samples: np.ndarray, threads: int | None = None
+def shap_values(fit, rows: np.ndarray, samples: np.ndarray, threads: int | None = None
                 ) -> tuple[np.ndarray, np.ndarray]:
-    """SHAP values and bases of the rows ``codes`` (p, m) for the flat ``samples``.
+    """SHAP values and bases of ``rows`` (m, p) (``row_values``) for the flat ``samples``.
 
     Returns
     -------
@@ -129,15 +162,27 @@ def shap_values(fit, codes: np.ndarray, samples: np.ndarray, threads: int | None
     base : ndarray, shape (samples, outputs)
     """
     _, _, outputs = _outputs(fit)
-    t = fit._store
-    rows = np.ascontiguousarray(codes.T, dtype=np.int32)
-    train = np.ascontiguousarray(fit._binned.codes, dtype=np.int32)
-    is_cat = np.ascontiguousarray(fit._binned.is_categorical, dtype=np.bool_)
     m, p = rows.shape
     phi = np.empty((samples.size, m, p, len(outputs)))
     base = np.empty((samples.size, len(outputs)))
     one = np.empty((samples.size, m, p))
     one_base = np.empty(samples.size)
+    if fit._is_soft:
+        from . import soft
+
+        store = _soft_store(fit)
+        train = soft.scaled_x(fit, None)[0]
+        roots = np.ascontiguousarray(store["roots"][samples])
+        counts = np.ascontiguousarray(store["counts"][samples])
+        for k, (value, _) in enumerate(outputs):
+            soft_tree_shap(rows, train, store["var"], store["right"], store["tau"], value, roots, counts,
+                           float(fit.config["h_final"]), one, one_base, threads)
+            phi[..., k] = one
+            base[:, k] = one_base
+        return phi, base
+    t = fit._store
+    train = np.ascontiguousarray(fit._binned.codes, dtype=np.int32)
+    is_cat = np.ascontiguousarray(fit._binned.is_categorical, dtype=np.bool_)
     for k, (value, trees) in enumerate(outputs):
         roots = np.ascontiguousarray(t["roots"][samples][:, trees])
         forest_shap(rows, train, is_cat, t["node_var"], t["node_cut"], t["right"], value, roots, one, one_base,
@@ -152,19 +197,19 @@ def shap_dataset(fit, newdata=None, max_draws: int | None = None, threads: int |
     scale, labels, _ = _outputs(fit)
     draws = draw_indices(fit, max_draws)
     threads = _threads(threads)
-    codes, index = fit._codes(newdata)
+    rows, index = row_values(fit, newdata)
     chains = fit.posterior.sizes["chain"]
     p = len(fit.predictors)
     n_out = max(1, len(labels))
-    size = chains * draws.size * codes.shape[1] * p * n_out * 8
+    size = chains * draws.size * rows.shape[0] * p * n_out * 8
     if size > MAX_BYTES:
         raise ArgumentError(
             f"shap() would return {size / 2**30:.1f} GiB ({chains} chains x {draws.size} draws x "
-            f"{codes.shape[1]} rows x {p} predictors{f' x {n_out} classes' if labels else ''} x 8 bytes), "
+            f"{rows.shape[0]} rows x {p} predictors{f' x {n_out} classes' if labels else ''} x 8 bytes), "
             f"more than {MAX_BYTES / 2**30:.0f} GiB: pass max_draws= (draws kept per chain) or fewer rows, or use "
             "fit.shap_summary() / fit.importance(), which work through the rows in blocks")
-    phi, base = shap_values(fit, codes, _samples(fit, draws), threads)
-    m = codes.shape[1]
+    phi, base = shap_values(fit, rows, _samples(fit, draws), threads)
+    m = rows.shape[0]
     phi = phi.reshape(chains, draws.size, m, p, n_out)
     base = base.reshape(chains, draws.size, n_out)
     coords = {"chain": fit.posterior["chain"].values, "draw": fit.posterior["draw"].values[draws],
@@ -192,13 +237,13 @@ def summarise(fit, newdata=None, level: float = 0.9, max_draws: int | None = Non
     scale, labels, _ = _outputs(fit)
     draws = draw_indices(fit, max_draws)
     threads = _threads(threads)
-    codes, index = fit._codes(newdata)
+    rows_x, index = row_values(fit, newdata)
     samples = _samples(fit, draws)
     w = fit._flat_weights[samples]
     w = w / w.sum()
     p = len(fit.predictors)
     n_out = max(1, len(labels))
-    m = codes.shape[1]
+    m = rows_x.shape[0]
     probs = [(1 - level) / 2, (1 + level) / 2]
     abs_sum = np.zeros((samples.size, p, n_out))
     abs_all = np.zeros((samples.size, p))  # |values| summed over the classes, for the "all" importance
@@ -206,7 +251,7 @@ def summarise(fit, newdata=None, level: float = 0.9, max_draws: int | None = Non
     step = _rows_per_chunk(samples.size, p, n_out)
     for lo in range(0, m, step):
         hi = min(m, lo + step)
-        phi, _ = shap_values(fit, np.ascontiguousarray(codes[:, lo:hi]), samples, threads)
+        phi, _ = shap_values(fit, np.ascontiguousarray(rows_x[lo:hi]), samples, threads)
         mag = np.abs(phi)
         abs_sum += mag.sum(axis=1)
         abs_all += mag.sum(axis=(1, 3))
