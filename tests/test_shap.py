@@ -22,7 +22,7 @@ import pytest
 import bartpy_suite as bps
 from bartpy_suite._kernels.record import right_children, tree_roots
 from bartpy_suite._kernels.shap import forest_shap
-from bartpy_suite.errors import ArgumentError
+from bartpy_suite.errors import ArgumentError, DataError
 
 QUIET = {"progress": False, "check_mixing": False, "log_likelihood": False}
 TOL = 1e-9
@@ -357,6 +357,8 @@ def test_bad_arguments_and_memory_guard(bart_fit, monkeypatch):
         bart_fit.shap(threads=0)
     with pytest.raises(ArgumentError, match="level"):
         bart_fit.shap_summary(level=1.5)
+    with pytest.raises(DataError, match="no rows"):
+        bart_fit.importance(_frame(n=3).drop(columns="y").iloc[:0])
     monkeypatch.setattr(S, "MAX_BYTES", 1000)
     with pytest.raises(ArgumentError, match="max_draws"):
         bart_fit.shap()

@@ -44,7 +44,7 @@ import xarray as xr
 
 from .. import _validation as check
 from .._kernels.shap import forest_shap, soft_tree_shap
-from ..errors import ArgumentError
+from ..errors import ArgumentError, DataError
 from .weighted import weighted_quantiles
 
 #: Largest array of values ``Fit.shap`` returns (bytes); thin with ``max_draws`` beyond it.
@@ -244,6 +244,9 @@ def summarise(fit, newdata=None, level: float = 0.9, max_draws: int | None = Non
     p = len(fit.predictors)
     n_out = max(1, len(labels))
     m = rows_x.shape[0]
+    if m == 0:
+        raise DataError("newdata has no rows: the importance is a mean over rows; pass at least one row (or None "
+                        "for the training rows)")
     probs = [(1 - level) / 2, (1 + level) / 2]
     abs_sum = np.zeros((samples.size, p, n_out))
     abs_all = np.zeros((samples.size, p))  # |values| summed over the classes, for the "all" importance
