@@ -16,10 +16,10 @@ What is explained, per model:
 * probit BART: the latent f(x), ``P(y = second class) = Phi(f(x))`` (the probability is not a
   sum over trees, so it has no additive split);
 * multinomial (log-linear) BART: each class's sum of trees F_k(x), the log scale of
-  ``P(y = k) = exp(F_k) / sum_l exp(F_l)`` (a ``class`` dim); F_k is identified only up to a
-  constant shared by the classes, which moves ``base`` and not the values;
-* classification CART: each class's leaf probability (a ``class`` dim), on the probability scale.
-
+  ``P(y = k) = exp(F_k) / sum_l exp(F_l)`` (a ``class`` dim); the probabilities do not change when
+  the same function is added to every F_k, so differences between classes (F_k - F_l, whose values
+  are the differences of the classes' values) are what the data pin down;
+* classification CART: each class's leaf probability (a ``class`` dim), on the probability scale;
 * soft trees with one predictor per gate (``sampler="hmc_df"``): f(x) (regression) or each
   class's soft-routed probability. A gate is a probability, so the covers are soft (each training
   row counts with its probability of reaching the node) and a gate on a predictor outside the
@@ -52,6 +52,7 @@ MAX_BYTES = 4 * 2**30
 #: Size of the blocks of values ``shap_summary`` and ``importance`` compute at a time (bytes).
 CHUNK_BYTES = 256 * 2**20
 VARIANT = "path-dependent TreeSHAP (Lundberg et al. 2020, Algorithm 2), covers from the training rows"
+SOFT_VARIANT = "path-dependent SHAP of soft trees, soft covers from the training rows (closed form per leaf)"
 
 
 @dataclass(frozen=True)
@@ -105,14 +106,10 @@ def _outputs(fit) -> tuple[str, list, list[tuple[np.ndarray, slice]]]:
 
 
 def _soft_store(fit) -> dict:
-    """The soft trees' arrays (``posterior/soft.py``), cached on the fit like its hard-tree store."""
-    store = fit.__dict__.get("_soft_shap_store")
-    if store is None:
-        from . import soft
+    """The soft trees' arrays (``posterior/soft.py``: var, right, roots, counts, tau, value/prob)."""
+    from . import soft
 
-        store = soft._arrays(fit)
-        fit.__dict__["_soft_shap_store"] = store
-    return store
+    return soft._arrays(fit)
 
 
 def row_values(fit, newdata) -> tuple[np.ndarray, pd.Index]:
@@ -158,15 +155,15 @@ def shap_values(fit, rows: np.ndarray, samples: np.ndarray, threads: int | None 
 
     Returns
     -------
-    phi : ndarray, shape (samples, m, p, outputs)
-    base : ndarray, shape (samples, outputs)
+    phi : ndarray, shape (outputs, samples, m, p)
+        Output first, so that the kernels write each output's block in place (no second copy of
+        the largest array).
+    base : ndarray, shape (outputs, samples)
     """
     _, _, outputs = _outputs(fit)
     m, p = rows.shape
-    phi = np.empty((samples.size, m, p, len(outputs)))
-    base = np.empty((samples.size, len(outputs)))
-    one = np.empty((samples.size, m, p))
-    one_base = np.empty(samples.size)
+    phi = np.empty((len(outputs), samples.size, m, p))
+    base = np.empty((len(outputs), samples.size))
     if fit._is_soft:
         from . import soft
 
@@ -176,19 +173,15 @@ def shap_values(fit, rows: np.ndarray, samples: np.ndarray, threads: int | None 
         counts = np.ascontiguousarray(store["counts"][samples])
         for k, (value, _) in enumerate(outputs):
             soft_tree_shap(rows, train, store["var"], store["right"], store["tau"], value, roots, counts,
-                           float(fit.config["h_final"]), one, one_base, threads)
-            phi[..., k] = one
-            base[:, k] = one_base
+                           float(fit.config["h_final"]), phi[k], base[k], threads)
         return phi, base
     t = fit._store
     train = np.ascontiguousarray(fit._binned.codes, dtype=np.int32)
     is_cat = np.ascontiguousarray(fit._binned.is_categorical, dtype=np.bool_)
     for k, (value, trees) in enumerate(outputs):
         roots = np.ascontiguousarray(t["roots"][samples][:, trees])
-        forest_shap(rows, train, is_cat, t["node_var"], t["node_cut"], t["right"], value, roots, one, one_base,
+        forest_shap(rows, train, is_cat, t["node_var"], t["node_cut"], t["right"], value, roots, phi[k], base[k],
                     threads)
-        phi[..., k] = one
-        base[:, k] = one_base
     return phi, base
 
 
@@ -210,19 +203,21 @@ def shap_dataset(fit, newdata=None, max_draws: int | None = None, threads: int |
             "fit.shap_summary() / fit.importance(), which work through the rows in blocks")
     phi, base = shap_values(fit, rows, _samples(fit, draws), threads)
     m = rows.shape[0]
-    phi = phi.reshape(chains, draws.size, m, p, n_out)
-    base = base.reshape(chains, draws.size, n_out)
+    # views, no copies: (outputs, samples, ...) to (chain, draw, row, predictor[, class])
+    phi = phi.reshape(n_out, chains, draws.size, m, p)
+    base = base.reshape(n_out, chains, draws.size)
     coords = {"chain": fit.posterior["chain"].values, "draw": fit.posterior["draw"].values[draws],
               "row": np.asarray(index), "predictor": fit.predictors}
     dims = ("chain", "draw", "row", "predictor")
     if labels:
         coords["class"] = labels
-        data = {"shap": (dims + ("class",), phi), "base": (("chain", "draw", "class"), base)}
+        data = {"shap": (dims + ("class",), phi.transpose(1, 2, 3, 4, 0)),
+                "base": (("chain", "draw", "class"), base.transpose(1, 2, 0))}
     else:
-        data = {"shap": (dims, phi[..., 0]), "base": (("chain", "draw"), base[..., 0])}
+        data = {"shap": (dims, phi[0]), "base": (("chain", "draw"), base[0])}
     out = xr.Dataset(data, coords=coords)
     out.attrs["scale"] = scale
-    out.attrs["variant"] = VARIANT
+    out.attrs["variant"] = SOFT_VARIANT if fit._is_soft else VARIANT
     return out
 
 
@@ -255,11 +250,11 @@ def summarise(fit, newdata=None, level: float = 0.9, max_draws: int | None = Non
     for lo in range(0, m, step):
         hi = min(m, lo + step)
         phi, _ = shap_values(fit, np.ascontiguousarray(rows_x[lo:hi]), samples, threads)
-        mag = np.abs(phi)
-        abs_sum += mag.sum(axis=1)
-        abs_all += mag.sum(axis=(1, 3))
+        mag = np.abs(phi)  # (outputs, samples, rows, predictors)
+        abs_sum += mag.sum(axis=2).transpose(1, 2, 0)
+        abs_all += mag.sum(axis=(0, 2))
         if rows:
-            flat = phi.reshape(samples.size, -1)
+            flat = phi.transpose(1, 2, 3, 0).reshape(samples.size, -1)  # (samples, row x predictor x class)
             q = weighted_quantiles(flat, w, probs)
             row_ids = np.repeat(np.asarray(index)[lo:hi], p * n_out)
             block = {"row": row_ids, "predictor": np.tile(np.repeat(np.asarray(fit.predictors, dtype=object), n_out),
