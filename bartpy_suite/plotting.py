@@ -654,3 +654,156 @@ def plot_rank(fit, var_names=None, **kwargs):
     """
     return _arviz_plots().plot_rank(fit.idata, var_names=_scalar_names(fit, var_names), backend="matplotlib",
                                     **kwargs)
+
+
+# -- SHAP (posterior/shap.py) ----------------------------------------------------------------------
+__all__ += ["plot_importance", "plot_shap"]
+
+
+def _shap_class(importance, cls):
+    """The class whose importance to draw: ``cls``, or "all" (summed over the classes)."""
+    if "class" not in (importance.index.names or []):
+        if cls is not None:
+            raise ArgumentError("cls applies to classification CART and multinomial BART fits, which explain one "
+                                "quantity per class; this fit explains a single one")
+        return importance
+    classes = list(dict.fromkeys(importance.index.get_level_values("class")))
+    cls = "all" if cls is None else str(cls)
+    if cls not in classes:
+        raise ArgumentError(f"cls must be one of {classes}; got {cls!r}")
+    return importance.xs(cls, level="class")
+
+
+def plot_importance(fit, data=None, level: float = 0.9, max_draws: int | None = None, cls=None, ax=None):
+    """Horizontal bars of each predictor's posterior mean |SHAP| (the mean over the rows of
+    ``data``), with the equal-tailed interval as error bars, ranked from the top.
+
+    Unlike :func:`plot_variable_activity` (shares of split rules, nearly uniform for BART), this
+    shows how much each predictor moves f(x), on the scale of ``fit.shap`` (``fit.importance``).
+
+    Parameters
+    ----------
+    fit : bartpy_suite.Fit
+        A hard-tree fit (CART or BART).
+    data : DataFrame or array, optional
+        Rows to average over; None: the training rows.
+    level : float
+        Probability of the interval.
+    max_draws : int or None
+        Draws kept per chain (evenly spaced) to save time; None: all.
+    cls : str or None
+        Classification CART and multinomial BART: the class to show; None shows ``"all"`` (|SHAP|
+        summed over the classes).
+    ax : matplotlib.axes.Axes, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        Bar i (``ax.patches[i]``) is the predictor ranked i + 1 (the top bar).
+    """
+    table = _shap_class(fit.importance(data, level=level, max_draws=max_draws), cls)
+    ax = _axes(ax)
+    y = np.arange(len(table))
+    mean = table["mean"].to_numpy()
+    err = np.vstack([mean - table["lower"].to_numpy(), table["upper"].to_numpy() - mean])
+    ax.barh(y, mean, xerr=err, color="C1", ecolor="0.2", capsize=3)
+    ax.set_yticks(y, table.index.astype(str))
+    ax.invert_yaxis()
+    ax.set_xlabel(f"mean |SHAP| over the rows (posterior mean, {level:.0%} interval)")
+    ax.set_title("Importance" + (f" (class {cls})" if cls is not None else ""))
+    return ax
+
+
+def _swarm_offsets(x: np.ndarray, width: float = 0.4, bins: int = 60) -> np.ndarray:
+    """Vertical offsets that spread points with close x values (a beeswarm): within each of
+    ``bins`` bins of x, points alternate above and below the line, scaled so the fullest bin
+    spans +-``width``."""
+    if x.size == 0:
+        return np.zeros(0)
+    lo, hi = float(x.min()), float(x.max())
+    cell = np.zeros(x.size, dtype=np.int64) if hi == lo else np.minimum(((x - lo) / (hi - lo) * bins).astype(int),
+                                                                      bins - 1)
+    order = np.argsort(x, kind="stable")
+    seen = np.zeros(bins, dtype=np.int64)
+    rank = np.empty(x.size, dtype=np.int64)
+    for i in order:
+        rank[i] = seen[cell[i]]
+        seen[cell[i]] += 1
+    steps = np.where(rank % 2 == 1, (rank + 1) // 2, -(rank // 2)).astype(float)
+    fullest = max(1, int(seen.max()) // 2)
+    return steps * (width / fullest)
+
+
+def plot_shap(fit, new=None, level: float = 0.9, max_draws: int | None = None, cls=None, intervals: bool = True,
+              ax=None):
+    """Beeswarm of the SHAP values: one row of points per predictor (ranked by importance, top
+    first), each point a row of ``new`` at its posterior mean SHAP value, with its credible
+    interval as a thin horizontal bar, coloured by the predictor's value at that row (its rank
+    among the rows, low blue to high red; a factor by its level order).
+
+    Parameters
+    ----------
+    fit : bartpy_suite.Fit
+        A hard-tree fit (CART or BART).
+    new : DataFrame or array, optional
+        Rows to explain; None: the training rows.
+    level : float
+        Probability of the intervals.
+    max_draws : int or None
+        Draws kept per chain (evenly spaced); None: all.
+    cls : str or None
+        Classification CART and multinomial BART: the class whose values to show (default the
+        last class).
+    intervals : bool
+        Draw the intervals.
+    ax : matplotlib.axes.Axes, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        ``ax.collections[0]`` holds the points (x: the posterior mean SHAP value; y: the predictor's
+        slot, 0 for the top one, plus the swarm offset within +-0.4), predictors in the order of the
+        y tick labels; with ``intervals``, ``ax.collections[1]`` the interval bars.
+    """
+    summary = fit.shap_summary(new, level=level, max_draws=max_draws)
+    rows = summary.rows
+    importance = summary.importance
+    if "class" in rows.columns:
+        classes = list(dict.fromkeys(rows["class"]))
+        cls = classes[-1] if cls is None else str(cls)
+        if cls not in classes:
+            raise ArgumentError(f"cls must be one of {classes}; got {cls!r}")
+        rows = rows[rows["class"] == cls]
+        importance = importance.xs(cls, level="class")
+    elif cls is not None:
+        raise ArgumentError("cls applies to classification CART and multinomial BART fits, which explain one "
+                            "quantity per class; this fit explains a single one")
+    from .posterior.shap import row_values
+
+    values = row_values(fit, new)[0]  # (rows, predictors): bin codes or scaled values, ordered as the data
+    order = list(importance.index)
+    xs, ys, colours, lowers, uppers = [], [], [], [], []
+    for slot, name in enumerate(order):
+        part = rows[rows["predictor"] == name]
+        x = part["mean"].to_numpy()
+        xs.append(x)
+        ys.append(slot + _swarm_offsets(x))
+        c = values[:, fit.predictors.index(name)]
+        ranks = np.argsort(np.argsort(c, kind="stable"), kind="stable")
+        colours.append(ranks / max(1, c.size - 1))
+        lowers.append(part["lower"].to_numpy())
+        uppers.append(part["upper"].to_numpy())
+    x, y, colour = np.concatenate(xs), np.concatenate(ys), np.concatenate(colours)
+    ax = _axes(ax)
+    points = ax.scatter(x, y, c=colour, cmap="coolwarm", vmin=0.0, vmax=1.0, s=10, zorder=3)
+    if intervals:
+        ax.hlines(y, np.concatenate(lowers), np.concatenate(uppers), color="0.6", alpha=0.4, linewidth=0.8, zorder=2)
+    ax.axvline(0.0, color="0.3", linewidth=0.8)
+    ax.set_yticks(np.arange(len(order)), [str(v) for v in order])
+    ax.invert_yaxis()
+    scale = {"response": "f(x)", "probit latent": "latent f(x) (probit)", "log-linear": f"F_{cls}(x) (log scale)",
+             "probability": f"P({cls})"}[summary.scale]
+    ax.set_xlabel(f"SHAP value on {scale}: posterior mean" + (f", {level:.0%} interval" if intervals else ""))
+    colorbar = ax.figure.colorbar(points, ax=ax)
+    colorbar.set_label("predictor value (rank among the rows)")
+    return ax

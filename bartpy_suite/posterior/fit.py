@@ -599,6 +599,111 @@ class Fit:
     def _repr_html_(self) -> str:
         return f"<p>{self.__repr__()[1:-1]}</p>" + self.summary().to_html(float_format="%.4g")
 
+    # -- SHAP values (posterior/shap.py) ---------------------------------------------------------
+    def shap(self, newdata=None, max_draws: int | None = None, threads: int | None = None) -> xr.Dataset:
+        """Exact SHAP values of every kept draw (path-dependent TreeSHAP).
+
+        For each draw, each tree is explained with path-dependent TreeSHAP (Lundberg et al. 2020,
+        Algorithm 2: the value of a coalition averages the tree over the training rows reaching
+        each node, the covers) and a forest's values are summed over its trees, so for every draw
+        and row ``base + shap.sum("predictor")`` is that draw's f(x) to rounding. A factor is one
+        predictor (its rules split level subsets).
+
+        Parameters
+        ----------
+        newdata : DataFrame or array, optional
+            Rows to explain (as for ``predict``); None explains the training rows.
+        max_draws : int or None
+            Draws kept per chain, evenly spaced (None: all). The values take chains x draws x
+            rows x predictors (x classes) x 8 bytes, refused beyond 4 GiB.
+        threads : int or None
+            Threads to split the draws among (default ``NUMBA_NUM_THREADS``, as prediction).
+
+        Returns
+        -------
+        xarray.Dataset
+            ``shap`` (chain, draw, row, predictor) and ``base`` (chain, draw); classification
+            CART and multinomial BART add a ``class`` dim to both. ``attrs["scale"]`` says what
+            they add up to: ``"response"`` (regression: f on the response scale), ``"probit
+            latent"`` (probit BART: the latent f, P = Phi(f)), ``"log-linear"`` (multinomial
+            BART: each class's F_k, P_k = softmax(F)_k), ``"probability"`` (classification
+            CART: the leaf probability of each class). ``base`` is each draw's mean of that
+            quantity over the training rows. A soft tree fitted with ``sampler="hmc_df"`` (one
+            predictor per gate) is explained with soft covers (each training row counted with its
+            probability of reaching a node): f(x), or each class's probability.
+
+        Raises
+        ------
+        ArgumentError
+            For a soft tree fitted with ``hmc_dfi`` (not supported: each gate splits on a weighted
+            sum of all predictors), a bad ``max_draws`` or ``threads``, or an output larger than
+            4 GiB.
+        """
+        from .shap import shap_dataset
+
+        return shap_dataset(self, newdata, max_draws=max_draws, threads=threads)
+
+    def shap_summary(self, newdata=None, level: float = 0.9, max_draws: int | None = None,
+                     threads: int | None = None):
+        """Posterior means and credible intervals of the SHAP values, and a global importance.
+
+        Computed in blocks of rows (at most 256 MB of values at a time), so any number of rows
+        fits in memory.
+
+        Parameters
+        ----------
+        newdata : DataFrame or array, optional
+            Rows to explain; None: the training rows.
+        level : float
+            Probability of the equal-tailed credible intervals.
+        max_draws : int or None
+            Draws kept per chain, evenly spaced (None: all).
+        threads : int or None
+            Threads to split the draws among.
+
+        Returns
+        -------
+        bartpy_suite.posterior.shap.ShapSummary
+            ``rows``: long DataFrame (row, predictor[, class], mean, lower, upper) of each SHAP
+            value; ``importance``: per predictor the posterior of the mean over the rows of
+            |SHAP| (mean, lower, upper, share, rank, p_top), ranked (by class, plus ``"all"``:
+            summed over the classes, for classification CART and multinomial BART); ``scale`` as
+            in :meth:`shap`. Intervals and means honour ``fit.weights``.
+        """
+        from .shap import summarise
+
+        return summarise(self, newdata, level=level, max_draws=max_draws, threads=threads)
+
+    def importance(self, newdata=None, level: float = 0.9, max_draws: int | None = None,
+                   threads: int | None = None) -> pd.DataFrame:
+        """Global importance per predictor: the mean over the rows of |SHAP|, per draw, summarised.
+
+        Unlike :meth:`variable_activity` (the share of split rules, which in BART is spread
+        almost evenly by the many small trees), this measures how much each predictor moves
+        f(x), on the scale of :meth:`shap`.
+
+        Parameters
+        ----------
+        newdata : DataFrame or array, optional
+            Rows to average over; None: the training rows.
+        level : float
+            Probability of the equal-tailed credible interval.
+        max_draws : int or None
+            Draws kept per chain, evenly spaced (None: all).
+        threads : int or None
+            Threads to split the draws among.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Ranked by decreasing mean: ``mean``, ``lower``, ``upper``, ``share``, ``rank``,
+            ``p_top`` (posterior probability of being the most important); indexed by predictor,
+            or by (class, predictor) for classification CART and multinomial BART.
+        """
+        from .shap import summarise
+
+        return summarise(self, newdata, level=level, max_draws=max_draws, rows=False, threads=threads).importance
+
 
 def _tail_ess(arr: np.ndarray, weights: np.ndarray) -> float:
     """arviz-stats' tail ESS (5% and 95% quantiles) for equally weighted draws; NaN for
