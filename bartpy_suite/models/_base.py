@@ -188,8 +188,8 @@ class TreeModel:
                 raise ArgumentError("moves is given twice, as moves= and in sampler_options; give it once")
             options = {**(options or {}), "moves": moves}
         self.sampler_options = self.spec.check_options(options)
-        self.likelihood = bool(likelihood)
-        self.progress = bool(progress)
+        self.likelihood = check.check_bool("likelihood", likelihood)
+        self.progress = check.check_bool("progress", progress)
         self.threads = None if threads is None else check.check_int_at_least("threads", threads, 1)
         self.check_mixing = check.check_bool("check_mixing", check_mixing)
         self.log_likelihood = None if log_likelihood is None else check.check_bool("log_likelihood", log_likelihood)

@@ -79,8 +79,8 @@ class SoftTree(TreeModel):
         self.sigma_a = check.check_positive("sigma_a", sigma_a)
         self.sigma_b = check.check_positive("sigma_b", sigma_b)
         self.class_alpha = check.check_positive("class_alpha", class_alpha)
-        self.class_constant = bool(class_constant)
-        self.standardize = bool(standardize)
+        self.class_constant = check.check_bool("class_constant", class_constant)
+        self.standardize = check.check_bool("standardize", standardize)
 
     def fit(self, X, y, *, is_categorical=None, n_levels=None, class_labels=None, predictor_names=None, design=None,
             na_action="raise"):

@@ -236,6 +236,7 @@ class Fit:
             lower, upper (equal-tailed interval).
         """
         level = check.check_open_unit("level", level)
+        by_class = check.check_bool("by_class", by_class)
         p = len(self.predictors)
         w = self._flat_weights
         probs = [(1 - level) / 2, (1 + level) / 2]
@@ -393,6 +394,7 @@ class Fit:
             Regression: columns mean, lower, upper. Classification: ``prob_<label>``,
             ``prob_<label>_lower``, ``prob_<label>_upper`` per class and ``class``.
         """
+        samples = check.check_bool("samples", samples)
         if is_dask_frame(newdata):
             return predict_dask(self, newdata, kind=kind, level=level, samples=samples)
         if self._is_soft:
