@@ -38,7 +38,34 @@ def make_cuts(column: np.ndarray, max_cuts: int | None) -> np.ndarray:
     if max_cuts is not None and values.size - 1 > max_cuts:
         probs = np.linspace(0.0, 1.0, max_cuts + 2)
         values = np.unique(np.quantile(values, probs, method="inverted_cdf"))
-    return 0.5 * (values[:-1] + values[1:])
+    return midpoints(values)
+
+
+def midpoints(values: np.ndarray) -> np.ndarray:
+    """Midpoints of consecutive sorted values, also between values near the float64 maximum.
+
+    ``0.5 * (a + b)`` overflows to inf when a + b exceeds 1.8e308 (a predictor whose values
+    are near the maximum would then never split there); only those midpoints are computed as
+    ``0.5 * a + 0.5 * b``, which cannot overflow. Everywhere else the expression is unchanged,
+    so the cut grids (and draws) at ordinary scales are bit-identical to earlier releases.
+
+    Parameters
+    ----------
+    values : ndarray
+        Sorted, distinct, finite float64 values.
+
+    Returns
+    -------
+    ndarray
+        ``values.size - 1`` midpoints.
+    """
+    lo, hi = values[:-1], values[1:]
+    with np.errstate(over="ignore"):
+        mid = 0.5 * (lo + hi)
+    overflow = ~np.isfinite(mid)
+    if overflow.any():
+        mid[overflow] = 0.5 * lo[overflow] + 0.5 * hi[overflow]
+    return mid
 
 
 def bin_numeric(column: np.ndarray, cuts: np.ndarray) -> np.ndarray:

@@ -4,6 +4,7 @@ of the chosen sampler, and ``from_formula``."""
 from __future__ import annotations
 
 import inspect
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -141,6 +142,26 @@ def check_training_arrays(x, y, is_categorical, n_levels, min_leaf_size: int, na
                 "supported (merge rare levels, or treat it as numeric if its values are numbers)"
             )
     return x, y, is_cat, levels
+
+
+def original_scale(value: float, e: int, what: str | None = None) -> float:
+    """``value * 2^e``: a quantity computed on the response divided by 2^e (``priors.response_exponent``)
+    brought back to the response's scale (exact; ``value`` itself when e = 0).
+
+    With ``what`` (e.g. "the response's sd"), a result beyond the largest float64 is a ``DataError``
+    naming it; without, it becomes inf (a recorded prior setting such as lam ~ y^2 may overflow
+    while the fit itself is fine)."""
+    if e == 0:
+        return value
+    try:
+        return math.ldexp(value, e)
+    except OverflowError:
+        if what is None:
+            return math.copysign(math.inf, value)
+        raise DataError(
+            f"the response is too large: {what} ({value!r} x 2^{e}) exceeds the largest float64 (1.8e308); "
+            "divide y by a constant (e.g. 1e300) before fitting and multiply the predictions back"
+        ) from None
 
 
 def _column_name(names, j: int) -> str:
