@@ -1,4 +1,4 @@
-"""Pre-binning of predictors into small integer codes (numpy only; imports nothing else).
+"""Pre-binning of predictors into small integer codes (numpy and the package's errors only).
 
 Numeric variable: a sorted grid of cut points; a value's code is the number of cut points
 strictly below it (``searchsorted(cuts, x, 'left')``), so ``x <= cuts[k]`` iff ``code <= k``
@@ -16,7 +16,57 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import DataError
+
 MAX_LEVELS = 63
+#: float64 has a 53-bit significand: integers beyond 2^53 in magnitude are rounded to a multiple of
+#: a power of two (2048 near 2^63), so distinct int64 values there may become one float64.
+FLOAT64_EXACT_INTEGERS = 2**53
+
+
+def check_float64_keeps_values(raw, name: str) -> None:
+    """Refuse integer predictor values that become equal when converted to float64.
+
+    The trees bin predictors as float64. Integers beyond 2^53 in magnitude (e.g. int64 values
+    near 2^63, such as identifiers or nanosecond timestamps) are rounded there, and values that
+    differ by less than the rounding step merge: a column of distinct values may even look
+    constant. Converting is harmless while the distinct values stay distinct (order is kept), so
+    only a merge is refused.
+
+    Parameters
+    ----------
+    raw : array_like
+        The column as given (any dtype; only integer dtypes are checked).
+    name : str
+        How the message names the column, e.g. "predictor 'x'".
+
+    Raises
+    ------
+    DataError
+        If two distinct integers of ``raw`` have the same float64 value; the message gives the
+        counts, an example and what to do.
+    """
+    raw = np.asarray(raw)
+    if raw.dtype.kind not in "iu" or raw.size == 0:
+        return
+    big = raw > FLOAT64_EXACT_INTEGERS
+    if raw.dtype.kind == "i":
+        big |= raw < -FLOAT64_EXACT_INTEGERS
+    if not big.any():
+        return
+    distinct = np.unique(raw)
+    as_float = distinct.astype(np.float64)
+    merged = np.flatnonzero(as_float[1:] == as_float[:-1])
+    if merged.size == 0:
+        return
+    a, b = int(distinct[merged[0]]), int(distinct[merged[0] + 1])
+    raise DataError(
+        f"{name} holds integers beyond 2**53 = {FLOAT64_EXACT_INTEGERS} in magnitude, which float64 (the type "
+        f"the trees split on) rounds: its {distinct.size} distinct values become {np.unique(as_float).size} "
+        f"(e.g. {a} and {b} both become {float(as_float[merged[0]])!r}), so rows that differ there could not be "
+        "split apart. Subtract a reference value first (e.g. x - x.min(), exact while the values span less "
+        "than 2**53), or, for identifiers, leave the column out or make it a factor"
+    )
 
 
 def make_cuts(column: np.ndarray, max_cuts: int | None) -> np.ndarray:
