@@ -19,12 +19,14 @@ import pandas as pd
 import pytest
 
 import bartpy_suite as bps
-from bartpy_suite._binning import make_cuts
+from bartpy_suite._binning import BinnedPredictors, make_cuts
 from bartpy_suite._validation import check_bool, check_int_at_least
 from bartpy_suite.errors import ArgumentError, DataError
 from bartpy_suite.formula import build_design
 from bartpy_suite.models import _base
 from bartpy_suite.models.registry import MODELS
+from bartpy_suite.priors import NormalLeafPrior, TreePrior, hyper_vector
+from bartpy_suite.samplers import CartProblem
 
 # ---------------------------------------------------------------------------------------------
 # boolean keywords
@@ -392,3 +394,36 @@ def test_large_int64_values_that_stay_distinct_fit_and_split():
     fit = bps.BayesianCART(**TINY).fit(x, y)
     pred = fit.predict(x.astype(np.float64))["mean"].to_numpy()
     assert abs(pred[:20].mean()) < 0.5 and abs(pred[20:].mean() - 5.0) < 0.5
+
+
+def test_executor_fit_is_refused_before_any_chain_is_submitted(monkeypatch):
+    # With executor= the chains run elsewhere, but their draws are gathered here.
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(_base, "available_memory", lambda: 10**6)
+    x, y = _memory_data()
+    submitted = []
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        real_submit = pool.submit
+        monkeypatch.setattr(pool, "submit", lambda *a, **k: submitted.append(a) or real_submit(*a, **k))
+        with pytest.raises(ArgumentError, match=r"^this fit would need about .* but 1 MB is available"):
+            bps.BayesianCART(chains=2, draws=10**6, progress=False, executor=pool).fit(x, y)
+    assert submitted == []
+
+
+def test_smc_particles_count_as_per_draw_memory():
+    # smc keeps one particle (a tree with its row map) per kept draw: the probe sees it.
+    x, y = _memory_data(n=500)
+    binned = BinnedPredictors.fit(x, np.zeros(3, bool), None, None)
+    hyper = hyper_vector(TreePrior(), NormalLeafPrior(1 / 3, 0.0, 3.0, 1.0), likelihood=True)
+    problem = CartProblem(binned.codes, np.zeros(3, bool), binned.nbins, (y - y.mean()) / y.std(),
+                          np.zeros(500, np.int64), hyper)
+
+    def per_draw(sampler: str) -> int:
+        spec = bps.samplers.SAMPLERS[sampler]
+        chain = spec.make_chain(problem, spec.check_options(None), np.random.default_rng(0))
+        return _base.estimate_fit_bytes(chain, problem, chains=1, draws=10, rows=500, predictors=3,
+                                        log_likelihood=False)["per_draw"]
+
+    assert per_draw("smc") > 2 * 4 * 500  # two particle sets, each particle with a 4-byte map of 500 rows
+    assert per_draw("cgm") < 500  # a few numbers and the store's room for 8 nodes
