@@ -430,3 +430,19 @@ def test_smc_particles_count_as_per_draw_memory():
 
     assert per_draw("smc") > 2 * 4 * 500  # two particle sets, each particle with a 4-byte map of 500 rows
     assert per_draw("cgm") < 500  # a few numbers and the store's room for 8 nodes
+
+
+def test_a_chain_state_too_large_to_allocate_names_its_sizes(monkeypatch):
+    # e.g. trees=10**8: the forest itself (trees x 255 nodes) cannot be allocated. Simulated, since a
+    # real attempt may be granted lazily by the kernel and then swap or be killed, machine-dependently.
+    model = bps.BART(trees=10**8, chains=1, draws=5, tune=5, progress=False)
+
+    def refuse(*args, **kwargs):
+        raise MemoryError("Unable to allocate 93.1 GiB for an array with shape (100000000, 255) and data type int32")
+
+    monkeypatch.setattr(type(model.spec), "make_chain", refuse)  # the spec is a frozen dataclass
+    x, y = _memory_data(n=50)
+    with pytest.raises(ArgumentError, match=r"^the state of one chain \(50 rows and 100,000,000 trees\) does not "
+                                            r"fit in memory: Unable to allocate 93\.1 GiB .*\. Lower trees, or fit a "
+                                            r"sample of the rows$"):
+        model.fit(x, y)

@@ -406,7 +406,7 @@ class TreeModel:
         rngs = spawn_generators(self.seed, self.chains)
         if self.executor is None:
             # Chain 0 first: its buffers tell what the fit will need before any chain allocates them.
-            chains = [self.spec.make_chain(problem, self.sampler_options, rngs[0])]
+            chains = [self._first_chain(problem, rngs[0], y)]
             self._check_memory(chains[0], problem, y)
             chains += [self.spec.make_chain(problem, self.sampler_options, rng) for rng in rngs[1:]]
             kept = self._run(chains)
@@ -414,7 +414,7 @@ class TreeModel:
             del chains
         else:
             # The chains run elsewhere, but their draws are gathered here: measure a local chain.
-            probe = self.spec.make_chain(problem, self.sampler_options, np.random.default_rng(0))
+            probe = self._first_chain(problem, np.random.default_rng(0), y)
             self._check_memory(probe, problem, y)
             del probe
             draws = stack_draws(run_on_executor(self.executor, problem, self.spec.name, self.sampler_options, rngs,
@@ -429,6 +429,19 @@ class TreeModel:
         if self.check_mixing:
             warn_if_poor_mixing(fit, stacklevel=_user_stacklevel())
         return fit
+
+    def _first_chain(self, problem, rng, y):
+        """Build one chain; a state too large to allocate (e.g. ``trees=10**8``) is an ``ArgumentError``
+        saying what sizes it, not numpy's bare ``MemoryError``."""
+        try:
+            return self.spec.make_chain(problem, self.sampler_options, rng)
+        except MemoryError as exc:
+            trees = getattr(problem, "n_trees", None) or getattr(problem, "trees_per_class", None)
+            sizes = f"{int(np.shape(y)[0]):,} rows" + (f" and {trees:,} trees" if trees else "")
+            raise ArgumentError(
+                f"the state of one chain ({sizes}) does not fit in memory: {exc}. "
+                + ("Lower trees, or fit a sample of the rows" if trees else "Fit a sample of the rows")
+            ) from None
 
     def _check_memory(self, chain, problem, y) -> None:
         """Refuse a fit whose estimated peak memory exceeds the memory available, before the chains
