@@ -1,4 +1,4 @@
-"""Pre-binning of predictors into small integer codes (numpy only; imports nothing else).
+"""Pre-binning of predictors into small integer codes (numpy and the package's errors only).
 
 Numeric variable: a sorted grid of cut points; a value's code is the number of cut points
 strictly below it (``searchsorted(cuts, x, 'left')``), so ``x <= cuts[k]`` iff ``code <= k``
@@ -16,7 +16,57 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import DataError
+
 MAX_LEVELS = 63
+#: float64 has a 53-bit significand: integers beyond 2^53 in magnitude are rounded to a multiple of
+#: a power of two (2048 near 2^63), so distinct int64 values there may become one float64.
+FLOAT64_EXACT_INTEGERS = 2**53
+
+
+def check_float64_keeps_values(raw, name: str) -> None:
+    """Refuse integer predictor values that become equal when converted to float64.
+
+    The trees bin predictors as float64. Integers beyond 2^53 in magnitude (e.g. int64 values
+    near 2^63, such as identifiers or nanosecond timestamps) are rounded there, and values that
+    differ by less than the rounding step merge: a column of distinct values may even look
+    constant. Converting is harmless while the distinct values stay distinct (order is kept), so
+    only a merge is refused.
+
+    Parameters
+    ----------
+    raw : array_like
+        The column as given (any dtype; only integer dtypes are checked).
+    name : str
+        How the message names the column, e.g. "predictor 'x'".
+
+    Raises
+    ------
+    DataError
+        If two distinct integers of ``raw`` have the same float64 value; the message gives the
+        counts, an example and what to do.
+    """
+    raw = np.asarray(raw)
+    if raw.dtype.kind not in "iu" or raw.size == 0:
+        return
+    big = raw > FLOAT64_EXACT_INTEGERS
+    if raw.dtype.kind == "i":
+        big |= raw < -FLOAT64_EXACT_INTEGERS
+    if not big.any():
+        return
+    distinct = np.unique(raw)
+    as_float = distinct.astype(np.float64)
+    merged = np.flatnonzero(as_float[1:] == as_float[:-1])
+    if merged.size == 0:
+        return
+    a, b = int(distinct[merged[0]]), int(distinct[merged[0] + 1])
+    raise DataError(
+        f"{name} holds integers beyond 2**53 = {FLOAT64_EXACT_INTEGERS} in magnitude, which float64 (the type "
+        f"the trees split on) rounds: its {distinct.size} distinct values become {np.unique(as_float).size} "
+        f"(e.g. {a} and {b} both become {float(as_float[merged[0]])!r}), so rows that differ there could not be "
+        "split apart. Subtract a reference value first (e.g. x - x.min(), exact while the values span less "
+        "than 2**53), or, for identifiers, leave the column out or make it a factor"
+    )
 
 
 def make_cuts(column: np.ndarray, max_cuts: int | None) -> np.ndarray:
@@ -38,7 +88,34 @@ def make_cuts(column: np.ndarray, max_cuts: int | None) -> np.ndarray:
     if max_cuts is not None and values.size - 1 > max_cuts:
         probs = np.linspace(0.0, 1.0, max_cuts + 2)
         values = np.unique(np.quantile(values, probs, method="inverted_cdf"))
-    return 0.5 * (values[:-1] + values[1:])
+    return midpoints(values)
+
+
+def midpoints(values: np.ndarray) -> np.ndarray:
+    """Midpoints of consecutive sorted values, also between values near the float64 maximum.
+
+    ``0.5 * (a + b)`` overflows to inf when a + b exceeds 1.8e308 (a predictor whose values
+    are near the maximum would then never split there); only those midpoints are computed as
+    ``0.5 * a + 0.5 * b``, which cannot overflow. Everywhere else the expression is unchanged,
+    so the cut grids (and draws) at ordinary scales are bit-identical to earlier releases.
+
+    Parameters
+    ----------
+    values : ndarray
+        Sorted, distinct, finite float64 values.
+
+    Returns
+    -------
+    ndarray
+        ``values.size - 1`` midpoints.
+    """
+    lo, hi = values[:-1], values[1:]
+    with np.errstate(over="ignore"):
+        mid = 0.5 * (lo + hi)
+    overflow = ~np.isfinite(mid)
+    if overflow.any():
+        mid[overflow] = 0.5 * lo[overflow] + 0.5 * hi[overflow]
+    return mid
 
 
 def bin_numeric(column: np.ndarray, cuts: np.ndarray) -> np.ndarray:

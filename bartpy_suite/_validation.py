@@ -198,6 +198,8 @@ def check_int_at_least(name: str, value: object, low: int) -> int:
         value
     ).is_integer():
         out = int(float(value))
+    elif isinstance(value, numbers.Real) and math.isfinite(float(value)):
+        raise ArgumentError(f"{name} must be {requirement}, got {_show(value)} (not a whole number)")
     else:
         raise ArgumentError(f"{name} must be {requirement}, got {_show(value)}")
     if out < low:
@@ -208,14 +210,37 @@ def check_int_at_least(name: str, value: object, low: int) -> int:
 def check_bool(name: str, value: object) -> bool:
     """Check that ``value`` is a bool (Python or numpy); return it as ``bool``.
 
+    Only real booleans pass: a string such as ``"False"`` is truthy, so accepting it would
+    silently switch the option on; ``1``/``0`` and ``None`` are refused for the same reason
+    (say what you mean).
+
+    Parameters
+    ----------
+    name : str
+        Argument name used in the error message.
+    value : object
+        The value to check.
+
+    Returns
+    -------
+    bool
+        ``bool(value)``.
+
     Raises
     ------
     ArgumentError
-        If ``value`` is anything else (``"yes"``, ``1``, ``None``).
+        If ``value`` is anything else (``"yes"``, ``"False"``, ``1``, ``None``).
     """
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
+    kind = type(value)
+    # numpy's bool scalar is ``numpy.bool_`` (numpy 1) or ``numpy.bool`` (numpy 2); matched by
+    # module and name because this module must not import numpy.
+    if isinstance(value, bool) or (kind.__module__ == "numpy" and kind.__name__ in ("bool_", "bool")):
         return bool(value)
-    raise ArgumentError(f"{name} must be True or False, got {_show(value)}")
+    hint = ""
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no", "1", "0"):
+        meant = value.strip().lower() in ("true", "yes", "1")
+        hint = f" (the string {value!r} is not a bool: write {meant} without quotes)"
+    raise ArgumentError(f"{name} must be True or False, got {_show(value)}{hint}")
 
 
 def check_seed(name: str, value: object):

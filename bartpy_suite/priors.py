@@ -6,6 +6,7 @@ Leaf priors are the conjugate ones of thesis section 3.2.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +52,38 @@ class DirichletLeafPrior:
 
     class_alpha: float
     n_classes: int
+
+
+#: Largest magnitude of a response standardised as given. Outside [1 / SAFE_RESPONSE_MAX,
+#: SAFE_RESPONSE_MAX] (2^-400 to 2^400, about 4e-121 to 3e120) the squares in a variance can overflow
+#: (n (2 max|y|)^2 > 1.8e308) or underflow into subnormals, so the models first divide y by a power
+#: of two (``response_exponent``). Inside it nothing changes: draws at ordinary scales stay
+#: bit-identical to fits made before this rule.
+SAFE_RESPONSE_MAX = 2.0**400
+
+
+def response_exponent(y: np.ndarray) -> int:
+    """The power of two e by which a regression response is divided before it is standardised.
+
+    Dividing by 2^e is exact (it changes only the exponents), and so are the mean, sd, range and
+    least-squares residual sd computed from the divided values, multiplied back by 2^e, whenever
+    the direct computation neither overflows nor underflows: the result is the same, only safe.
+
+    Parameters
+    ----------
+    y : ndarray
+        Finite response values.
+
+    Returns
+    -------
+    int
+        0 when max |y| lies in [2^-400, 2^400] (or y is all zeros), else the exponent of max |y|
+        (``math.frexp``), which brings max |y| / 2^e into [0.5, 1).
+    """
+    m = float(np.max(np.abs(y))) if y.size else 0.0
+    if m == 0.0 or 1.0 / SAFE_RESPONSE_MAX <= m <= SAFE_RESPONSE_MAX:
+        return 0
+    return math.frexp(m)[1]
 
 
 def calibrate_lambda(sigma_hat: float, nu: float, q: float = 0.9) -> float:

@@ -25,6 +25,7 @@ import pandas as pd
 from formulaic import Formula, SimpleFormula
 from formulaic.parser import DefaultFormulaParser
 
+from bartpy_suite._binning import check_float64_keeps_values
 from bartpy_suite.errors import DataError, FormulaError
 
 from .codecs import _Column, _label_list
@@ -120,6 +121,7 @@ def _classify(value: Any, n: int, term: _Term, *, categorical: bool | None = Non
         or pd.api.types.is_string_dtype(dtype)
     )
     is_numeric_dtype = pd.api.types.is_numeric_dtype(dtype) and not is_cat_dtype
+    training = categorical is None
     if categorical is None:
         categorical = forced or is_cat_dtype
         if not categorical and (not is_numeric_dtype or dtype.kind == "c"):
@@ -161,6 +163,8 @@ def _classify(value: Any, n: int, term: _Term, *, categorical: bool | None = Non
                 f"of dtype {dtype}{shown}; convert the column to numbers"
             )
         series = converted
+    if training and term.role == "predictor" and series.dtype.kind in "iu":  # e.g. int64 near 2**63
+        check_float64_keeps_values(series.dropna().to_numpy(), term.label)
     values = series.to_numpy(dtype=np.float64, na_value=np.nan)
     return _Column("numeric", values=values)
 

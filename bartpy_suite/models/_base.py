@@ -4,14 +4,17 @@ of the chosen sampler, and ``from_formula``."""
 from __future__ import annotations
 
 import inspect
+import math
+import os
 from dataclasses import replace
 
 import numpy as np
 
 from .. import _validation as check
-from .._binning import MAX_LEVELS, BinnedPredictors
+from .._binning import MAX_LEVELS, BinnedPredictors, check_float64_keeps_values
 from ..errors import ArgumentError, DataError
 from ..posterior.build import build_fit
+from ..posterior.loglik import wants_log_likelihood
 from ..posterior.mixing import warn_if_poor_mixing
 from ..priors import TreePrior
 from ..samplers import SAMPLERS, get_sampler
@@ -98,6 +101,16 @@ def check_training_arrays(x, y, is_categorical, n_levels, min_leaf_size: int, na
     10^7 rows x 20 predictors a copy is 1.6 GB). Under ``na_action="split"`` NaN predictor
     values are allowed (the trees route them). ``names`` (one per column) name the predictors
     in the messages; else "column j"."""
+    # Integers that float64 cannot tell apart (int64 near 2**63) are refused before the conversion
+    # merges them; a pandas object is checked column by column, each with its own dtype.
+    raw = x if hasattr(x, "iloc") else np.asarray(x)
+    if hasattr(raw, "iloc") or raw.dtype.kind in "iu":
+        if raw.ndim == 1:
+            check_float64_keeps_values(np.asarray(raw), f"predictor {_column_name(names, 0)}")
+        else:
+            for j in range(raw.shape[1]):
+                column = raw.iloc[:, j] if hasattr(raw, "iloc") else raw[:, j]
+                check_float64_keeps_values(np.asarray(column), f"predictor {_column_name(names, j)}")
     x = np.asarray(x, dtype=np.float64)
     if x.ndim == 1:
         x = x[:, None]
@@ -141,6 +154,126 @@ def check_training_arrays(x, y, is_categorical, n_levels, min_leaf_size: int, na
                 "supported (merge rare levels, or treat it as numeric if its values are numbers)"
             )
     return x, y, is_cat, levels
+
+
+def original_scale(value: float, e: int, what: str | None = None) -> float:
+    """``value * 2^e``: a quantity computed on the response divided by 2^e (``priors.response_exponent``)
+    brought back to the response's scale (exact; ``value`` itself when e = 0).
+
+    With ``what`` (e.g. "the response's sd"), a result beyond the largest float64 is a ``DataError``
+    naming it; without, it becomes inf (a recorded prior setting such as lam ~ y^2 may overflow
+    while the fit itself is fine)."""
+    if e == 0:
+        return value
+    try:
+        return math.ldexp(value, e)
+    except OverflowError:
+        if what is None:
+            return math.copysign(math.inf, value)
+        raise DataError(
+            f"the response is too large: {what} ({value!r} x 2^{e}) exceeds the largest float64 (1.8e308); "
+            "divide y by a constant (e.g. 1e300) before fitting and multiply the predictions back"
+        ) from None
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation, or None when the system does not say.
+
+    Linux: ``MemAvailable`` of ``/proc/meminfo`` (free memory plus the caches the kernel can
+    drop); elsewhere the free physical pages (``os.sysconf``), a lower bound of it.
+    """
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _format_bytes(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB", "PB"):
+        if abs(n) < 1000 or unit == "PB":
+            return f"{n:.3g} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1000
+    return f"{n:.3g} PB"  # pragma: no cover (the loop returns)
+
+
+def array_bytes(obj, skip: frozenset = frozenset()) -> int:
+    """Bytes of the numpy arrays held by ``obj`` (a chain): its attributes, dicts, lists and
+    named tuples, followed recursively; each buffer counted once, buffers whose id is in
+    ``skip`` (the problem's, which all chains share) not at all."""
+    seen: set[int] = set()
+    total = 0
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, np.ndarray):
+            base = item
+            while isinstance(base.base, np.ndarray):
+                base = base.base
+            if id(base) not in skip and (base is item or id(base) not in seen):
+                seen.add(id(base))
+                total += base.nbytes
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif type(item).__module__.startswith("bartpy_suite") and hasattr(item, "__dict__"):
+            stack.extend(vars(item).values())
+    return total
+
+
+#: How many copies of the kept draws a fit holds at its peak: the chains' buffers, the copies
+#: ``collect`` and ``stack_draws`` make while the chains are stacked (``tests/test_input_hardening``
+#: measures the estimate against tracemalloc's peak).
+DRAW_COPIES = 2
+#: How many (chains x draws x rows) float64 arrays the pointwise log-likelihood holds at its peak
+#: (``posterior/loglik.py``: f, the standardised residual, its square, log(sd), the result; not all
+#: at once: tracemalloc measured 3.5-4 on small CART and BART fits).
+LOGLIK_COPIES = 4
+
+
+def estimate_fit_bytes(chain, problem, *, chains: int, draws: int, rows: int, predictors: int,
+                       log_likelihood: bool) -> dict:
+    """Estimate the peak memory of a fit from one of its chains, before its buffers are allocated.
+
+    The chain's buffers are measured for 1 and 2 kept draws (``allocate``; the runner allocates
+    them again for the real count, and no sampler draws random numbers there): the difference is
+    what one kept draw costs (the per-draw arrays, the draw store's initial room, and e.g. SMC's
+    particles), the rest is the chain's state (trees, row maps, work arrays).
+
+    Returns
+    -------
+    dict
+        ``total`` bytes and its parts: ``state`` (chains x state), ``per_draw`` (bytes per kept
+        draw and chain), ``draws`` (``DRAW_COPIES`` x chains x draws x per_draw), ``activity``
+        (the variable-activity array) and ``log_likelihood``.
+    """
+    skip = frozenset(id(v) for v in vars(problem).values() if isinstance(v, np.ndarray)) if hasattr(
+        problem, "__dict__") else frozenset()
+    chain.allocate(1)
+    one = array_bytes(chain, skip)
+    chain.allocate(2)
+    two = array_bytes(chain, skip)
+    per_draw = max(two - one, 1)
+    state = max(one - per_draw, 0)
+    parts = {
+        "state": chains * state,
+        "per_draw": per_draw,
+        "draws": DRAW_COPIES * chains * draws * per_draw,
+        "activity": chains * draws * predictors * 8,
+        "log_likelihood": LOGLIK_COPIES * chains * draws * rows * 8 if log_likelihood else 0,
+    }
+    parts["total"] = parts["state"] + parts["draws"] + parts["activity"] + parts["log_likelihood"]
+    return parts
 
 
 def _column_name(names, j: int) -> str:
@@ -188,8 +321,8 @@ class TreeModel:
                 raise ArgumentError("moves is given twice, as moves= and in sampler_options; give it once")
             options = {**(options or {}), "moves": moves}
         self.sampler_options = self.spec.check_options(options)
-        self.likelihood = bool(likelihood)
-        self.progress = bool(progress)
+        self.likelihood = check.check_bool("likelihood", likelihood)
+        self.progress = check.check_bool("progress", progress)
         self.threads = None if threads is None else check.check_int_at_least("threads", threads, 1)
         self.check_mixing = check.check_bool("check_mixing", check_mixing)
         self.log_likelihood = None if log_likelihood is None else check.check_bool("log_likelihood", log_likelihood)
@@ -272,11 +405,18 @@ class TreeModel:
             )
         rngs = spawn_generators(self.seed, self.chains)
         if self.executor is None:
-            chains = [self.spec.make_chain(problem, self.sampler_options, rng) for rng in rngs]
+            # Chain 0 first: its buffers tell what the fit will need before any chain allocates them.
+            chains = [self._first_chain(problem, rngs[0], y)]
+            self._check_memory(chains[0], problem, y)
+            chains += [self.spec.make_chain(problem, self.sampler_options, rng) for rng in rngs[1:]]
             kept = self._run(chains)
             draws = stack_draws([chain.collect(kept) for chain in chains])
             del chains
         else:
+            # The chains run elsewhere, but their draws are gathered here: measure a local chain.
+            probe = self._first_chain(problem, np.random.default_rng(0), y)
+            self._check_memory(probe, problem, y)
+            del probe
             draws = stack_draws(run_on_executor(self.executor, problem, self.spec.name, self.sampler_options, rngs,
                                                 draws=self.draws, tune=self.tune, thin=self.thin,
                                                 progress=self.progress))
@@ -289,6 +429,47 @@ class TreeModel:
         if self.check_mixing:
             warn_if_poor_mixing(fit, stacklevel=_user_stacklevel())
         return fit
+
+    def _first_chain(self, problem, rng, y):
+        """Build one chain; a state too large to allocate (e.g. ``trees=10**8``) is an ``ArgumentError``
+        saying what sizes it, not numpy's bare ``MemoryError``."""
+        try:
+            return self.spec.make_chain(problem, self.sampler_options, rng)
+        except MemoryError as exc:
+            trees = getattr(problem, "n_trees", None) or getattr(problem, "trees_per_class", None)
+            sizes = f"{int(np.shape(y)[0]):,} rows" + (f" and {trees:,} trees" if trees else "")
+            raise ArgumentError(
+                f"the state of one chain ({sizes}) does not fit in memory: {exc}. "
+                + ("Lower trees, or fit a sample of the rows" if trees else "Fit a sample of the rows")
+            ) from None
+
+    def _check_memory(self, chain, problem, y) -> None:
+        """Refuse a fit whose estimated peak memory exceeds the memory available, before the chains
+        allocate their draw buffers (``estimate_fit_bytes``), with what to lower."""
+        available = available_memory()
+        if available is None:
+            return
+        rows = int(np.shape(y)[0])
+        loglik = wants_log_likelihood(self.log_likelihood, self.chains, self.draws, rows)
+        predictors = problem.x.shape[1] if hasattr(problem, "x") else problem.codes.shape[0]
+        need = estimate_fit_bytes(chain, problem, chains=self.chains, draws=self.draws, rows=rows,
+                                  predictors=predictors, log_likelihood=loglik)
+        if need["total"] <= available:
+            return
+        advice = ["fewer draws (raise thin to span as many iterations with fewer stored draws: thin costs time, "
+                  "not memory)", "fewer chains"]
+        if loglik:
+            advice.insert(1, "log_likelihood=False (the pointwise log-likelihood alone needs "
+                             f"{_format_bytes(need['log_likelihood'])}; fit.add_log_likelihood() adds it later)")
+        raise ArgumentError(
+            f"this fit would need about {_format_bytes(need['total'])} of memory, but {_format_bytes(available)} "
+            f"is available: {self.chains} chains x {self.draws:,} kept draws x {_format_bytes(need['per_draw'])} "
+            f"per draw (draws and trees, held about {DRAW_COPIES} times while the chains are collected) = "
+            f"{_format_bytes(need['draws'])}, the chains' state {_format_bytes(need['state'])}"
+            + (f", the pointwise log-likelihood ({self.chains} x {self.draws:,} x {rows:,} rows x 8 bytes, held "
+               f"about {LOGLIK_COPIES} times while computed) {_format_bytes(need['log_likelihood'])}" if loglik else "")
+            + f". Lower it: {'; '.join(advice)}."
+        )
 
     @classmethod
     def from_formula(cls, formula: str, data, *, na_action: str = "drop", **keywords):

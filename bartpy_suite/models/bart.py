@@ -3,6 +3,8 @@ sampled by Bayesian backfitting (PG-BART paper, Algorithm 1)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy import optimize, special
 
@@ -11,10 +13,10 @@ from .._kernels.backfit import SIGMA_FIXED, SIGMA_PROBIT, SIGMA_SAMPLED
 from .._kernels.likelihood import MODEL_LOG_GAMMA, MODEL_NORMAL_KNOWN_VARIANCE
 from .._kernels.tree import H_LAM, H_LG_RATE, H_LG_SHAPE, H_NU
 from ..errors import ArgumentError, DataError
-from ..priors import calibrate_lambda, hyper_vector
+from ..priors import calibrate_lambda, hyper_vector, response_exponent
 from ..samplers import BartProblem
 from ..samplers.problems import MultinomialBartProblem
-from ._base import TreeModel, plain, with_run_parameters
+from ._base import TreeModel, original_scale, plain, with_run_parameters
 from .registry import register
 
 LINKS = ("auto", "probit", "logit")
@@ -186,21 +188,28 @@ class BART(TreeModel):
             yreg = np.asarray(y, dtype=np.float64)
             if not np.all(np.isfinite(yreg)):
                 raise DataError("the response holds non-finite values; remove or impute them")
-            lo, hi = float(yreg.min()), float(yreg.max())
+            # Scale on y / 2^e (e = 0 at ordinary scales, so nothing changes there): at |y| ~ 1e200
+            # the residual sum of squares of sigma_hat overflows, at 1e-200 it underflows.
+            e = response_exponent(yreg)
+            yw = np.ldexp(yreg, -e) if e else yreg
+            lo, hi = float(yw.min()), float(yw.max())
             scale = hi - lo if hi > lo else 1.0
             center = 0.5 * (lo + hi)
-            ywork = (yreg - center) / scale
+            ywork = (yw - center) / scale
             tau = 0.5 / (self.k * np.sqrt(self.trees))
-            s_hat = self.sigma_hat if self.sigma_hat is not None else residual_sd(x, yreg, is_cat)
+            s_hat = math.ldexp(self.sigma_hat, -e) if self.sigma_hat is not None else residual_sd(x, yw, is_cat)
             if not np.isfinite(s_hat) or s_hat <= 0:
                 s_hat = scale
             lam = calibrate_lambda(s_hat / scale, self.nu, self.q)
             if self.sigma is not None:
-                sigma2, mode = (self.sigma / scale) ** 2, SIGMA_FIXED
+                sigma2, mode = (math.ldexp(self.sigma, -e) / scale) ** 2, SIGMA_FIXED
             else:
                 sigma2, mode = (s_hat / scale) ** 2, SIGMA_SAMPLED
-            config.update(leaf_model="normal", nu=self.nu, q=self.q, sigma_hat=s_hat, lam=lam * scale * scale,
-                          sigma_fixed=self.sigma)
+            # The recorded settings are on the original scale (lam ~ y^2 overflows to inf beyond ~1e154).
+            config.update(leaf_model="normal", nu=self.nu, q=self.q, sigma_hat=original_scale(s_hat, e),
+                          lam=original_scale(lam * scale * scale, 2 * e), sigma_fixed=self.sigma)
+            center, scale = original_scale(center, e, "the response's mid-range"), original_scale(scale, e,
+                                                                                                 "its range")
         config.update(center=center, scale=scale, tau=tau * scale)
         hyper = hyper_vector(self._fit_tree_prior(na_action), None, likelihood=self.likelihood, sigma2=sigma2,
                              tau2=tau * tau, model_code=MODEL_NORMAL_KNOWN_VARIANCE)

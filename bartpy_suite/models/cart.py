@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import _validation as check
 from ..errors import ArgumentError, DataError
-from ..priors import DirichletLeafPrior, NormalLeafPrior, default_lambda, hyper_vector
+from ..priors import DirichletLeafPrior, NormalLeafPrior, default_lambda, hyper_vector, response_exponent
 from ..samplers import CartProblem
-from ._base import TreeModel, plain, with_run_parameters
+from ._base import TreeModel, original_scale, plain, with_run_parameters
 from .registry import register
 
 CART_MODELS = ("mean_shift", "mean_variance_shift")
@@ -114,6 +116,7 @@ class BayesianCART(TreeModel):
             leaf_prior = DirichletLeafPrior(self.class_alpha, k)
             yreg = np.zeros(n)
             center, scale = 0.0, 1.0
+            hyper_center, hyper_scale = center, scale
             config.update(class_alpha=self.class_alpha, class_labels=[plain(c) for c in class_labels],
                           leaf_model="dirichlet")
         else:
@@ -122,17 +125,25 @@ class BayesianCART(TreeModel):
                 raise DataError("the response holds non-finite values; remove or impute them")
             ycls = np.zeros(n, dtype=np.int64)
             k = 1
-            center = float(np.mean(yreg))
-            sd = float(np.std(yreg))
+            # Standardise on y / 2^e (e = 0 at ordinary scales, so nothing changes there): at
+            # |y| ~ 1e200 the variance overflows, at 1e-200 it underflows (response_exponent).
+            e = response_exponent(yreg)
+            yw = np.ldexp(yreg, -e) if e else yreg
+            center = float(np.mean(yw))
+            sd = float(np.std(yw))
             scale = sd if sd > 0 else 1.0
-            mu_bar = center if self.mu_bar is None else self.mu_bar
-            lam = default_lambda(yreg, self.nu) if self.lam is None else self.lam
+            mu_bar = center if self.mu_bar is None else math.ldexp(self.mu_bar, -e)
+            lam = default_lambda(yw, self.nu) if self.lam is None else math.ldexp(self.lam, -2 * e)
             leaf_prior = NormalLeafPrior(self.a, mu_bar, self.nu, lam,
                                          per_leaf_sigma=self.model == "mean_variance_shift")
-            yreg = (yreg - center) / scale
-            config.update(a=self.a, mu_bar=mu_bar, nu=self.nu, lam=lam, leaf_model=self.model)
+            yreg = (yw - center) / scale
+            # The recorded prior is on the original scale (lam ~ y^2 overflows to inf beyond ~1e154).
+            config.update(a=self.a, mu_bar=original_scale(mu_bar, e), nu=self.nu, lam=original_scale(lam, 2 * e),
+                          leaf_model=self.model)
+            hyper_center, hyper_scale = center, scale  # the kernels work on (y / 2^e - center) / scale
+            center, scale = original_scale(center, e, "the response's mean"), original_scale(scale, e, "its sd")
         config.update(center=center, scale=scale)
-        hyper = hyper_vector(self._fit_tree_prior(na_action), leaf_prior, likelihood=self.likelihood, center=center,
-                             scale=scale)
+        hyper = hyper_vector(self._fit_tree_prior(na_action), leaf_prior, likelihood=self.likelihood,
+                             center=hyper_center, scale=hyper_scale)
         problem = CartProblem(binned.codes, is_cat, binned.nbins, yreg, ycls, hyper, predictor_names=tuple(names))
         return self._sample(problem, binned=binned, y=y, config=config, design=design)

@@ -8,8 +8,9 @@ from .. import _validation as check
 from .._kernels import soft_tree as st
 from ..errors import ArgumentError, DataError
 from ..posterior import soft
+from ..priors import response_exponent
 from ..samplers.problems import SoftTreeProblem
-from ._base import TreeModel, plain, with_run_parameters
+from ._base import TreeModel, original_scale, plain, with_run_parameters
 from .registry import register
 
 
@@ -79,8 +80,8 @@ class SoftTree(TreeModel):
         self.sigma_a = check.check_positive("sigma_a", sigma_a)
         self.sigma_b = check.check_positive("sigma_b", sigma_b)
         self.class_alpha = check.check_positive("class_alpha", class_alpha)
-        self.class_constant = bool(class_constant)
-        self.standardize = bool(standardize)
+        self.class_constant = check.check_bool("class_constant", class_constant)
+        self.standardize = check.check_bool("standardize", standardize)
 
     def fit(self, X, y, *, is_categorical=None, n_levels=None, class_labels=None, predictor_names=None, design=None,
             na_action="raise"):
@@ -120,7 +121,14 @@ class SoftTree(TreeModel):
             )
         n = x.shape[0]
         low = x.min(axis=0)
-        width = x.max(axis=0) - low
+        with np.errstate(over="ignore"):
+            width = x.max(axis=0) - low
+        if not np.all(np.isfinite(width)):
+            col = names[int(np.flatnonzero(~np.isfinite(width))[0])]
+            raise DataError(
+                f"predictor {col!r} spans more than the largest float64 (its max - min overflows), so it "
+                f"cannot be min-max scaled for the soft splits; divide it by a constant (e.g. 1e10) first"
+            )
         width[width == 0] = 1.0
         xs = (x - low) / width
         classification = class_labels is not None
@@ -147,10 +155,18 @@ class SoftTree(TreeModel):
             k = 0
             center, scale = 0.0, 1.0
             if self.standardize:
-                center = float(np.mean(yreg))
-                sd = float(np.std(yreg))
+                # On y / 2^e (e = 0 at ordinary scales, so nothing changes there): at |y| ~ 1e200
+                # the variance overflows, at 1e-200 it underflows (priors.response_exponent).
+                e = response_exponent(yreg)
+                yw = np.ldexp(yreg, -e) if e else yreg
+                center = float(np.mean(yw))
+                sd = float(np.std(yw))
                 scale = sd if sd > 0 else 1.0
-            yreg = (yreg - center) / scale
+                yreg = (yw - center) / scale
+                center = original_scale(center, e, "the response's mean")
+                scale = original_scale(scale, e, "its sd")
+            else:
+                yreg = (yreg - center) / scale
             config.update(leaf_model="soft_normal")
         config.update(center=center, scale=scale, x_min=low.tolist(), x_range=width.tolist(), h_init=self.h_init,
                       h_final=self.h_final, mu_mean=self.mu_mean, mu_scale=self.mu_scale, sigma_a=self.sigma_a,

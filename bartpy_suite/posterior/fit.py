@@ -243,6 +243,7 @@ class Fit:
             lower, upper (equal-tailed interval).
         """
         level = check.check_open_unit("level", level)
+        by_class = check.check_bool("by_class", by_class)
         p = len(self.predictors)
         w = self._flat_weights
         probs = [(1 - level) / 2, (1 + level) / 2]
@@ -420,6 +421,7 @@ class Fit:
             ``newdata``.
         """
         check_na_action(na_action)
+        samples = check.check_bool("samples", samples)
         if is_dask_frame(newdata):
             return predict_dask(self, newdata, kind=kind, level=level, samples=samples, na_action=na_action)
         if self._is_soft:
