@@ -64,8 +64,9 @@ def check_float64_keeps_values(raw, name: str) -> None:
         f"{name} holds integers beyond 2**53 = {FLOAT64_EXACT_INTEGERS} in magnitude, which float64 (the type "
         f"the trees split on) rounds: its {distinct.size} distinct values become {np.unique(as_float).size} "
         f"(e.g. {a} and {b} both become {float(as_float[merged[0]])!r}), so rows that differ there could not be "
-        "split apart. Subtract a reference value first (e.g. x - x.min(), exact while the values span less "
-        "than 2**53), or, for identifiers, leave the column out or make it a factor"
+        "split apart. Subtract a reference value in the data first (e.g. df[\"x\"] - df[\"x\"].min(), exact while "
+        "the values span less than 2**53; formula arithmetic is float64 and would round too), or, for "
+        "identifiers, leave the column out or make it a factor"
     )
 
 

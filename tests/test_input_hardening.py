@@ -362,10 +362,10 @@ def test_int64_values_float64_cannot_tell_apart_are_named_through_the_formula():
                                         r"magnitude, which float64 \(the type the trees split on\) rounds: its 100 "
                                         r"distinct values become 1 \(e\.g\. 9223372036854775708 and "
                                         r"9223372036854775709 both become 9\.223372036854776e\+18\).*Subtract a "
-                                        r"reference value first \(e\.g\. x - x\.min\(\)"):
+                                        r"reference value in the data first \(e\.g\. df\[\"x\"\] - df\[\"x\"\]\.min\(\)"):
         build_design("y ~ x", df)
     # The advice works: the differences are small integers, exact in float64.
-    design, x, _ = build_design("y ~ I(x - x.min())", df)
+    design, x, _ = build_design("y ~ x", df.assign(x=df["x"] - df["x"].min()))
     assert np.unique(x[:, 0]).size == 100
 
 
