@@ -180,3 +180,15 @@ def test_invalid_weights_raise():
     with pytest.raises(ArgumentError):
         weighted_ess(x, np.ones((2, 10)), method="bulk")
     assert kish_ess(np.ones(50)) == pytest.approx(50) and kish_ess([0, 0, 3.0]) == 1.0
+
+
+@pytest.mark.parametrize("scale", [1e-250, 1e-200, 1e200, 1e250])
+def test_weighted_sd_is_scale_safe(scale):
+    # The squares of deviations overflow (1e250**2) or underflow (1e-250**2) in float64; the sd
+    # must still be the scale times the sd at scale 1, to a few ulps of rounding in the rescaling.
+    x = np.random.default_rng(3).normal(size=(2, 50))
+    w = np.random.default_rng(4).uniform(0.5, 2.0, size=x.shape)
+    mean1, sd1 = weighted_mean_sd(x, w)
+    mean, sd = weighted_mean_sd(x * scale, w)
+    assert sd / scale == pytest.approx(sd1, rel=1e-14)
+    assert mean / scale == pytest.approx(mean1, rel=1e-12)

@@ -127,7 +127,15 @@ def weighted_mean_sd(values, weights) -> tuple[float, float]:
     w = _as_weights(weights, x.shape)
     v = w / w.sum()
     mean = float((v * x).sum())
-    sd = float(np.sqrt((v * (x - mean) ** 2).sum()))
+    dev = x - mean
+    with np.errstate(over="ignore", under="ignore"):
+        sd = float(np.sqrt((v * dev**2).sum()))
+    if not 0.0 < sd < np.inf and np.isfinite(dev).all():
+        # Squares overflow past ~1e154 and underflow below ~1e-154 (a response on the scale of
+        # 1e250 or 1e-250): the same sum on deviations scaled by their largest magnitude.
+        scale = float(np.abs(dev).max())
+        if scale > 0.0:
+            sd = scale * float(np.sqrt((v * (dev / scale) ** 2).sum()))
     return mean, sd
 
 
