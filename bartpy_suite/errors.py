@@ -43,6 +43,6 @@ class MixingWarning(BartpySuiteWarning):
 
 class StrongMixingWarning(MixingWarning):
     """The chains of a fit disagree about what users consume (f(x) at the monitored training
-    rows, class probabilities or sigma: r_hat > 1.2 or bulk ESS < 10 per chain): do not use the
+    rows, class probabilities or sigma: r_hat > 1.2 or bulk ESS < 5 per chain): do not use the
     predictions yet. A ``MixingWarning``, so the same filter and ``check_mixing=False`` silence it.
     """

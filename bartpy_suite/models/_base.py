@@ -60,7 +60,7 @@ RUN_PARAMETERS_DOC = """    likelihood : bool
         After the fit, check how well the chains mixed on f(x) at 24 training rows (class
         probabilities for a classifier) and sigma (default True): past r_hat 1.01 or bulk ESS 100
         per chain a note on standard error, past 1.05 or 50 a ``bartpy_suite.MixingWarning``, past
-        1.2 or 10 a ``bartpy_suite.StrongMixingWarning`` (``posterior.mixing.mixing_report``).
+        1.2 or 5 a ``bartpy_suite.StrongMixingWarning`` (``posterior.mixing.mixing_report``).
     log_likelihood : bool or None
         Store the pointwise log-likelihood of the training rows in ``idata["log_likelihood"]``
         (for ``arviz_stats.loo``): True, False, or None (default) when chains x draws x rows

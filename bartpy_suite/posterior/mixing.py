@@ -65,7 +65,7 @@ RHAT_WARN = 1.05
 ESS_WARN = 50
 #: Past these, a ``StrongMixingWarning``: the chains disagree about f(x), sigma or the classes.
 RHAT_STRONG = 1.2
-ESS_STRONG = 10
+ESS_STRONG = 5
 #: Training rows at which f(x) (or the class probabilities) is monitored.
 MONITOR_ROWS = 24
 SEVERITIES = ("ok", "note", "warning", "strong", "undefined")
@@ -261,10 +261,14 @@ def _advice(fit, severity: str) -> str:
                  "new trees)")
         return f"{longer}, or {other}"
     if sampler == "tempered":
-        rungs = opts.get("rungs", 16)
+        rungs = opts.get("rungs")
+        if rungs is None and opts.get("temperatures") is None:  # the sampler's defaults (its 'rungs' option)
+            rungs = 8 if model == "bart" else (15 if opts.get("ladder") == "shrinkage" else 16)
+        if rungs is None:
+            return f"{longer}, or more rungs (a longer list of temperatures)"
         return f"{longer}, or more rungs (sampler_options={{'rungs': {2 * int(rungs)}}}; {rungs} now)"
     if sampler == "pg":
-        particles = opts.get("particles", 10)
+        particles = opts.get("particles") or 10
         return (f"{longer}, or more particles (sampler_options={{'particles': {2 * int(particles)}}}; {particles} "
                 "now) or ancestor_sampling=True")
     if sampler == "smc":
