@@ -231,8 +231,9 @@ def report(records: list[dict], meta: dict) -> list[str]:
               "`MixingWarning`). After: the grades of `mixing_report` (a note is logged, not warned).", ""]
     rows = []
     groups = sorted({r["model"] for r in records}, key=_model_order)
-    for model in groups + ["all"]:
-        sel = [r for r in records if model == "all" or r["model"] == model]
+    for model in groups + ["all at default settings", "all"]:
+        sel = [r for r in records if model == "all" or r["model"] == model
+               or (model == "all at default settings" and "@" not in r["model"])]
         counts = {s: sum(r["severity_now"] == s for r in sel) for s in ("ok", "note", "warning", "strong", "undefined")}
         rows.append([model, len(sel), sum(bool(r["before"]) for r in sel), counts["ok"], counts["note"],
                      counts["warning"], counts["strong"]])
