@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from . import datasets, samplers
 from .api import bart, cart, load, soft_tree
-from .errors import BartpySuiteWarning, MixingWarning
+from .errors import BartpySuiteWarning, MixingWarning, StrongMixingWarning
 from .models import BART, BayesianCART, SoftTree
 from .posterior import Fit
 
 __version__ = "0.1.0"
 
-__all__ = ["BART", "BartpySuiteWarning", "BayesianCART", "Fit", "MixingWarning", "SoftTree", "bart", "cart", "datasets",
-           "load", "samplers", "soft_tree", "__version__"]
+__all__ = ["BART", "BartpySuiteWarning", "BayesianCART", "Fit", "MixingWarning", "SoftTree", "StrongMixingWarning",
+           "bart", "cart", "datasets", "load", "samplers", "soft_tree", "__version__"]

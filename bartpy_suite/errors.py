@@ -33,8 +33,16 @@ class BartpySuiteWarning(UserWarning):
 
 
 class MixingWarning(BartpySuiteWarning):
-    """The chains of a fit have not mixed (r_hat or bulk ESS per chain past PyMC's thresholds).
+    """The chains of a fit have not mixed on what users consume: f(x) at the monitored training
+    rows, class probabilities or sigma (``bartpy_suite.posterior.mixing`` gives the grades).
 
     Silence it with the model keyword ``check_mixing=False`` or
     ``warnings.filterwarnings("ignore", category=bartpy_suite.MixingWarning)``.
+    """
+
+
+class StrongMixingWarning(MixingWarning):
+    """The chains of a fit disagree about what users consume (f(x) at the monitored training
+    rows, class probabilities or sigma: r_hat > 1.2 or bulk ESS < 5 per chain): do not use the
+    predictions yet. A ``MixingWarning``, so the same filter and ``check_mixing=False`` silence it.
     """

@@ -20,7 +20,7 @@ QUIET = {"progress": False, "check_mixing": False}
 @pytest.fixture(scope="module")
 def cart_fit():
     df = bps.datasets.load("cgm1998")
-    return bps.cart("y ~ x1 + x2", data=df, chains=2, draws=200, tune=200, seed=1, **QUIET)
+    return bps.cart("y ~ x1 + x2", data=df, sampler="cgm", chains=2, draws=200, tune=200, seed=1, **QUIET)
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def test_log_likelihood_group_is_the_pointwise_normal_density(cart_fit):
 def test_log_likelihood_of_classification_is_log_prob_of_observed_class():
     df = bps.datasets.load("cgm1998")
     df = df.assign(high=np.where(df["y"] > 5, "yes", "no"))
-    fit = bps.cart("high ~ x1 + x2", data=df, chains=1, draws=50, tune=50, seed=2, **QUIET)
+    fit = bps.cart("high ~ x1 + x2", data=df, sampler="cgm", chains=1, draws=50, tune=50, seed=2, **QUIET)
     prob = fit.predict(kind="prob", samples=True)  # (chain, draw, obs, class)
     codes = fit.idata["observed_data"]["y"].values
     expected = np.log(np.take_along_axis(prob.values, codes[None, None, :, None], axis=3)[..., 0])
@@ -92,7 +92,8 @@ def test_loo_and_compare(cart_fit, bart_fit):
 
 def test_log_likelihood_keyword_and_saved_files(cart_fit, tmp_path):
     df = bps.datasets.load("cgm1998")
-    off = bps.cart("y ~ x1 + x2", data=df, chains=1, draws=20, tune=10, seed=1, log_likelihood=False, **QUIET)
+    off = bps.cart("y ~ x1 + x2", data=df, sampler="cgm", chains=1, draws=20, tune=10, seed=1, log_likelihood=False,
+                   **QUIET)
     assert "log_likelihood" not in off.idata.children
     added = off.add_log_likelihood()
     assert added["y"].shape == (1, 20, 800)

@@ -34,10 +34,10 @@ GRID = pd.DataFrame({"x1": [1.5, 8.5, 1.5, 5.0, 8.5], "x2": ["A", "B", "C", "D",
 # 4 chains x 500 kept draws after 3000 tuning iterations (one iteration = one tree move): the
 # cgm sampler finds the five regions on 800 rows well within the tuning phase (checked with
 # seeds 1-5: every grid prediction within 0.3 of f).
-FIT = dict(chains=4, draws=500, tune=3000, seed=1, progress=False)
+FIT = dict(sampler="cgm", chains=4, draws=500, tune=3000, seed=1, progress=False)
 
 # Tiny settings for the bad-input tests that must get as far as sampling.
-TINY = dict(chains=1, draws=5, tune=5, seed=1, progress=False)
+TINY = dict(sampler="cgm", chains=1, draws=5, tune=5, seed=1, progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +59,8 @@ def clf_data(cgm) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def clf(clf_data) -> Fit:
-    return bps.cart("label ~ x1 + x2", data=clf_data, chains=2, draws=500, tune=2000, seed=3, progress=False)
+    return bps.cart("label ~ x1 + x2", data=clf_data, sampler="cgm", chains=2, draws=500, tune=2000, seed=3,
+                    progress=False)
 
 
 @pytest.fixture
@@ -205,7 +206,7 @@ def test_classification_summary_has_no_sigma(clf):
 
 def test_category_response_keeps_label_order(clf_data):
     data = clf_data.assign(label=pd.Categorical(clf_data["label"], categories=["lo", "hi"]))
-    fit = bps.cart("label ~ x1 + x2", data=data, chains=1, draws=50, tune=300, seed=2, progress=False)
+    fit = bps.cart("label ~ x1 + x2", data=data, sampler="cgm", chains=1, draws=50, tune=300, seed=2, progress=False)
     pred = fit.predict(GRID, kind="prob")
     assert [c for c in pred.columns if c.startswith("prob_") and c.count("_") == 1] == ["prob_lo", "prob_hi"]
     assert set(pred["class"]) <= {"lo", "hi"}
@@ -294,7 +295,7 @@ def test_likelihood_false_samples_the_sigma_prior(cgm):
     """Prior only: the default lam puts P(sigma < sd(y)) = 0.9 (CGM 1998's calibration).
     Without a likelihood sigma is redrawn from its prior each iteration (ess ~ draws), so 2000
     draws estimate the probability with sd 0.007; 0.03 is about 4 of those."""
-    fit = bps.cart("y ~ x1 + x2", data=cgm, chains=2, draws=1000, tune=100, seed=4, likelihood=False,
+    fit = bps.cart("y ~ x1 + x2", data=cgm, sampler="cgm", chains=2, draws=1000, tune=100, seed=4, likelihood=False,
                    progress=False)
     sigma = fit.posterior["sigma"].values
     assert np.mean(sigma < cgm["y"].std()) == pytest.approx(0.9, abs=0.03)
@@ -307,7 +308,8 @@ def test_mean_variance_shift(cgm):
     leaf sigmas. The true noise sd is 2 everywhere; leaves of 5-200 rows put a leaf sigma within
     a factor 1.6 of it (measured 1.9-2.5 at the grid), which a sigma left on the standardised
     scale (sd(y) ~ 3.3 times smaller) would not be."""
-    fit = bps.cart("y ~ x1 + x2", data=cgm, chains=2, draws=300, tune=2000, seed=3, model="mean_variance_shift",
+    fit = bps.cart("y ~ x1 + x2", data=cgm, sampler="cgm", chains=2, draws=300, tune=2000, seed=3,
+                   model="mean_variance_shift",
                    progress=False)
     assert "leaf_sigma" in fit.tree_arrays()
     assert "sigma" not in fit.summary().index
@@ -320,7 +322,7 @@ def test_mean_variance_shift(cgm):
 
 def test_constant_response_warns_and_predicts_the_constant(small):
     with pytest.warns(BartpySuiteWarning, match=r"the response 'y' is constant \(3.0\)"):
-        fit = bps.cart("y ~ x1 + x2", data=small.assign(y=3.0), chains=1, draws=100, tune=100, seed=1,
+        fit = bps.cart("y ~ x1 + x2", data=small.assign(y=3.0), sampler="cgm", chains=1, draws=100, tune=100, seed=1,
                        progress=False)
     # mu_bar is the mean of y (3) and sigma's posterior shrinks to ~0.1, so every leaf value is
     # within a few hundredths of 3.
@@ -336,7 +338,8 @@ def test_constant_predictor_warns_and_fits(small):
 
 def test_signature_matches_the_issue():
     params = inspect.signature(bps.cart).parameters
-    expected = {"sampler": "cgm", "chains": 4, "draws": 1000, "tune": 1000, "thin": 1, "seed": None,
+    # the default sampler was cgm until benchmarks/results/first_hour.md chose tempered
+    expected = {"sampler": "tempered", "chains": 4, "draws": 1000, "tune": 1000, "thin": 1, "seed": None,
                 "alpha": 0.95, "beta": 0.5, "min_leaf_size": 5, "max_cuts": None, "model": "mean_shift",
                 "a": 1 / 3, "mu_bar": None, "nu": 3.0, "lam": None, "class_alpha": 1.0, "moves": None,
                 "likelihood": True, "progress": True, "na_action": "drop"}
@@ -497,7 +500,7 @@ def test_regression_fit_and_predict_leave_the_data_unchanged(cgm):
     before = data.copy(deep=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BartpySuiteWarning)
-        fit = bps.cart("y ~ x1 + x2", data=data, chains=1, draws=20, tune=50, seed=1, progress=False)
+        fit = bps.cart("y ~ x1 + x2", data=data, sampler="cgm", chains=1, draws=20, tune=50, seed=1, progress=False)
     pd.testing.assert_frame_equal(data, before)
     new = GRID.copy()
     new_before = new.copy(deep=True)
@@ -510,7 +513,7 @@ def test_regression_fit_and_predict_leave_the_data_unchanged(cgm):
 def test_classification_fit_and_predict_leave_the_data_unchanged(clf_data):
     data = clf_data.head(200).assign(label=lambda d: pd.Categorical(d["label"]))
     before = data.copy(deep=True)
-    fit = bps.cart("label ~ x1 + x2", data=data, chains=1, draws=20, tune=50, seed=1, progress=False)
+    fit = bps.cart("label ~ x1 + x2", data=data, sampler="cgm", chains=1, draws=20, tune=50, seed=1, progress=False)
     pd.testing.assert_frame_equal(data, before)
     fit.predict(data, kind="prob")
     pd.testing.assert_frame_equal(data, before)

@@ -239,17 +239,18 @@ def test_fit_unknown_sampler_lists_valid_ones(files):
 def test_sampler_options_reach_the_sampler(files):
     """--sampler-option key=value (JSON values) gives the same fit as sampler_options in Python."""
     moves = {"grow": 0.5, "prune": 0.5}
-    status, out, err = run(["fit", "y ~ x1 + x2", str(files["train"]), *FIT_ARGS,
+    status, out, err = run(["fit", "y ~ x1 + x2", str(files["train"]), "--sampler", "cgm", *FIT_ARGS,
                             "--sampler-option", f"moves={json.dumps(moves)}"])
     assert status == 0, err
-    same = bps.cart("y ~ x1 + x2", data=datasets.load("cgm1998"), sampler_options={"moves": moves},
+    same = bps.cart("y ~ x1 + x2", data=datasets.load("cgm1998"), sampler="cgm", sampler_options={"moves": moves},
                     **{k.lstrip("-"): int(v) for k, v in zip(FIT_ARGS[0::2], FIT_ARGS[1::2]) if v.isdigit()},
                     progress=False)
     assert f"{same.summary().loc['n_leaves', 'mean']:.3f}" in out
 
 
 def test_sampler_option_errors(files):
-    status, _, err = run(["fit", "y ~ .", str(files["train"]), *FIT_ARGS, "--sampler-option", "mvoes=1"])
+    status, _, err = run(["fit", "y ~ .", str(files["train"]), "--sampler", "cgm", *FIT_ARGS,
+                          "--sampler-option", "mvoes=1"])
     assert status == 2
     assert "sampler 'cgm' has no option 'mvoes'; its options are: 'moves'. Did you mean 'moves'?" in err
     status, _, err = run(["fit", "y ~ .", str(files["train"]), *FIT_ARGS, "--sampler-option", "moves"])
@@ -264,7 +265,8 @@ def test_classification_prob_through_cli(files):
     df = df.drop(columns="y")
     train, fit_path = root / "clf.csv", root / "clf.nc"
     df.to_csv(train, index=False)
-    status, out, err = run(["fit", "label ~ x1 + x2", str(train), *FIT_ARGS, "--out", str(fit_path)])
+    status, out, err = run(["fit", "label ~ x1 + x2", str(train), "--sampler", "cgm", *FIT_ARGS, "--out",
+                            str(fit_path)])
     assert status == 0, err
     assert "n_leaves" in out
     status, out, err = run(["predict", str(fit_path), str(files["grid"]), "--kind", "prob"])

@@ -50,11 +50,11 @@ def test_too_many_levels_error_names_the_column():
     df = pd.DataFrame({"x": rng.uniform(size=200), "code": [f"c{i % 70}" for i in range(200)],
                        "y": rng.normal(size=200)})
     with pytest.raises(DataError, match=r"categorical predictor 'code' \(column 1\) has 70 levels; at most 63"):
-        bps.cart("y ~ x + code", data=df, **QUIET)
+        bps.cart("y ~ x + code", data=df, sampler="cgm", **QUIET)
 
 
 def test_predict_with_a_dict_says_to_wrap_it():
-    fit = bps.cart("y ~ x", data=frame(), **QUIET)
+    fit = bps.cart("y ~ x", data=frame(), sampler="cgm", **QUIET)
     with pytest.raises(DataError, match=r"newdata must be a DataFrame or a 2-D array, got a dict; wrap it in a "
                                         r"DataFrame: pd.DataFrame\("):
         fit.predict({"x": 2.0})

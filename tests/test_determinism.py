@@ -22,7 +22,7 @@ from bartpy_suite import datasets
 SEED = 20240
 CHAINS = 4
 SETTINGS = {
-    "cart": dict(draws=50, tune=50, progress=False),
+    "cart": dict(sampler="cgm", draws=50, tune=50, progress=False),
     "bart": dict(trees=10, draws=50, tune=50, progress=False),
 }
 FORMULA = "y ~ x1 + x2"

@@ -27,7 +27,7 @@ distributed = pytest.importorskip("distributed")
 dd = pytest.importorskip("dask.dataframe")
 
 GROUPS = ("posterior", "sample_stats", "trees")
-CART = dict(chains=2, draws=40, tune=40, seed=7, progress=False, check_mixing=False)
+CART = dict(sampler="cgm", chains=2, draws=40, tune=40, seed=7, progress=False, check_mixing=False)
 BART = dict(trees=8, chains=2, draws=15, tune=15, seed=8, progress=False, check_mixing=False)
 
 

@@ -38,8 +38,8 @@ import bartpy_suite as bps
 model = sys.argv[1]
 df = bps.datasets.load("cgm1998").head(200)
 if model == "cart":
-    warm = dict(chains=2, draws=5, tune=5, seed=1, progress=False)
-    long = dict(chains=2, draws=10_000, tune=0, thin=1_000, seed=1, progress=False)
+    warm = dict(sampler="cgm", chains=2, draws=5, tune=5, seed=1, progress=False)
+    long = dict(sampler="cgm", chains=2, draws=10_000, tune=0, thin=1_000, seed=1, progress=False)
 else:
     warm = dict(trees=10, chains=2, draws=5, tune=5, seed=1, progress=False)
     long = dict(trees=10, chains=2, draws=5_000, tune=0, thin=200, seed=1, progress=False)

@@ -194,7 +194,7 @@ def _missing_data(n=120, seed=3):
 @pytest.fixture(scope="module")
 def cart_fit():
     X, y = _missing_data()
-    model = bps.BayesianCART(chains=2, draws=60, tune=200, seed=5, progress=False, min_leaf_size=3)
+    model = bps.BayesianCART(sampler="cgm", chains=2, draws=60, tune=200, seed=5, progress=False, min_leaf_size=3)
     return model.fit(X, y, is_categorical=[False, True], n_levels=[0, 3], na_action="split")
 
 
@@ -249,7 +249,7 @@ def test_formula_split_keeps_rows_and_warns_for_a_missing_response():
     df = _frame()
     before = df.copy()
     with pytest.warns(BartpySuiteWarning, match=r"dropped 2 of 80 rows with a missing response 'y'"):
-        fit = bps.cart("y ~ x1 + g", data=df, na_action="split", chains=1, draws=20, tune=20, seed=1,
+        fit = bps.cart("y ~ x1 + g", data=df, na_action="split", sampler="cgm", chains=1, draws=20, tune=20, seed=1,
                        progress=False)
     pd.testing.assert_frame_equal(df, before)
     assert fit.idata["observed_data"]["y"].size == 78
@@ -264,7 +264,7 @@ def test_formula_split_keeps_rows_and_warns_for_a_missing_response():
 def test_formula_drop_is_unchanged():
     df = _frame()
     with pytest.warns(BartpySuiteWarning, match=r"na_action='drop'"):
-        fit = bps.cart("y ~ x1 + g", data=df, chains=1, draws=10, tune=10, seed=1, progress=False)
+        fit = bps.cart("y ~ x1 + g", data=df, sampler="cgm", chains=1, draws=10, tune=10, seed=1, progress=False)
     n_complete = int(df.notna().all(axis=1).sum())
     assert fit.idata["observed_data"]["y"].size == n_complete
     with pytest.raises(DataError, match="newdata has missing values"):
@@ -291,9 +291,9 @@ def test_bart_split_every_model(kind):
 def test_array_level_nan_needs_split():
     X, y = _missing_data(n=40)
     with pytest.raises(DataError, match="na_action='split'"):
-        bps.BayesianCART(chains=1, draws=5, tune=5, progress=False).fit(X, y, is_categorical=[False, True])
+        bps.BayesianCART(sampler="cgm", chains=1, draws=5, tune=5, progress=False).fit(X, y, is_categorical=[False, True])
     with pytest.raises(ArgumentError, match="na_action"):
-        bps.BayesianCART(chains=1, draws=5, tune=5, progress=False).fit(X, y, na_action="omit")
+        bps.BayesianCART(sampler="cgm", chains=1, draws=5, tune=5, progress=False).fit(X, y, na_action="omit")
 
 
 @pytest.mark.parametrize("sampler,options,what", [
@@ -354,4 +354,4 @@ def test_missing_x_of_the_exact_problem_has_missing_values():
 def test_stateful_transform_of_a_column_with_missing_values_is_refused_under_split():
     df = pd.DataFrame({"x": [1.0, np.nan] + list(np.arange(3.0, 13.0)), "y": np.arange(12.0)})
     with pytest.raises(DataError, match=r"'scale\(x\)' is a stateful transform .* na_action='split'"):
-        bps.cart("y ~ scale(x)", data=df, na_action="split", chains=1, draws=5, tune=5, progress=False)
+        bps.cart("y ~ scale(x)", data=df, na_action="split", sampler="cgm", chains=1, draws=5, tune=5, progress=False)

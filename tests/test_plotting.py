@@ -25,7 +25,7 @@ QUIET = {"progress": False, "check_mixing": False, "log_likelihood": False}
 @pytest.fixture(scope="module")
 def fit():
     df = bps.datasets.load("cgm1998")
-    return bps.cart("y ~ x1 + x2", data=df, chains=2, draws=300, tune=2000, seed=1, **QUIET)
+    return bps.cart("y ~ x1 + x2", data=df, sampler="cgm", chains=2, draws=300, tune=2000, seed=1, **QUIET)
 
 
 @pytest.fixture(autouse=True)

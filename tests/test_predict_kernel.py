@@ -43,10 +43,10 @@ FORMULA = "y ~ x1 + x2 + g + x3"
 
 @pytest.fixture(scope="module")
 def fits(train) -> dict:
-    cart = bps.cart(FORMULA, data=train, chains=2, draws=60, tune=1500, seed=11, progress=False)
+    cart = bps.cart(FORMULA, data=train, sampler="cgm", chains=2, draws=60, tune=1500, seed=11, progress=False)
     bart = bps.bart(FORMULA, data=train, trees=10, chains=2, draws=30, tune=100, seed=12, progress=False)
     labelled = train.assign(label=np.where(train["y"] > train["y"].median(), "big", "small"))
-    clf = bps.cart("label ~ x1 + x2 + g + x3", data=labelled, chains=2, draws=60, tune=1500, seed=13,
+    clf = bps.cart("label ~ x1 + x2 + g + x3", data=labelled, sampler="cgm", chains=2, draws=60, tune=1500, seed=13,
                    progress=False)
     return {"cart": cart, "bart": bart, "clf": clf}
 

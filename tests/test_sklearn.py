@@ -43,7 +43,7 @@ def _expected_failures(estimator):
     return {}
 
 
-@parametrize_with_checks([CARTRegressor(**TINY), CARTClassifier(**TINY), BARTRegressor(**TINY_BART),
+@parametrize_with_checks([CARTRegressor(sampler="cgm", **TINY), CARTClassifier(sampler="cgm", **TINY), BARTRegressor(**TINY_BART),
                           BARTClassifier(**TINY_BART), SoftTreeRegressor(**TINY_SOFT),
                           SoftTreeClassifier(**TINY_SOFT)], expected_failed_checks=_expected_failures)
 def test_sklearn_estimator_checks(estimator, check):
@@ -57,7 +57,8 @@ def cgm():
 
 def test_regressor_predictions_are_the_fits(cgm):
     X = cgm[["x1"]].to_numpy()
-    est = CARTRegressor(chains=2, draws=100, tune=100, seed=4, progress=False, check_mixing=False).fit(X, cgm["y"])
+    est = CARTRegressor(sampler="cgm", chains=2, draws=100, tune=100, seed=4, progress=False,
+                        check_mixing=False).fit(X, cgm["y"])
     fit = est.posterior_
     assert isinstance(fit, bps.Fit) and est.n_features_in_ == 1
     new = np.array([[1.5], [4.0], [8.5]])
@@ -95,7 +96,7 @@ def test_pipeline_with_column_transformer_and_cross_val_score(cgm):
     features = ColumnTransformer([("num", "passthrough", ["x1"]), ("factor", OrdinalEncoder(), ["x2"])])
     features.set_output(transform="pandas")  # keeps the column names, which the fit records
     pipe = Pipeline([("features", features),
-                     ("cart", CARTRegressor(chains=1, draws=200, tune=300, seed=2, progress=False,
+                     ("cart", CARTRegressor(sampler="cgm", chains=1, draws=200, tune=300, seed=2, progress=False,
                                             check_mixing=False, log_likelihood=False))])
     scores = cross_val_score(pipe, cgm[["x1", "x2"]], cgm["y"], cv=3)
     # f explains about 3/4 of the variance of y (noise sd 2): every fold's R^2 well above zero

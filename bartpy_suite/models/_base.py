@@ -60,8 +60,10 @@ RUN_PARAMETERS_DOC = """    likelihood : bool
     threads : int or None
         Worker threads (default one per chain); the draws do not depend on it.
     check_mixing : bool
-        After the fit, warn (``bartpy_suite.MixingWarning``) when a scalar quantity has r_hat >
-        1.01 or a bulk ESS below 100 per chain (default True).
+        After the fit, check how well the chains mixed on f(x) at 24 training rows (class
+        probabilities for a classifier) and sigma (default True): past r_hat 1.01 or bulk ESS 100
+        per chain a note on standard error, past 1.05 or 50 a ``bartpy_suite.MixingWarning``, past
+        1.2 or 5 a ``bartpy_suite.StrongMixingWarning`` (``posterior.mixing.mixing_report``).
     log_likelihood : bool or None
         Store the pointwise log-likelihood of the training rows in ``idata["log_likelihood"]``
         (for ``arviz_stats.loo``): True, False, or None (default) when chains x draws x rows

@@ -99,7 +99,7 @@ class BART(TreeModel):
         MH), ``"tempered"``, ``"pg"`` or ``"ctmc"`` (multinomial BART: ``"grow_prune"`` and
         ``"cgm"``). ``grow_prune`` is the default because it gave more effective draws of sigma and
         f(x) per CPU second than ``cgm`` on Friedman #1, the hypercube, Wu and CGM data
-        (``benchmarks/results/bart_default_mixing.md``); a single tree (``bps.cart``) keeps ``cgm``.
+        (``benchmarks/results/bart_default_mixing.md``); a single tree (``bps.cart``) defaults to ``tempered``.
     chains, draws, tune, thin, seed
         MCMC settings (chains run in parallel threads; one Generator per chain from ``seed``).
     alpha, beta : float

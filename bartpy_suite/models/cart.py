@@ -25,9 +25,15 @@ class BayesianCART(TreeModel):
     ----------
     sampler : str
         A sampler of the registry that supports CART (``bps.samplers.samplers_for("cart")``):
-        ``"cgm"`` (default; grow/prune/change/swap MH, thesis 3.3.4), ``"grow_prune"``,
-        ``"tempered"`` (parallel tempering), ``"pg"`` (particle Gibbs), ``"smc"`` (weighted
-        particles), ``"ctmc"`` (continuous-time birth-death, weighted draws).
+        ``"tempered"`` (default; parallel tempering of grow/prune/change/swap MH, 16 rungs),
+        ``"cgm"`` (grow/prune/change/swap MH, thesis 3.3.4), ``"grow_prune"``, ``"pg"``
+        (particle Gibbs), ``"smc"`` (weighted particles), ``"ctmc"`` (continuous-time
+        birth-death, weighted draws). ``tempered`` is the default: on seven real data sets
+        (``benchmarks/results/first_hour.md``) its best tree was within 0.5 nats of the best
+        log posterior any run found in 9 of 14 fits (``cgm`` 2, ``pg`` 4, ``smc`` 5; ``cgm``'s
+        median gap 11.7 nats, largest 156), its chains disagreed least about f(x) (median
+        largest r_hat 1.24 against 1.84), and its held-out error beat ``cgm``'s on 4 of 7 data
+        sets, for about 15x ``cgm``'s CPU time (0.4-4.6 s per default fit there).
     chains, draws, tune, thin : int
         Number of chains; kept draws per chain; discarded initial iterations; keep every
         ``thin``-th iteration after ``tune``.
@@ -60,7 +66,7 @@ class BayesianCART(TreeModel):
 
     model_type = "cart"
 
-    def __init__(self, *, sampler="cgm", chains=4, draws=1000, tune=1000, thin=1, seed=None, alpha=0.95, beta=0.5,
+    def __init__(self, *, sampler="tempered", chains=4, draws=1000, tune=1000, thin=1, seed=None, alpha=0.95, beta=0.5,
                  min_leaf_size=5, max_cuts=None, model="mean_shift", a=1 / 3, mu_bar=None, nu=3.0, lam=None,
                  class_alpha=1.0, moves=None, sampler_options=None, likelihood=True, progress=True, threads=None,
                  check_mixing=True, log_likelihood=None, executor=None):

@@ -24,6 +24,7 @@ Groups:
 from __future__ import annotations
 
 import json
+import warnings
 
 import arviz_base
 import numpy as np
@@ -127,11 +128,15 @@ def build_fit(draws, *, statistics, coords: dict, binned, y: np.ndarray, config:
     }
     y_obs = np.asarray(y)
     observed = {"y": y_obs.astype(np.int64) if classification else y_obs.astype(np.float64)}
-    idata = arviz_base.from_dict(
-        {"posterior": posterior, "sample_stats": stats, "observed_data": observed, "constant_data": constant},
-        dims=dims,
-        coords=used_coords,
-    )
+    with warnings.catch_warnings():
+        # arviz-base guesses that more chains than draws means misnamed dims; ours are named, and a
+        # short run (draws < chains) would otherwise print this once per variable
+        warnings.filterwarnings("ignore", message="Found chain dimension to be longer than draw", category=UserWarning)
+        idata = arviz_base.from_dict(
+            {"posterior": posterior, "sample_stats": stats, "observed_data": observed, "constant_data": constant},
+            dims=dims,
+            coords=used_coords,
+        )
     idata[TREES_GROUP] = xr.DataTree(_tree_store(draws.nodes, tree_nodes, config, classification, n_trees))
     for group, (tree_dim, nodes, counts) in getattr(draws, "extra_stores", {}).items():
         idata[group] = xr.DataTree(xr.Dataset(
