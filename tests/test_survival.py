@@ -297,3 +297,37 @@ def test_bool_event_and_array_level_fit_agree():
     by_arrays = SurvivalBART(**settings).fit(df[["x"]].to_numpy(), df["time"], df["status"], predictor_names=["x"])
     new = df.iloc[:3]
     pd.testing.assert_frame_equal(by_formula.predict(new), by_arrays.predict(new))
+
+
+# -- command line -------------------------------------------------------------------------------------
+def _main(argv):
+    import contextlib
+    import io
+
+    from bartpy_suite.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(argv)
+    return status, out.getvalue(), err.getvalue()
+
+
+def test_cli_fit_and_predict_survival(tmp_path):
+    df = _data(60, seed=5)
+    data, new, fit_path = tmp_path / "d.csv", tmp_path / "new.csv", tmp_path / "fit.nc"
+    df.to_csv(data, index=False)
+    df.iloc[:4][["x", "g"]].to_csv(new, index=False)
+    status, _, err = _main(["fit", "Surv(time, status) ~ x + g", str(data)])
+    assert status == 2 and "--model bart" in err
+    status, out, _ = _main(["fit", "Surv(time, status) ~ x + g", str(data), "--model", "bart", "--trees", "5",
+                            "--chains", "1", "--draws", "10", "--tune", "10", "--seed", "2", "--no-progress",
+                            "--out", str(fit_path)])
+    assert status == 0 and "mean_leaves" in out
+    status, out, _ = _main(["predict", str(fit_path), str(new), "--times", "1", "3"])
+    assert status == 0
+    table = pd.read_csv(__import__("io").StringIO(out))
+    expected = bps.load(fit_path).predict(df.iloc[:4], times=[1.0, 3.0])
+    assert list(table.columns) == list(expected.columns)
+    np.testing.assert_allclose(table.to_numpy(), expected.to_numpy(), rtol=1e-12)
+    status, out, _ = _main(["predict", str(fit_path), str(new), "--kind", "median"])
+    assert status == 0 and out.splitlines()[0] == "median,median_lower,median_upper,p_undefined"
