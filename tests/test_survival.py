@@ -256,6 +256,9 @@ def test_prediction_refusals(surv_fit):
     plain.config = {k: v for k, v in fit.config.items() if k != "survival"}
     with pytest.raises(ArgumentError, match="needs a survival fit"):
         plain.predict(df, kind="survival", times=[1.0])
+    with pytest.raises(ArgumentError, match="times= applies to survival fits"):
+        plain.predict(df, times=[1.0])
+    assert "bart survival" in repr(fit)
 
 
 # -- bad input ---------------------------------------------------------------------------------------
@@ -370,3 +373,30 @@ def test_interval_coverage_of_known_survival():
     for v in ts:
         km_v = km[np.searchsorted(times, v, side="right") - 1]
         assert abs(population[f"S({v:g})_mean"].mean() - km_v) <= 0.03
+
+
+@pytest.mark.slow
+def test_model_based_concordance_two_groups():
+    """Spec check (d) (BART3's demo/concord.surv.bart.R): x ~ Bernoulli(1/2), exponential times
+    with rate 0.1 (x = 0) or 0.3 (x = 1) rounded up to integers, no censoring. Per draw,
+    kappa = 1/2 [1 + sum_j S_1(g_{j-1}) S_2(g_{j-1}) (p_1j - p_2j)] (the vignette's symmetrised
+    formula, = P(T1 < T2) + P(tie)/2 on the grid); the truth is the same formula with the true
+    discrete hazards 1 - S(g_j)/S(g_{j-1}), S(t) = exp(-rate t), on the fit's grid (about 0.25,
+    the continuous-time 0.1 / (0.1 + 0.3), less the ties). Tolerance 0.03 on the posterior mean
+    (spec 1.9 (d), [derived]). Fixed seeds; about 10 CPU s."""
+    rng = np.random.default_rng(2016)
+    n = 500
+    x = rng.integers(0, 2, n)
+    rate = np.where(x == 1, 0.3, 0.1)
+    df = pd.DataFrame({"time": np.ceil(rng.exponential(1 / rate)), "status": 1, "x": x.astype(float)})
+    fit = bps.bart("Surv(time, status) ~ x", data=df, chains=2, draws=400, tune=500, thin=5, seed=5, progress=False)
+    grid = np.asarray(fit.config["survival"]["grid"])
+    new = pd.DataFrame({"x": [0.0, 1.0]})
+    p = fit.predict(new, kind="hazard", samples=True).values.reshape(-1, 2, grid.size)
+    s = fit.predict(new, samples=True).values.reshape(-1, 2, grid.size)
+    before = np.concatenate([np.ones((s.shape[0], 2, 1)), s[:, :, :-1]], axis=-1)  # S(g_{j-1})
+    kappa = 0.5 * (1 + np.sum(before[:, 0] * before[:, 1] * (p[:, 0] - p[:, 1]), axis=-1))
+    true_s = np.exp(-np.outer([0.1, 0.3], np.concatenate([[0.0], grid])))
+    true_p = 1 - true_s[:, 1:] / true_s[:, :-1]
+    truth = 0.5 * (1 + np.sum(true_s[0, :-1] * true_s[1, :-1] * (true_p[0] - true_p[1])))
+    assert abs(kappa.mean() - truth) <= 0.03, (kappa.mean(), truth)

@@ -607,6 +607,8 @@ class Fit:
     def __repr__(self) -> str:
         post = self.posterior
         kind = "classification" if self.is_classification else "regression"
+        if self.config.get("survival"):
+            kind = "survival"
         return (
             f"<bartpy_suite.Fit: {self.config['model_type']} {kind}, sampler={self.config['sampler']!r}, "
             f"{post.sizes['chain']} chains x {post.sizes['draw']} draws, predictors={self.predictors}>"

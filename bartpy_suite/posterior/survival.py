@@ -140,6 +140,9 @@ def draws(fit, x: np.ndarray, kind: str, times: np.ndarray) -> np.ndarray:
 def predict(fit, newdata, kind: str = "survival", level: float = 0.95, samples: bool = False,
             na_action: str | None = None, times=None):
     """``Fit.predict`` of a survival fit (see there); ``kind`` in ``KINDS``."""
+    if not is_survival_fit(fit) and times is not None and kind not in KINDS:
+        raise ArgumentError("times= applies to survival fits (a formula 'Surv(time, event) ~ ...'); this fit "
+                            "models an ordinary response")
     if not is_survival_fit(fit):
         raise ArgumentError(f"kind={kind!r} needs a survival fit, made from a formula 'Surv(time, event) ~ ...' "
                             "(or SurvivalBART().fit); this fit models an ordinary response")
