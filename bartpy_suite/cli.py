@@ -13,7 +13,7 @@
 ``predict FIT.nc NEW.csv``
     Predict new rows from a saved fit; writes a CSV (``--out`` or standard output) with the
     columns of :meth:`Fit.predict`, one row per row of ``NEW.csv``, in order (a survival fit:
-    ``--kind survival|hazard|cumhaz|median`` and ``--times T ...``).
+    ``--kind survival|hazard|cumhaz|median|rmst`` and ``--times T ...``).
 
 Errors a user can cause (missing files, unreadable CSV, bad formula or arguments) print
 ``bartpy_suite: error: ...`` on standard error and exit with status 2, without a traceback.
@@ -130,11 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     predict.add_argument("fit", help="netCDF file written by 'fit --out'")
     predict.add_argument("newdata", help="CSV or Parquet file with the predictor columns")
-    predict.add_argument("--kind", choices=("mean", "predictive", "prob", "survival", "hazard", "cumhaz", "median"),
+    predict.add_argument("--kind", choices=("mean", "predictive", "prob", "survival", "hazard", "cumhaz", "median",
+                                                   "rmst"),
                          help="mean: interval of f(x) (default); predictive: interval of a new "
                               "y; prob: class probabilities (classification); survival, hazard, cumhaz, "
-                              "median: a survival fit's S(t | x), discrete hazard, -log S or median survival "
-                              "time (a survival fit's default is survival)")
+                              "median, rmst: a survival fit's S(t | x), discrete hazard, -log S, median survival "
+                              "time or restricted mean survival time up to t (a survival fit's default is survival)")
     predict.add_argument("--times", type=float, nargs="+", metavar="T",
                          help="survival fits: the times t of S(t | x), hazard or cumhaz (default: the fit's grid)")
     predict.add_argument("--level", type=float, help="credible level of the intervals (default 0.95)")

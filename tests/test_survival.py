@@ -227,6 +227,15 @@ def test_hazard_cumhaz_and_median_agree_with_survival(surv_fit):
     table = fit.predict(new, kind="median")
     assert list(table.columns) == ["median", "median_lower", "median_upper", "p_undefined"]
     np.testing.assert_allclose(table["p_undefined"], np.isinf(expected).reshape(-1, len(new)).mean(axis=0))
+    # RMST: the integral of the step function S, at grid times and between them
+    knots = np.concatenate([[0.0], grid])
+    before = np.concatenate([np.ones(s.shape[:-1] + (1,)), s[..., :-1]], axis=-1)
+    area = np.cumsum(before * np.diff(knots), axis=-1)
+    tau = [0.5 * grid[0], grid[3], 0.5 * (grid[3] + grid[4])]
+    rmst = fit.predict(new, kind="rmst", times=tau, samples=True).values
+    np.testing.assert_allclose(rmst[..., 0], tau[0], rtol=1e-12)
+    np.testing.assert_allclose(rmst[..., 1], area[..., 3], rtol=1e-12)
+    np.testing.assert_allclose(rmst[..., 2], area[..., 3] + s[..., 3] * (tau[2] - grid[3]), rtol=1e-12)
     with pytest.raises(ArgumentError, match="grid times only"):
         fit.predict(new, kind="hazard", times=[0.5 * (grid[0] + grid[1])])
 

@@ -38,7 +38,7 @@ TREES_GROUP = "trees"
 NODE_DTYPES = {"node_var": np.int32, "node_cut": np.int64, "node_value": np.float64, "node_sigma": np.float64,
                "node_prob": np.float64, "tree_nodes": np.int64}
 PREDICT_KINDS = ("mean", "predictive", "prob", "class")
-SURVIVAL_KINDS = ("survival", "hazard", "cumhaz", "median")
+SURVIVAL_KINDS = ("survival", "hazard", "cumhaz", "median", "rmst")
 
 
 def interval_labels(level: float) -> tuple[str, str]:
@@ -395,14 +395,15 @@ class Fit:
             dask DataFrame gives a dask DataFrame of the same columns, computed partition by
             partition (the fit is shipped to the workers once). An array must be 2-D (rows,
             predictors in ``fit.predictors`` order); a 1-D array of that many values is one row.
-        kind : {"mean", "predictive", "prob", "class", "survival", "hazard", "cumhaz", "median"}
+        kind : {"mean", "predictive", "prob", "class", "survival", "hazard", "cumhaz", "median", "rmst"}
             "mean": posterior mean and credible interval of f(x) (regression) or of the class
             probabilities (classification); "predictive": posterior predictive interval of y;
             "prob": class probabilities with intervals and the most probable class;
             "class": the most probable class only. A survival fit (``Surv(time, event) ~ ...``)
             predicts "survival" (its default: S(t | x), columns ``S(t)_mean``, ``S(t)_lower``,
             ``S(t)_upper`` per time), "hazard" (the discrete hazard at grid times), "cumhaz"
-            (-log S) or "median" (median survival time: columns ``median``, ``median_lower``,
+            (-log S), "rmst" (restricted mean survival time up to each t: columns ``RMST(t)_mean``, ...)
+            or "median" (median survival time: columns ``median``, ``median_lower``,
             ``median_upper`` and ``p_undefined``, the posterior share of draws whose S stays above
             1/2 on the grid, where the median is +inf); see ``bartpy_suite.posterior.survival``.
         level : float

@@ -11,7 +11,10 @@ p_j = Phi(eta_j) is the discrete hazard. Then
   observed time, where the model does not extrapolate;
 * the cumulative hazard is -log S (the same step function), the hazard p_j exists at the grid
   times only (other times are refused), and the median survival time of a draw is
-  min{g_j : S(g_j) <= 1/2}, +inf when S never reaches 1/2 on the grid.
+  min{g_j : S(g_j) <= 1/2}, +inf when S never reaches 1/2 on the grid;
+* the restricted mean survival time RMST(tau) is the integral of that step function from 0 to
+  tau: sum_{j: g_j <= tau} S(g_{j-1}) (g_j - g_{j-1}) + S(g_{J*(tau)}) (tau - g_{J*(tau)}), with
+  g_0 = 0 and S(g_0) = 1 (NaN beyond the largest observed time, like S).
 
 Every per-draw S is non-increasing in t, and therefore so are its posterior mean and each
 pointwise quantile. Prediction evaluates the stored trees at (g_j, x) for every grid time; the
@@ -32,10 +35,10 @@ from ..errors import ArgumentError, BartpySuiteWarning, DataError
 from .prediction_table import missing_rows, new_rows, with_missing_rows
 from .weighted import weighted_quantiles
 
-KINDS = ("survival", "hazard", "cumhaz", "median")
+KINDS = ("survival", "hazard", "cumhaz", "median", "rmst")
 #: (draw, row, grid time) values evaluated at once.
 BLOCK_VALUES = 1 << 23
-_LABEL = {"survival": "S", "hazard": "h", "cumhaz": "H"}
+_LABEL = {"survival": "S", "hazard": "h", "cumhaz": "H", "rmst": "RMST"}
 
 
 def is_survival_fit(fit) -> bool:
@@ -132,7 +135,15 @@ def draws(fit, x: np.ndarray, kind: str, times: np.ndarray) -> np.ndarray:
             continue
         padded = np.concatenate([np.zeros(logs.shape[:2] + (1,)), logs], axis=-1)  # log S = 0 before g_1
         picked = padded[:, :, where + 1]
-        out[:, rows, :] = np.exp(picked) if kind == "survival" else -picked
+        if kind == "rmst":
+            # integral of the step function: S(g_{j-1}) on (g_{j-1}, g_j], g_0 = 0 and S(g_0) = 1
+            surv = np.exp(padded)
+            knots = np.concatenate([[0.0], grid])
+            area = np.concatenate([np.zeros(surv.shape[:2] + (1,)), np.cumsum(surv[:, :, :-1] * np.diff(knots),
+                                                                              axis=-1)], axis=-1)
+            out[:, rows, :] = area[:, :, where + 1] + np.exp(picked) * (times - knots[where + 1])
+        else:
+            out[:, rows, :] = np.exp(picked) if kind == "survival" else -picked
         out[:, rows, beyond] = np.nan
     return out
 
@@ -147,7 +158,7 @@ def predict(fit, newdata, kind: str = "survival", level: float = 0.95, samples: 
         raise ArgumentError(f"kind={kind!r} needs a survival fit, made from a formula 'Surv(time, event) ~ ...' "
                             "(or SurvivalBART().fit); this fit models an ordinary response")
     if kind not in KINDS:
-        raise ArgumentError(f"a survival fit predicts kind='survival', 'hazard', 'cumhaz' or 'median'; got "
+        raise ArgumentError(f"a survival fit predicts kind='survival', 'hazard', 'cumhaz', 'median' or 'rmst'; got "
                             f"kind={kind!r} (the probit scale of the person-period rows is not a prediction of "
                             "the response)")
     level = check.check_open_unit("level", level)
