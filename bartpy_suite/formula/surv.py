@@ -144,6 +144,8 @@ def build_survival_design(formula: str, data: pd.DataFrame, na_action: str = "dr
     if len(used) == 0:
         raise DataError(f"every row has a missing event indicator {event_name!r}; nothing is left to fit")
     events = frame.loc[~missing_event, event_name]
+    if rhs == "1":
+        return _time_only(formula, used, events, time_name, event_name, na_action)
     if not used.index.is_unique:
         # rows are matched to their event by label below: fall back to positions
         used, events = used.reset_index(drop=True), events.reset_index(drop=True)
@@ -157,3 +159,26 @@ def build_survival_design(formula: str, data: pd.DataFrame, na_action: str = "dr
     design = replace(design, formula=formula.strip(),
                      response=f"Surv({_quote(time_name)}, {_quote(event_name)})")
     return design, x, np.asarray(time, dtype=np.float64), event, time_name, event_name
+
+
+def _time_only(formula: str, used: pd.DataFrame, events: pd.Series, time_name: str, event_name: str,
+               na_action: str) -> tuple[Design, np.ndarray, np.ndarray, np.ndarray, str, str]:
+    """``Surv(time, event) ~ 1``: no covariates; the time is the model's only predictor (the
+    one-sample model, whose curve is compared with Kaplan-Meier)."""
+    column = used[time_name]
+    if not pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column):
+        raise DataError(f"the time column {time_name!r} of Surv() must be numeric (a duration such as days or "
+                        f"weeks); it holds {column.dtype} values")
+    time = column.to_numpy(dtype=np.float64)
+    missing = np.isnan(time)
+    if missing.any():
+        if na_action == "raise":
+            raise DataError(f"the time column {time_name!r} has missing values in "
+                            f"{_rows_text(used.index, missing)}; fill them or use na_action='drop'")
+        _warn(f"dropped {int(missing.sum())} of {len(used)} rows with a missing time {time_name!r}")
+    index = used.index[~missing]
+    design = Design(formula=formula.strip(), response=f"Surv({_quote(time_name)}, {_quote(event_name)})",
+                    response_kind="numeric", class_labels=(), predictors=(), is_categorical=(), levels=(),
+                    methods=(), sources=(), terms="[]")
+    event = event_codes(events.to_numpy()[~missing], event_name, index)
+    return design, np.empty((index.size, 0)), time[~missing], event, time_name, event_name

@@ -230,8 +230,14 @@ class SurvivalBART(BART):
             self.spec.check_missing_split(self.sampler_options)
         t, e = check_times(time, event)
         names = None if predictor_names is None else [str(n) for n in predictor_names]
-        x, _, is_cat, levels = check_training_arrays(X, t, is_categorical, n_levels, self.tree_prior.min_leaf_size,
-                                                     na_action, names=names)
+        if np.ndim(X) == 2 and np.shape(X)[1] == 0:
+            # no covariates ('Surv(t, d) ~ 1'): the time is the only predictor
+            if np.shape(X)[0] != t.size:
+                raise DataError(f"X has {np.shape(X)[0]} rows but time has {t.size}")
+            x, is_cat, levels = np.empty((t.size, 0)), np.zeros(0, dtype=bool), np.zeros(0, dtype=np.int64)
+        else:
+            x, _, is_cat, levels = check_training_arrays(X, t, is_categorical, n_levels,
+                                                         self.tree_prior.min_leaf_size, na_action, names=names)
         names = names if names is not None else [f"x{j}" for j in range(x.shape[1])]
         if str(time_name) in names:
             raise ArgumentError(f"time_name {time_name!r} is also a predictor name; rename one of them")
