@@ -445,3 +445,17 @@ def test_time_only_model_tracks_kaplan_meier():
     mean, lower, upper = (table.filter(like=f"_{part}").to_numpy()[0] for part in ("mean", "lower", "upper"))
     assert np.abs(mean - km).max() <= 0.05
     assert np.mean((lower <= km) & (km <= upper)) >= 0.9
+
+
+def test_missing_covariates_split():
+    # na_action="split": missing covariate values stay and are routed by the rules, in training
+    # and at prediction (a row with x missing gets a curve; under "drop" the row would be gone)
+    df = _data(80, seed=8)
+    df.loc[[2, 9, 30], "x"] = np.nan
+    fit = bps.bart("Surv(time, status) ~ x + g", data=df, na_action="split", **dict(TINY, trees=5, draws=10, tune=10))
+    assert fit.config["survival"]["subjects"] == 80
+    table = fit.predict(df.iloc[[2, 3]], times=[2.0])
+    assert table.notna().all().all()
+    with pytest.warns(BartpySuiteWarning, match="dropped 3 of 80 rows"):
+        dropped = bps.bart("Surv(time, status) ~ x + g", data=df, **dict(TINY, trees=5, draws=10, tune=10))
+    assert dropped.config["survival"]["subjects"] == 77
