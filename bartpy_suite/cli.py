@@ -8,10 +8,12 @@
     ``.parquet``/``.pq``, when pyarrow is installed), print the summary and, with
     ``--out fit.nc``, save the fit (netCDF) for ``predict``. A progress bar is shown on a
     terminal (``--no-progress`` hides it); warnings, such as the post-fit mixing check's, are
-    printed as ``bartpy_suite: warning: ...``.
+    printed as ``bartpy_suite: warning: ...``. ``--model bart`` with ``'Surv(time, event) ~ ...'``
+    fits survival BART.
 ``predict FIT.nc NEW.csv``
     Predict new rows from a saved fit; writes a CSV (``--out`` or standard output) with the
-    columns of :meth:`Fit.predict`, one row per row of ``NEW.csv``, in order.
+    columns of :meth:`Fit.predict`, one row per row of ``NEW.csv``, in order (a survival fit:
+    ``--kind survival|hazard|cumhaz|median|rmst`` and ``--times T ...``).
 
 Errors a user can cause (missing files, unreadable CSV, bad formula or arguments) print
 ``bartpy_suite: error: ...`` on standard error and exit with status 2, without a traceback.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import warnings
 from collections.abc import Sequence
@@ -127,9 +130,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     predict.add_argument("fit", help="netCDF file written by 'fit --out'")
     predict.add_argument("newdata", help="CSV or Parquet file with the predictor columns")
-    predict.add_argument("--kind", choices=("mean", "predictive", "prob"),
+    predict.add_argument("--kind", choices=("mean", "predictive", "prob", "survival", "hazard", "cumhaz", "median",
+                                                   "rmst"),
                          help="mean: interval of f(x) (default); predictive: interval of a new "
-                              "y; prob: class probabilities (classification)")
+                              "y; prob: class probabilities (classification); survival, hazard, cumhaz, "
+                              "median, rmst: a survival fit's S(t | x), discrete hazard, -log S, median survival "
+                              "time or restricted mean survival time up to t (a survival fit's default is survival)")
+    predict.add_argument("--times", type=float, nargs="+", metavar="T",
+                         help="survival fits: the times t of S(t | x), hazard or cumhaz (default: the fit's grid)")
     predict.add_argument("--level", type=float, help="credible level of the intervals (default 0.95)")
     predict.add_argument("--out", help="write the CSV here instead of standard output")
     return parser
@@ -275,6 +283,8 @@ def _fit(args: argparse.Namespace) -> None:
     if args.trees is not None and "trees" not in {p.name for p in MODELS[args.model].keyword_parameters()}:
         with_trees = [name for name, cls in MODELS.items() if "trees" in {p.name for p in cls.keyword_parameters()}]
         raise CommandError(f"--trees applies to --model {' or '.join(with_trees)} only")
+    if args.model != "bart" and re.match(r"\s*Surv\s*\(", args.formula):
+        raise CommandError("a 'Surv(time, event) ~ ...' formula fits survival BART: add --model bart")
     data = _read_csv(args.data, "data")
     kwargs: dict[str, Any] = {
         key: getattr(args, key)
@@ -325,7 +335,7 @@ def _predict(args: argparse.Namespace) -> None:
     except (OSError, ValueError, KeyError) as exc:
         raise CommandError(f"cannot read fit file '{args.fit}': {exc}") from exc
     kwargs: dict[str, Any] = {
-        key: getattr(args, key) for key in ("kind", "level") if getattr(args, key) is not None
+        key: getattr(args, key) for key in ("kind", "level", "times") if getattr(args, key) is not None
     }
     pred = fit.predict(newdata, **kwargs)
     if out is None:

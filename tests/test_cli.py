@@ -118,9 +118,9 @@ def test_bad_choice_is_a_usage_error(files):
     status, _, err = run(["fit", "y ~ .", str(files["train"]), "--model", "forest"])
     assert status == 2
     assert "invalid choice: 'forest'" in err
-    status, _, err = run(["predict", "fit.nc", str(files["grid"]), "--kind", "median"])
+    status, _, err = run(["predict", "fit.nc", str(files["grid"]), "--kind", "quantile"])
     assert status == 2
-    assert "invalid choice: 'median'" in err
+    assert "invalid choice: 'quantile'" in err
 
 
 def test_predict_missing_fit_file(files, tmp_path):

@@ -10,5 +10,6 @@ from .bart import BART
 from .cart import BayesianCART
 from .registry import MODELS, get_model
 from .soft_tree import SoftTree
+from .survival import SurvivalBART
 
-__all__ = ["BART", "MODELS", "BayesianCART", "SoftTree", "get_model"]
+__all__ = ["BART", "MODELS", "BayesianCART", "SoftTree", "SurvivalBART", "get_model"]

@@ -225,6 +225,24 @@ class BART(TreeModel):
 
         return self._sample(problem, binned=binned, y=y, config=config, design=design, derived=derived)
 
+    @classmethod
+    def from_formula(cls, formula: str, data, *, na_action: str = "drop", **keywords):
+        from ..formula.surv import is_surv_formula
+
+        if cls is BART and is_surv_formula(formula):
+            # 'Surv(time, event) ~ ...': discrete-time survival BART (models/survival.py)
+            from .survival import SurvivalBART
+
+            return SurvivalBART.from_formula(formula, data, na_action=na_action, **keywords)
+        return super().from_formula(formula, data, na_action=na_action, **keywords)
+
+    from_formula.__func__.__doc__ = TreeModel.from_formula.__doc__.replace(
+        "a bool, string or category response a classification model (labels kept as given).",
+        "a bool, string or category response a classification model (labels kept as given).\n"
+        "            ``Surv(time, event) ~ x1 + x2`` (two column names: the observed time and a 0/1 or\n"
+        "            bool event indicator) gives discrete-time survival BART (``SurvivalBART``: extra\n"
+        "            keywords ``grid`` and ``censoring``; defaults ``trees=50``, ``thin=10``).")
+
     def _fit_multinomial(self, y, class_labels, is_cat, names, binned, design, na_action):
         """Log-linear multinomial BART (Murray 2021): one forest of ``trees`` trees per class."""
         ycodes = np.asarray(y, dtype=np.int64)

@@ -38,6 +38,7 @@ TREES_GROUP = "trees"
 NODE_DTYPES = {"node_var": np.int32, "node_cut": np.int64, "node_value": np.float64, "node_sigma": np.float64,
                "node_prob": np.float64, "tree_nodes": np.int64}
 PREDICT_KINDS = ("mean", "predictive", "prob", "class")
+SURVIVAL_KINDS = ("survival", "hazard", "cumhaz", "median", "rmst")
 
 
 def interval_labels(level: float) -> tuple[str, str]:
@@ -385,7 +386,7 @@ class Fit:
         return self._store["node_prob"][self._leaves(codes)[:, 0, :]]
 
     def predict(self, newdata=None, kind: str = "mean", level: float = 0.95, samples: bool = False,
-                na_action: str | None = None):
+                na_action: str | None = None, times=None):
         """Predictions with intervals.
 
         Parameters
@@ -395,11 +396,17 @@ class Fit:
             dask DataFrame gives a dask DataFrame of the same columns, computed partition by
             partition (the fit is shipped to the workers once). An array must be 2-D (rows,
             predictors in ``fit.predictors`` order); a 1-D array of that many values is one row.
-        kind : {"mean", "predictive", "prob", "class"}
+        kind : {"mean", "predictive", "prob", "class", "survival", "hazard", "cumhaz", "median", "rmst"}
             "mean": posterior mean and credible interval of f(x) (regression) or of the class
             probabilities (classification); "predictive": posterior predictive interval of y;
             "prob": class probabilities with intervals and the most probable class;
-            "class": the most probable class only.
+            "class": the most probable class only. A survival fit (``Surv(time, event) ~ ...``)
+            predicts "survival" (its default: S(t | x), columns ``S(t)_mean``, ``S(t)_lower``,
+            ``S(t)_upper`` per time), "hazard" (the discrete hazard at grid times), "cumhaz"
+            (-log S), "rmst" (restricted mean survival time up to each t: columns ``RMST(t)_mean``, ...)
+            or "median" (median survival time: columns ``median``, ``median_lower``,
+            ``median_upper`` and ``p_undefined``, the posterior share of draws whose S stays above
+            1/2 on the grid, where the median is +inf); see ``bartpy_suite.posterior.survival``.
         level : float
             Interval probability.
         samples : bool
@@ -413,6 +420,11 @@ class Fit:
             (``class``: NaN; with ``samples=True`` NaN draws) and predicts the other rows exactly
             as it would without them, in the input's order.
 
+        times : array_like or None
+            Survival fits only: the times t (default: the grid, ``fit.config["survival"]["grid"]``).
+            S is a step function (1 before the first grid time, constant between grid times and
+            up to the largest observed time, NaN with a warning beyond it).
+
         Returns
         -------
         pandas.DataFrame
@@ -422,6 +434,11 @@ class Fit:
         """
         check_na_action(na_action)
         samples = check.check_bool("samples", samples)
+        if self.config.get("survival") or kind in SURVIVAL_KINDS or times is not None:
+            from . import survival  # S(t | x) and friends from the person-period probit draws
+
+            return survival.predict(self, newdata, "survival" if kind == "mean" and self.config.get("survival")
+                                    else kind, level, samples, na_action, times)
         if is_dask_frame(newdata):
             return predict_dask(self, newdata, kind=kind, level=level, samples=samples, na_action=na_action)
         if self._is_soft:
@@ -593,6 +610,8 @@ class Fit:
     def __repr__(self) -> str:
         post = self.posterior
         kind = "classification" if self.is_classification else "regression"
+        if self.config.get("survival"):
+            kind = "survival"
         return (
             f"<bartpy_suite.Fit: {self.config['model_type']} {kind}, sampler={self.config['sampler']!r}, "
             f"{post.sizes['chain']} chains x {post.sizes['draw']} draws, predictors={self.predictors}>"

@@ -1,0 +1,211 @@
+"""Survival, hazard, cumulative hazard and median survival from the draws of a survival BART fit
+(``models/survival.py``; spec ``/work/shared/specs/outcomes.md`` section 1.7).
+
+For draw d and covariates x, eta_j = mu0 + f_d(g_j, x) on the grid g_1 < ... < g_K and
+p_j = Phi(eta_j) is the discrete hazard. Then
+
+* S_d(g_j | x) = prod_{l <= j} (1 - p_l), computed as exp(sum_{l <= j} log Phi(-eta_l)) with
+  scipy's stable ``log_ndtr`` (never 1 - Phi(eta) by subtraction);
+* S is a step function: S(t) = S(g_{J*(t)}) with J*(t) = max{j : g_j <= t}, S = 1 before g_1,
+  S(g_K) between g_K and the largest observed time, and NaN (with a warning) beyond the largest
+  observed time, where the model does not extrapolate;
+* the cumulative hazard is -log S (the same step function), the hazard p_j exists at the grid
+  times only (other times are refused), and the median survival time of a draw is
+  min{g_j : S(g_j) <= 1/2}, +inf when S never reaches 1/2 on the grid;
+* the restricted mean survival time RMST(tau) is the integral of that step function from 0 to
+  tau: sum_{j: g_j <= tau} S(g_{j-1}) (g_j - g_{j-1}) + S(g_{J*(tau)}) (tau - g_{J*(tau)}), with
+  g_0 = 0 and S(g_0) = 1 (NaN beyond the largest observed time, like S).
+
+Every per-draw S is non-increasing in t, and therefore so are its posterior mean and each
+pointwise quantile. Prediction evaluates the stored trees at (g_j, x) for every grid time; the
+rows are processed in blocks so that at most about 2^23 (draw, row, time) values are held.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+from scipy import special
+
+from .. import _validation as check
+from ..errors import ArgumentError, BartpySuiteWarning, DataError
+from .prediction_table import missing_rows, new_rows, with_missing_rows
+from .weighted import weighted_quantiles
+
+KINDS = ("survival", "hazard", "cumhaz", "median", "rmst")
+#: (draw, row, grid time) values evaluated at once.
+BLOCK_VALUES = 1 << 23
+_LABEL = {"survival": "S", "hazard": "h", "cumhaz": "H", "rmst": "RMST"}
+
+
+def is_survival_fit(fit) -> bool:
+    """Whether ``fit`` is a survival BART fit."""
+    return bool(fit.config.get("survival"))
+
+
+def settings(fit) -> dict:
+    """The survival settings stored in the fit's configuration."""
+    return fit.config["survival"]
+
+
+def _new_x(fit, newdata) -> tuple[np.ndarray, pd.Index]:
+    """The rows of ``newdata`` as float covariates (m, p) (the predictors after the time)."""
+    names = fit.predictors[1:]
+    if newdata is None:
+        raise ArgumentError("a survival fit predicts for given covariates: pass newdata (e.g. the training "
+                            "DataFrame); the training subjects are not stored, only their person-period rows")
+    if isinstance(newdata, pd.DataFrame):
+        if fit.design is not None:
+            return fit.design.transform(newdata, na_action="split"), newdata.index
+        absent = [c for c in names if c not in newdata.columns]
+        if absent:
+            raise DataError(f"newdata lacks the predictor column(s) {absent}; the model's covariates are {names}")
+        return new_rows(newdata[names], names), newdata.index
+    if isinstance(newdata, (dict, pd.Series)):
+        raise DataError("newdata must be a DataFrame or a 2-D array of the covariates (not the time)")
+    x = new_rows(newdata, names)
+    return x, pd.RangeIndex(x.shape[0])
+
+
+def _check_times(fit, kind: str, times) -> np.ndarray:
+    grid = np.asarray(settings(fit)["grid"])
+    if times is None:
+        return grid.copy()
+    t = np.atleast_1d(np.asarray(times, dtype=np.float64))
+    if t.ndim != 1 or t.size == 0:
+        raise ArgumentError(f"times must be a non-empty list of times; got {times!r}")
+    if not np.all(np.isfinite(t)) or np.any(t < 0):
+        raise ArgumentError(f"times must be finite and >= 0; got {times!r}")
+    if kind == "hazard":
+        on_grid = np.isin(t, grid)
+        if not on_grid.all():
+            bad = t[~on_grid][0]
+            j = int(np.clip(np.searchsorted(grid, bad), 1, grid.size - 1))
+            raise ArgumentError(
+                f"the discrete hazard exists at the grid times only; {bad!r} is not one (nearest: "
+                f"{grid[j - 1]!r}, {grid[j]!r}). Use times=None for the whole grid (fit.config['survival']['grid']), "
+                "or kind='cumhaz' / 'survival', which are step functions defined at every time")
+    return t
+
+
+def eta_blocks(fit, x: np.ndarray):
+    """Yield ``(rows, eta)`` per block of rows of ``x`` (m, p): eta = mu0 + f_d(g_j, x) of shape
+    (samples, block rows, K), samples chain-major."""
+    grid = np.asarray(settings(fit)["grid"])
+    k = grid.size
+    samples = fit._store["roots"].shape[0]
+    block = max(1, BLOCK_VALUES // max(1, samples * k))
+    for start in range(0, x.shape[0], block):
+        rows = slice(start, min(start + block, x.shape[0]))
+        m = rows.stop - rows.start
+        full = np.empty((m * k, x.shape[1] + 1))
+        full[:, 0] = np.tile(grid, m)
+        full[:, 1:] = np.repeat(x[rows], k, axis=0)
+        codes = np.ascontiguousarray(fit._binned.transform(full))
+        yield rows, fit._f_samples(codes).reshape(samples, m, k)
+
+
+def log_survival(eta: np.ndarray) -> np.ndarray:
+    """log S(g_j) = sum_{l <= j} log Phi(-eta_l) along the last axis (stable for large eta)."""
+    return np.cumsum(special.log_ndtr(-eta), axis=-1)
+
+
+def draws(fit, x: np.ndarray, kind: str, times: np.ndarray) -> np.ndarray:
+    """Per-draw values (samples, rows, len(times)) of ``kind`` at ``times`` (median: (samples,
+    rows, 1)) for covariate rows ``x`` (m, p)."""
+    cfg = settings(fit)
+    grid = np.asarray(cfg["grid"])
+    samples = fit._store["roots"].shape[0]
+    width = 1 if kind == "median" else times.size
+    out = np.empty((samples, x.shape[0], width))
+    where = np.searchsorted(grid, times, side="right") - 1  # J*(t) - 1; -1 before g_1
+    beyond = times > cfg["max_time"]
+    for rows, eta in eta_blocks(fit, x):
+        if kind == "hazard":
+            out[:, rows, :] = special.ndtr(eta[:, :, where])
+            continue
+        logs = log_survival(eta)
+        if kind == "median":
+            below = logs <= np.log(0.5)
+            first = np.argmax(below, axis=-1)
+            out[:, rows, 0] = np.where(below.any(axis=-1), grid[first], np.inf)
+            continue
+        padded = np.concatenate([np.zeros(logs.shape[:2] + (1,)), logs], axis=-1)  # log S = 0 before g_1
+        picked = padded[:, :, where + 1]
+        if kind == "rmst":
+            # integral of the step function: S(g_{j-1}) on (g_{j-1}, g_j], g_0 = 0 and S(g_0) = 1
+            surv = np.exp(padded)
+            knots = np.concatenate([[0.0], grid])
+            area = np.concatenate([np.zeros(surv.shape[:2] + (1,)), np.cumsum(surv[:, :, :-1] * np.diff(knots),
+                                                                              axis=-1)], axis=-1)
+            out[:, rows, :] = area[:, :, where + 1] + np.exp(picked) * (times - knots[where + 1])
+        else:
+            out[:, rows, :] = np.exp(picked) if kind == "survival" else -picked
+        out[:, rows, beyond] = np.nan
+    return out
+
+
+def predict(fit, newdata, kind: str = "survival", level: float = 0.95, samples: bool = False,
+            na_action: str | None = None, times=None):
+    """``Fit.predict`` of a survival fit (see there); ``kind`` in ``KINDS``."""
+    if not is_survival_fit(fit) and times is not None and kind not in KINDS:
+        raise ArgumentError("times= applies to survival fits (a formula 'Surv(time, event) ~ ...'); this fit "
+                            "models an ordinary response")
+    if not is_survival_fit(fit):
+        raise ArgumentError(f"kind={kind!r} needs a survival fit, made from a formula 'Surv(time, event) ~ ...' "
+                            "(or SurvivalBART().fit); this fit models an ordinary response")
+    if kind not in KINDS:
+        raise ArgumentError(f"a survival fit predicts kind='survival', 'hazard', 'cumhaz', 'median' or 'rmst'; got "
+                            f"kind={kind!r} (the probit scale of the person-period rows is not a prediction of "
+                            "the response)")
+    level = check.check_open_unit("level", level)
+    if kind == "median" and times is not None:
+        raise ArgumentError("kind='median' takes no times= (it is a time itself)")
+    t = _check_times(fit, kind, times)
+    cfg = settings(fit)
+    if kind != "median" and np.any(t > cfg["max_time"]):
+        warnings.warn(
+            f"times beyond the largest observed time {cfg['max_time']!r} ({t[t > cfg['max_time']].tolist()}) get "
+            "NaN: the model does not extrapolate past the follow-up", BartpySuiteWarning, stacklevel=3)
+    x, index = _new_x(fit, newdata)
+    names = fit.predictors[1:]
+    ok = missing_rows(x, index, names, na_action, fit._split_missing)
+    if ok is not None:
+        x = x[ok]
+    nbins = fit._binned.nbins
+    for v in np.flatnonzero(fit._binned.is_categorical[1:]):
+        bad = (x[:, v] < 0) | (x[:, v] >= nbins[v + 1])
+        if bad.any():
+            raise DataError(f"predictor {names[v]!r} holds level codes unseen in training")
+    values = draws(fit, x, kind, t)
+    rows = index if ok is None else index[ok]
+    shape = (fit.posterior.sizes["chain"], fit.posterior.sizes["draw"])
+    if samples:
+        coords = {"time": t} if kind != "median" else {}
+        dims = ("chain", "draw", "obs", "time")
+        out = xr.DataArray(values.reshape(*shape, len(rows), values.shape[-1]), dims=dims, coords=coords,
+                           name=kind)
+        if kind == "median":
+            out = out.isel(time=0, drop=True)
+        return with_missing_rows(out, ok, index)
+    w = fit._flat_weights
+    probs = [(1 - level) / 2, 0.5, (1 + level) / 2]
+    flat = values.reshape(values.shape[0], -1)
+    q = weighted_quantiles(flat, w, probs).reshape((3,) + values.shape[1:])
+    table = {}
+    if kind == "median":
+        table["median"] = q[1, :, 0]
+        table["median_lower"] = q[0, :, 0]
+        table["median_upper"] = q[2, :, 0]
+        table["p_undefined"] = np.tensordot(w / w.sum(), np.isinf(values[:, :, 0]), axes=(0, 0))
+    else:
+        mean = np.tensordot(w / w.sum(), values, axes=(0, 0))
+        for j, tj in enumerate(t):
+            name = f"{_LABEL[kind]}({tj:g})"
+            table[f"{name}_mean"] = mean[:, j]
+            table[f"{name}_lower"] = q[0, :, j]
+            table[f"{name}_upper"] = q[2, :, j]
+    return with_missing_rows(pd.DataFrame(table, index=rows), ok, index)
