@@ -118,7 +118,8 @@ def row_values(fit, newdata) -> tuple[np.ndarray, pd.Index]:
     if fit._is_soft:
         from . import soft
 
-        return soft.scaled_x(fit, newdata)
+        x, index, _ = soft.scaled_x(fit, newdata)  # rows with a missing predictor are an error here
+        return x, index
     codes, index = fit._codes(newdata)
     return np.ascontiguousarray(codes.T, dtype=np.int32), index
 
