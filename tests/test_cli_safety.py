@@ -320,6 +320,33 @@ def test_kind_against_regression_and_classification(files, kind):
                                "prob_low_upper", "class"]
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["bart", "soft_tree"])
+def test_kind_against_the_other_models(model, tmp_path):
+    """The kind check of BART and soft-tree fits, regression and classification (tiny fits on
+    60 rows: only the columns and the messages are checked)."""
+    df = datasets.load("cgm1998").iloc[:60]
+    sets = {"regression": ("y ~ x1", df, ("mean", "predictive")),  # soft trees split numbers only
+            "classification": ("label ~ x1", df.assign(label=np.where(df["y"] > 5.0, "high", "low")),
+                               ("prob", "class"))}
+    GRID.to_csv(tmp_path / "grid.csv", index=False)
+    for name, (formula, data, applies) in sets.items():
+        data.to_csv(tmp_path / f"{name}.csv", index=False)
+        fit_path = tmp_path / f"{name}.nc"
+        status, _, err = run(["fit", formula, str(tmp_path / f"{name}.csv"), "--model", model, "--chains", "1",
+                              "--draws", "5", "--tune", "5", "--seed", "1", "--no-progress", "--no-check-mixing",
+                              "--out", str(fit_path)])
+        assert status == 0, err
+        for kind in ("mean", "predictive", "prob", "class"):
+            status, out, err = run(["predict", str(fit_path), str(tmp_path / "grid.csv"), "--kind", kind])
+            if kind in applies:
+                assert status == 0, err
+                assert len(pd.read_csv(io.StringIO(out))) == len(GRID)
+            else:
+                assert status == 2
+                assert f"whose kinds are {applies[0]} and {applies[1]}" in err
+
+
 # --- --no-check-mixing and the help ----------------------------------------------------------------------
 
 def test_no_check_mixing(files):
