@@ -416,7 +416,8 @@ def _read_table(path: str, what: str, args: argparse.Namespace, session: _Sessio
             if char in header:
                 raise CommandError(
                     f"the {what} file '{path}' was read as one column named {header[:60]!r}: its fields "
-                    f"look separated by {char!r}, not commas; pass {option}")
+                    f"look separated by {char!r}, not commas; pass {option} (or --sep ',' if that one "
+                    "column is what you mean)")
     session.rows = _RowSource(path, sep, encoding, frame.index, csv_file=True)
     return frame
 
