@@ -320,6 +320,29 @@ def test_kind_against_regression_and_classification(files, kind):
                                "prob_low_upper", "class"]
 
 
+def test_survival_kinds_on_a_regression_fit_name_the_kinds_that_apply(files):
+    status, out, err = run(["predict", str(files["fit"]), str(files["grid"]), "--kind", "survival"])
+    assert status == 2 and out == ""
+    assert err == ("bartpy_suite: error: --kind survival does not apply to this fit: it is a regression fit "
+                   "(numeric response), whose kinds are mean and predictive\n")
+
+
+def test_na_action_pass_leaves_rows_with_a_missing_predictor_empty(files, tmp_path):
+    """Without --na-action a missing predictor stops the command naming the file line; with
+    --na-action pass that row's columns are empty and the other rows are predicted as usual."""
+    gaps = tmp_path / "gaps.csv"
+    GRID.assign(x1=GRID["x1"].where(GRID.index != 2)).to_csv(gaps, index=False)
+    status, out, err = run(["predict", str(files["fit"]), str(gaps)])
+    assert status == 2 and out == ""
+    assert "line 4" in err and "na-action" in err.replace("_", "-"), err
+    status, out, err = run(["predict", str(files["fit"]), str(gaps), "--na-action", "pass"])
+    assert status == 0, err
+    pred = pd.read_csv(io.StringIO(out))
+    full = pd.read_csv(io.StringIO(run(["predict", str(files["fit"]), str(files["grid"])])[1]))
+    assert pred.loc[2].isna().all()
+    pd.testing.assert_frame_equal(pred.drop(index=2), full.drop(index=2))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["bart", "soft_tree"])
 def test_kind_against_the_other_models(model, tmp_path):
