@@ -275,6 +275,8 @@ class _Checker:
 
     def config(self) -> dict:
         where = f"constant_data.attrs[{CONFIG_ATTR!r}]"
+        if CONFIG_ATTR not in self.idata["constant_data"].attrs:
+            _fail("constant_data.attrs", f"no model configuration ({CONFIG_ATTR!r}): not a bartpy_suite fit")
         config = self.attr_json("constant_data", CONFIG_ATTR, required=True)
         if not isinstance(config, dict):
             _fail(where, f"a JSON {type(config).__name__}, expected an object")
