@@ -12,9 +12,10 @@ that the same script measures an older checkout (e.g. ``git archive <commit> | t
 * ``bart``: the README's BART, ``bps.bart("y ~ .", data=wu2007, trees=200, sampler="cgm", chains=4,
   draws=1000, tune=1000, seed=1)``.
 
-Per fit: the file size of ``fit.to_netcdf``, the size of each group written alone (with the
-encoding of ``posterior.fit._compact_encoding``; largest first), the wall time of ``bps.load`` and
-of the file check alone (``posterior.file_check.check_fit``, when the checkout has it), whether predictions on the
+Per fit: the file size of ``fit.to_netcdf``, the size of each group written alone (the groups
+and encoding ``to_netcdf`` writes: ``posterior.fit._tree_to_write``, ``_compact_encoding``;
+largest first), the wall time of ``bps.load`` and of the file check alone
+(``posterior.file_check.check_fit``, when the checkout has it), whether predictions on the
 training rows are bit-identical after the round trip, and whether ``arviz_stats.loo`` works on
 the loaded fit.
 
@@ -60,9 +61,10 @@ with tempfile.TemporaryDirectory() as tmp:
     size = os.path.getsize(path)
     groups = {}
     # each group written alone with the encoding to_netcdf gave it: its share of the file
-    from bartpy_suite.posterior.fit import _compact_encoding
-    encoding = _compact_encoding(fit.idata)
-    for node in fit.idata.subtree:
+    from bartpy_suite.posterior import fit as fit_module
+    written = fit_module._tree_to_write(fit.idata, False) if hasattr(fit_module, "_tree_to_write") else fit.idata
+    encoding = fit_module._compact_encoding(written)
+    for node in written.subtree:
         if not node.dataset.data_vars:
             continue
         part = os.path.join(tmp, "part.nc")

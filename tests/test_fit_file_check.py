@@ -102,11 +102,14 @@ def _edit(src, dst, group=None, name=None, change=None, attrs=None):
         else:
             old = ds[name]
             values = change(old.values.astype(np.int64) if old.dtype.kind in "iu" else old.values.copy())
-            # a netCDF group has one size per dim name: a resized axis gets a dim of its own
+            # a netCDF group has one size per dim name: a resized axis that other variables of the
+            # group share gets a dim of its own
+            others = {d for k, v in ds.variables.items() if k != name for d in v.dims}
             if np.ndim(values) != old.ndim:
                 dims = tuple(f"edited{i}" for i in range(np.ndim(values)))
             else:
-                dims = tuple(d if values.shape[i] == old.shape[i] else f"{d}_edited" for i, d in enumerate(old.dims))
+                dims = tuple(d if values.shape[i] == old.shape[i] or d not in others else f"{d}_edited"
+                             for i, d in enumerate(old.dims))
             ds = ds.drop_vars(name).assign({name: (dims, values)})
         tree[group] = xr.DataTree(ds)
     if attrs is not None:
@@ -266,10 +269,10 @@ def test_factor_mask_outside_the_levels_is_refused(saved, tmp_path):
                                        ("probit", "node_value"), ("soft", "node_value")])
 def test_non_finite_leaf_values_are_refused(saved, kind, name, tmp_path):
     fit, path = saved(kind)
-    leaf = int(np.flatnonzero(fit.idata["trees"]["node_var"].values < 0)[0])
+    leaf = int(np.flatnonzero(fit.idata["trees"]["node_var"].values < 0)[1])  # the file holds leaves only
 
     def nan(v):
-        v[leaf] = np.nan
+        v[1] = np.nan
         return v
 
     _refused(_edit(path, None, "trees", name, nan), f"trees/{name}", f"leaf node {leaf}")
@@ -281,7 +284,7 @@ def test_leaf_sigma_and_probabilities_are_checked(saved, tmp_path):
     _, path = saved("cart_class")
     _refused(_edit(path, None, "trees", "node_prob", lambda p: p * 5), "trees/node_prob")
     _refused(_edit(path, None, "trees", "node_prob", lambda p: p[:, :2]), "trees/node_prob", "dims")
-    _refused(_edit(path, None, "trees", "node_prob", lambda p: p[:-1]), "trees/node_prob", "dims")
+    _refused(_edit(path, None, "trees", "node_prob", lambda p: p[:-1]), "trees/node_prob", "leaf entries")
 
 
 @pytest.mark.parametrize("kind", ["cart", "multinomial"])
@@ -291,7 +294,7 @@ def test_wrong_dtype_and_dims_are_refused(saved, kind, tmp_path):
              "expected an integer type")
     _refused(_edit(path, None, "trees", "node_var", lambda v: v[:, None]), "trees/node_var", "dims")
     _refused(_edit(path, None, "trees", "node_value", lambda v: v[:-1]), "trees/node_value",
-             "dims ('node_edited',), expected ('node',)")
+             "leaf entries, but node_var has")
 
 
 def test_leaf_arrays_shorter_than_the_node_axis_are_refused(saved, tmp_path):
@@ -570,3 +573,28 @@ def test_fit_without_log_likelihood_loads_without_it(saved, tmp_path):
     no.to_netcdf(tmp_path / "f.nc")
     assert "log_likelihood" not in bps.load(tmp_path / "f.nc").idata.children
     assert "log_likelihood" in bps.load(tmp_path / "f.nc", log_likelihood=True).idata.children
+
+
+# --- leaf parameters stored at the leaves only ---------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["cart_mvs", "cart_class", "multinomial", "soft"])
+def test_leaf_parameters_are_stored_at_leaves_and_restored_exactly(saved, kind):
+    fit, path = saved(kind)
+    with xr.open_datatree(path) as tree:
+        stored = {k: tree["trees"][k].dims for k in tree["trees"].data_vars}
+    names = [k for k in ("node_value", "node_sigma", "node_prob") if k in fit.idata["trees"]]
+    assert names and all(stored[k][0] == "leaf" for k in names)
+    back = bps.load(path)
+    for name in fit.idata["trees"].data_vars:
+        assert back.idata["trees"][name].equals(fit.idata["trees"][name]), name  # NaN at internal nodes too
+
+
+def test_leaf_count_must_match_the_leaves(saved, tmp_path):
+    _, path = saved("bart")
+    _refused(_edit(path, tmp_path / "a.nc", "trees", "node_value", lambda v: v[:-1]), "trees/node_value",
+             "leaf entries, but node_var has")
+    # a split turned into a leaf: the structure is checked first
+    _refused(_edit(path, tmp_path / "b.nc", "trees", "node_var", lambda v: np.where(np.arange(v.size) == 0, -1, v)),
+             "trees/node_var", "preorder")
+    _refused(_edit(path, tmp_path / "c.nc", "trees", "node_value", lambda v: v.astype(np.int64)), "trees/node_value",
+             "expected a floating-point type")

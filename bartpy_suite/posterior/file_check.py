@@ -42,9 +42,9 @@ import xarray as xr
 
 from .._binning import MAX_LEVELS
 from .._kernels.tree import CUT_MASK, NA_SHIFT
-from ..errors import BartpySuiteError, FitFileError
+from ..errors import FitFileError
 from . import legacy
-from .fit import CONFIG_ATTR, DESIGN_ATTR, LOG_LIKELIHOOD_ATTR, TREES_GROUP, Fit
+from .fit import CONFIG_ATTR, DESIGN_ATTR, LEAF_DIM, LEAF_VARS, LOG_LIKELIHOOD_ATTR, TREES_GROUP, Fit
 from .loglik import GROUP as LOG_LIKELIHOOD_GROUP
 
 #: Groups every fit has (after the 0.1 layout is upgraded).
@@ -138,9 +138,11 @@ def load_fit(path, design_from_json: Callable[[str], object] | None = None,
         if legacy.needs_upgrade(idata):
             try:
                 idata = legacy.upgrade(idata)
-            except (ValueError, TypeError, IndexError, KeyError) as exc:
+            except Exception as exc:  # numpy's shape and index errors on damaged padded arrays
                 _fail("posterior/split_var", f"padded trees of a 0.1 file cannot be read ({exc})")
-        check_fit(idata, path)
+        checker = _Checker(idata)
+        checker.run()
+        idata = checker.idata  # leaf parameters back on the node axis
     except _Bad as bad:
         raise _error(path, bad.where, bad.what) from None
     attrs = idata["constant_data"].attrs
@@ -148,7 +150,7 @@ def load_fit(path, design_from_json: Callable[[str], object] | None = None,
     if DESIGN_ATTR in attrs and design_from_json is not None:
         try:
             design = design_from_json(attrs[DESIGN_ATTR])
-        except (BartpySuiteError, ValueError, TypeError, KeyError) as exc:
+        except Exception as exc:  # whatever the reader makes of a damaged design, the file is at fault
             raise _error(path, f"constant_data.attrs[{DESIGN_ATTR!r}]", str(exc)) from None
     marked = attrs.pop(LOG_LIKELIHOOD_ATTR, None) is not None
     fit = Fit(idata, design=design)
@@ -158,8 +160,32 @@ def load_fit(path, design_from_json: Callable[[str], object] | None = None,
     return fit
 
 
+def _expand_leaves(idata: xr.DataTree, leaf: np.ndarray) -> xr.DataTree:
+    """The DataTree with the trees group's leaf parameters back on the node axis (NaN at internal
+    nodes), as ``Fit.to_netcdf`` stores them over the leaves only (``leaf``: which nodes are
+    leaves, from the checked ``node_var``); the same DataTree without such variables."""
+    ds = idata[TREES_GROUP].to_dataset()
+    names = [n for n in LEAF_VARS if n in ds.data_vars and ds[n].dims[:1] == (LEAF_DIM,)]
+    if not names:
+        return idata
+    moved = {}
+    for name in names:
+        da = ds[name]
+        if da.dtype.kind != "f":
+            _fail(f"{TREES_GROUP}/{name}", f"dtype {da.dtype}, expected a floating-point type")
+        if da.shape[0] != int(leaf.sum()):
+            _fail(f"{TREES_GROUP}/{name}", f"{da.shape[0]} leaf entries, but node_var has {int(leaf.sum())} leaves")
+        full = np.full(leaf.shape + da.shape[1:], np.nan, dtype=da.dtype)
+        full[leaf] = da.values
+        moved[name] = (("node",) + da.dims[1:], full)
+    idata = idata.copy()
+    idata[TREES_GROUP] = xr.DataTree(ds.drop_vars(names).assign(moved))
+    return idata
+
+
 def check_fit(idata: xr.DataTree, path: str = "<in memory>") -> dict:
-    """Check every array and attribute of a fit's DataTree that the package reads.
+    """Check every array and attribute of a fit's DataTree that the package reads (in memory, or as
+    read from a file, with the leaf parameters over the ``leaf`` dim).
 
     Parameters
     ----------
@@ -258,6 +284,7 @@ class _Checker:
         split = config.get("na_action") == "split"
         # a soft tree's node_cut is unused (its splits are node_tau / node_delta in soft_trees)
         trees = self.tree_store(TREES_GROUP, "tree", binned, split, p, rules=config["model_type"] != "soft_tree")
+        self.idata = _expand_leaves(self.idata, ~trees["internal"])
         self.leaves(config, trees, classes)
         self.model_counts(config, trees["counts"].shape[2], classes)
         for name, node in self.idata.children.items():
@@ -511,7 +538,7 @@ class _Checker:
         needs_prob = classes > 0 and not needs_value
         prob = self.array(TREES_GROUP, "node_prob", "float", ("node", "class"), required=needs_prob)
         if prob is not None:
-            if prob.shape[1] != max(classes, 1) and classes:
+            if prob.shape[1] != classes:  # a regression has none: the soft kernels would return probabilities
                 _fail(f"{TREES_GROUP}/node_prob", f"{prob.shape[1]} classes, the configuration has {classes}")
             ok = (np.isfinite(prob[leaf]) & (prob[leaf] >= 0) & (prob[leaf] <= 1)).all(axis=1)
             if not ok.all():
