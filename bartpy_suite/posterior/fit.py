@@ -133,7 +133,8 @@ class Fit:
 
         Fits store it when they are built unless ``log_likelihood=False`` was given or, with the
         default ``log_likelihood=None``, chains x draws x rows exceeds 10 million; call this to
-        add it afterwards (it is computed exactly from the stored trees). ``arviz_stats.loo``
+        add it afterwards (it is computed exactly from the stored trees; ``bartpy_suite.load`` calls
+        this for a saved fit that had the group, which ``to_netcdf`` leaves out). ``arviz_stats.loo``
         and ``arviz_stats.compare`` read it; they treat the draws as equally weighted, so for
         the weighted samplers (``ctmc`` CART, ``smc``) their answer ignores ``fit.weights``.
 
