@@ -598,3 +598,14 @@ def test_leaf_count_must_match_the_leaves(saved, tmp_path):
              "trees/node_var", "preorder")
     _refused(_edit(path, tmp_path / "c.nc", "trees", "node_value", lambda v: v.astype(np.int64)), "trees/node_value",
              "expected a floating-point type")
+
+
+def test_saved_file_gets_the_usual_permissions(saved, tmp_path):
+    """The temporary file is created with mode 0o666 minus the umask, not mkstemp's 0o600."""
+    fit, _ = saved("cart")
+    old = os.umask(0o022)
+    try:
+        fit.to_netcdf(tmp_path / "f.nc")
+    finally:
+        os.umask(old)
+    assert (os.stat(tmp_path / "f.nc").st_mode & 0o777) == 0o644

@@ -224,9 +224,11 @@ class _Checker:
         self.sizes: dict[str, int] = {}
 
     # -- helpers ---------------------------------------------------------------------------------
-    def array(self, group: str, name: str, kind: str, dims: tuple, required: bool = True, local: tuple = ()):
-        """The variable as int64 (``kind="int"``) or float64 (``"float"``) after its dtype and dims
-        are checked; the size of each dim not in ``local`` must agree with earlier ones (``self.sizes``)."""
+    def array(self, group: str, name: str, kind: str, dims: tuple, required: bool = True, local: tuple = (),
+              native: bool = False):
+        """The variable as int64 (``kind="int"``; in its own integer type with ``native``, to spare
+        a copy of a large array that is only compared) or float64 (``"float"``) after its dtype and
+        dims are checked; the size of each dim not in ``local`` must agree with earlier ones (``self.sizes``)."""
         ds = self.idata[group].dataset
         where = f"{group}/{name}"
         if name not in ds.data_vars:
@@ -247,7 +249,7 @@ class _Checker:
                 _fail(where, f"dtype {values.dtype}, expected an integer type")
             if dk == "u" and values.dtype.itemsize == 8 and values.size and values.max() > _INT64_MAX:
                 _fail(where, "values past the int64 range")
-            return values.astype(np.int64, copy=False)
+            return values if native else values.astype(np.int64, copy=False)
         if dk not in "iuf" or (dk == "f" and values.dtype.itemsize < 4):
             _fail(where, f"dtype {values.dtype}, expected a floating-point type")
         return values.astype(np.float64, copy=False)
@@ -428,7 +430,7 @@ class _Checker:
             if down.any():
                 _fail("constant_data/cuts", f"the cut points of predictor {self.first(down.any(axis=1))} are not "
                                             "strictly increasing")
-        codes = self.array("constant_data", "x_codes", "int", ("predictor", "obs"))
+        codes = self.array("constant_data", "x_codes", "int", ("predictor", "obs"), native=True)
         top = nbins - 1 + (1 if split else 0)  # na_action="split": missing values have code nbins
         bad = (codes < 0) | (codes > top[:, None])
         if bad.any():
@@ -458,8 +460,8 @@ class _Checker:
         if flat.size == 0:
             _fail(f"{group}/tree_nodes", "no trees")
         local = () if group == TREES_GROUP else ("node",)  # another store's node axis is its own
-        var = self.array(group, "node_var", "int", ("node",), local=local)
-        cut = self.array(group, "node_cut", "int", ("node",), local=local)
+        var = self.array(group, "node_var", "int", ("node",), local=local, native=True)
+        cut = self.array(group, "node_cut", "int", ("node",), local=local, native=True)
         n_nodes = var.shape[0]
         if (flat < 1).any() or (flat > n_nodes).any():
             s = self.first((flat < 1) | (flat > n_nodes))
@@ -474,19 +476,23 @@ class _Checker:
         internal = var >= 0
         # Preorder: with +1 per internal node and -1 per leaf, the running sum within a tree stays
         # >= 0 before its last node and is -1 after it (every internal node gets two subtrees).
-        run = np.cumsum(np.where(internal, 1, -1))
+        # ``run`` sums over the whole store, so within tree s it is offset by ``before[s]``.
+        small = np.int32 if n_nodes < 2**31 - 1 else np.int64
+        run = np.cumsum(np.where(internal, small(1), small(-1)), dtype=small)
         start = np.cumsum(flat) - flat
-        before = np.where(start > 0, run[start - 1], 0)
-        rel = run - np.repeat(before, flat)
         last = start + flat - 1
-        if (rel[last] != -1).any():
-            s = self.first(rel[last] != -1)
+        before = np.zeros(flat.size, dtype=small)
+        before[1:] = run[last[:-1]]
+        if (run[last] != before - 1).any():
+            s = self.first(run[last] != before - 1)
             _fail(f"{group}/node_var", f"tree {s} (flat, chain-major; nodes {start[s]}..{last[s]}) is not a complete "
                                        "preorder tree: its internal nodes and leaves do not match")
-        rel[last] = 0
-        if (rel < 0).any():
-            i = self.first(rel < 0)
-            s = int(np.searchsorted(start, i, side="right") - 1)
+        masked = run.copy()
+        masked[last] = np.iinfo(small).max  # the last node of each tree is the only one allowed below before
+        lowest = np.minimum.reduceat(masked, start)
+        if (lowest < before).any():
+            s = self.first(lowest < before)
+            i = int(start[s] + np.flatnonzero(masked[start[s]:last[s] + 1] < before[s])[0])
             _fail(f"{group}/node_var", f"tree {s} (flat, chain-major) ends before its last node at node {i}: not a "
                                        "preorder tree")
         if rules:
@@ -495,26 +501,30 @@ class _Checker:
 
     def rules(self, group: str, var, cut, internal, binned: dict, split: bool) -> None:
         """Numeric cut indices inside the predictor's grid, factor masks inside its levels."""
-        v = var[internal]
-        c = cut[internal]
-        nbins = binned["nbins"][v]
-        cat = binned["is_cat"][v]
-        low = c & CUT_MASK
-        high = c >> NA_SHIFT
+        at = np.flatnonzero(internal)
+        v = var[at].astype(np.int64)
+        c = cut[at].astype(np.int64)
+        nbins, is_cat = binned["nbins"], binned["is_cat"]
         # numeric: cut index k in 0..nbins-2 (0..nbins-1 with split: nbins-1 splits on missingness),
         # the high word 0 or (split) the missing code nbins
-        top_k = nbins - (1 if split else 2)
-        num_ok = (c >= 0) & (low <= top_k) & ((high == 0) | (split & (high == nbins)))
-        # factor: a non-empty mask of the levels (and, with split, the missing bit nbins)
-        bits = nbins + (1 if split else 0)
-        cat_ok = (c != 0) & ((bits >= 64) | ((c > 0) & ((c >> np.minimum(bits, 62)) == 0)))
-        bad = np.where(cat, ~cat_ok, ~num_ok)
-        if bad.any():
-            k = self.first(bad)
-            node = int(np.flatnonzero(internal)[k])
-            kind = "factor level mask" if cat[k] else "cut"
-            _fail(f"{group}/node_cut", f"node {node} has {kind} {c[k]} on predictor {v[k]}, outside its "
-                                       f"{nbins[k]} {'levels' if cat[k] else 'bins'}")
+        top_k = (nbins - (1 if split else 2))[v]
+        if split:
+            high = c >> NA_SHIFT
+            ok = (c >= 0) & ((c & CUT_MASK) <= top_k) & ((high == 0) | (high == nbins[v]))
+        else:
+            ok = (c >= 0) & (c <= top_k)  # the high word must be 0: c <= top_k < 2**32
+        if is_cat.any():
+            # factor: a non-empty mask of the levels (and, with split, the missing bit nbins)
+            on_cat = np.flatnonzero(is_cat[v])
+            cc = c[on_cat]
+            bits = nbins[v[on_cat]] + (1 if split else 0)
+            ok[on_cat] = (cc != 0) & ((bits >= 64) | ((cc > 0) & ((cc >> np.minimum(bits, 62)) == 0)))
+        if not ok.all():
+            k = self.first(~ok)
+            cat = bool(is_cat[v[k]])
+            kind = "factor level mask" if cat else "cut"
+            _fail(f"{group}/node_cut", f"node {int(at[k])} has {kind} {c[k]} on predictor {v[k]}, outside its "
+                                       f"{nbins[v[k]]} {'levels' if cat else 'bins'}")
 
     def leaves(self, config: dict, trees: dict, classes: int) -> None:
         """Leaf parameters over the node axis: finite values, positive sigmas, probabilities."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import uuid
 from functools import cached_property
 
 import numpy as np
@@ -579,11 +579,13 @@ class Fit:
         if not os.path.isdir(folder):
             raise ArgumentError(f"cannot write {path!r}: folder {folder!r} does not exist")
         tree = _tree_to_write(self.idata, bool(log_likelihood))
+        # O_EXCL on a random name, like mkstemp, but with mode 0o666 so that the umask applies and
+        # the saved file gets the permissions of any other new file (mkstemp's are 0o600)
+        tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.part")
         try:
-            fd, tmp = tempfile.mkstemp(suffix=".nc.part", prefix=".", dir=folder)
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
         except OSError as exc:
             raise type(exc)(exc.errno, f"cannot write the fit to {path!r}: {exc.strerror}") from exc
-        os.close(fd)
         try:
             tree.to_netcdf(tmp, engine="netcdf4", encoding=_compact_encoding(tree))
             os.replace(tmp, path)
