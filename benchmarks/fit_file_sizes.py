@@ -19,12 +19,17 @@ largest first), the wall time of ``bps.load`` and of the file check alone
 training rows are bit-identical after the round trip, and whether ``arviz_stats.loo`` works on
 the loaded fit.
 
-Run: ``python3 benchmarks/fit_file_sizes.py [--src DIR] [--out FILE]`` (a few minutes on 2 cores).
+Run: ``python3 benchmarks/fit_file_sizes.py [--src DIR] [--out FILE]`` (10-20 minutes on 2 shared
+cores). The stored results: ``--out benchmarks/results/fit_file_sizes.json`` (this checkout) and,
+for the code before this change, ``git archive 4c428a3 | tar -x -C /tmp/base`` then ``--src
+/tmp/base --out benchmarks/results/fit_file_sizes_4c428a3.json``. The JSON records the command,
+the machine and the package versions; times are wall seconds on that (shared) machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -114,8 +119,18 @@ def main() -> None:
         print(line, flush=True)
         lines.append(line)
     if args.out:
+        import platform
+
+        import numpy
+        import xarray
+
+        meta = {"command": " ".join(["python3", "benchmarks/fit_file_sizes.py"] + sys.argv[1:]),
+                "src": os.path.abspath(args.src), "machine": platform.platform(), "processor": platform.processor(),
+                "cpus": os.cpu_count(), "python": platform.python_version(), "numpy": numpy.__version__,
+                "xarray": xarray.__version__, "seed": 1, "fits": [json.loads(line) for line in lines]}
         with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+            json.dump(meta, f, indent=1)
+            f.write("\n")
 
 
 if __name__ == "__main__":

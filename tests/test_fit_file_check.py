@@ -609,3 +609,9 @@ def test_saved_file_gets_the_usual_permissions(saved, tmp_path):
     finally:
         os.umask(old)
     assert (os.stat(tmp_path / "f.nc").st_mode & 0o777) == 0o644
+
+
+def test_load_checks_its_log_likelihood_argument(saved):
+    _, path = saved("cart")
+    with pytest.raises(ArgumentError, match="log_likelihood must be True or False"):
+        bps.load(path, log_likelihood="yes")

@@ -26,9 +26,14 @@ Any failure raises one :class:`~bartpy_suite.errors.FitFileError` naming the fil
 array (``group/variable``) and what is wrong. Files that netCDF cannot read (truncated, not netCDF)
 and netCDF files that are not fits raise the same error.
 
-Import rule: numpy, xarray and this package's ``errors``, ``_binning``, ``_kernels.tree`` (two
-constants), ``posterior.fit`` and ``posterior.legacy``; the design reader is passed in (posterior
-does not import formula).
+Files keep the trees' leaf parameters at the leaves only (``Fit.to_netcdf``); the check puts them
+back on the node axis once the structure they hang on has passed. The cost is a few vectorised
+passes over the node axis, less than reading the file takes (``benchmarks/fit_file_sizes.py``
+measures both).
+
+Import rule: numpy, xarray and this package's ``errors``, ``_validation``, ``_binning``,
+``_kernels.tree`` (two constants), ``posterior.fit`` and ``posterior.legacy``; the design reader
+is passed in (posterior does not import formula).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from collections.abc import Callable
 import numpy as np
 import xarray as xr
 
+from .. import _validation as check
 from .._binning import MAX_LEVELS
 from .._kernels.tree import CUT_MASK, NA_SHIFT
 from ..errors import FitFileError
@@ -127,8 +133,12 @@ def load_fit(path, design_from_json: Callable[[str], object] | None = None,
         When ``path`` does not exist.
     FitFileError
         When the file is unreadable, not a fit, or fails :func:`check_fit`.
+    ArgumentError
+        When ``log_likelihood`` is not None, True or False.
     """
     path = os.fspath(path)
+    if log_likelihood is not None:
+        log_likelihood = check.check_bool("log_likelihood", log_likelihood)
     idata = open_fit_file(path)
     try:
         const = _group(idata, "constant_data")
