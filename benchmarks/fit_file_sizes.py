@@ -112,7 +112,9 @@ def main() -> None:
     env = dict(os.environ, PYTHONPATH=os.path.abspath(args.src))
     lines = []
     for name in args.fits.split(","):
-        done = subprocess.run([sys.executable, "-c", RUN, name], env=env, capture_output=True, text=True)
+        # cwd: ``python -c`` puts the working folder first on sys.path, before PYTHONPATH
+        done = subprocess.run([sys.executable, "-c", RUN, name], env=env, capture_output=True, text=True,
+                              cwd=os.path.abspath(args.src))
         if done.returncode != 0:
             sys.exit(f"{name} failed:\n{done.stderr[-3000:]}")
         line = done.stdout.strip().splitlines()[-1]
