@@ -439,6 +439,9 @@ def test_configuration_json_is_checked(saved, tmp_path, edit, pattern):
     (lambda d: json.dumps({**json.loads(d), "predictors": ["a", "b"]}), "differ from the configuration"),
     (lambda d: json.dumps({**json.loads(d), "levels": 7}), "key 'levels' is a int"),
     (lambda d: json.dumps({**json.loads(d), "format": "other"}), "not a saved bartpy_suite design"),
+    (lambda d: json.dumps({**json.loads(d), "levels": [None, ["A", "B"]]}), "predictor 1 has 2 levels in the design"),
+    (lambda d: json.dumps({**json.loads(d), "is_categorical": [False, False]}), "predictor 1 is numeric in the design"),
+    (lambda d: json.dumps({**json.loads(d), "class_labels": ["a"]}), "1 class labels, the configuration has 0"),
 ])
 def test_design_json_is_checked(saved, tmp_path, edit, pattern):
     _, path = saved("cart")

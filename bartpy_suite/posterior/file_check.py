@@ -232,6 +232,7 @@ class _Checker:
     def __init__(self, idata: xr.DataTree):
         self.idata = idata
         self.sizes: dict[str, int] = {}
+        self.design_payload: dict | None = None
 
     # -- helpers ---------------------------------------------------------------------------------
     def array(self, group: str, name: str, kind: str, dims: tuple, required: bool = True, local: tuple = (),
@@ -292,6 +293,7 @@ class _Checker:
         p = self.sizes["predictor"] = len(config["predictors"])
         self.draw_groups()
         binned = self.constant(config)
+        self.design_levels(binned)
         classes = self.observed(config)
         split = config.get("na_action") == "split"
         # a soft tree's node_cut is unused (its splits are node_tau / node_delta in soft_trees)
@@ -375,6 +377,25 @@ class _Checker:
         if design["response_kind"] != config["response_kind"]:
             _fail(where, f"response_kind {design['response_kind']!r} differs from the configuration's "
                          f"{config['response_kind']!r}")
+        if len(design["class_labels"]) != len(config.get("class_labels") or []):
+            _fail(where, f"{len(design['class_labels'])} class labels, the configuration has "
+                         f"{len(config.get('class_labels') or [])}")
+        self.design_payload = design
+
+    def design_levels(self, binned: dict) -> None:
+        """The design's factors are the binned factors, with one level per bin (tree_text and the
+        design's transform index the levels by bin code)."""
+        design = self.design_payload
+        if design is None:
+            return
+        where = f"constant_data.attrs[{DESIGN_ATTR!r}]"
+        for v, (cat, levels) in enumerate(zip(design["is_categorical"], design["levels"])):
+            if cat != bool(binned["is_cat"][v]):
+                _fail(where, f"predictor {v} is {'a factor' if cat else 'numeric'} in the design but not in "
+                             "constant_data/is_categorical")
+            if cat and (not isinstance(levels, list) or len(levels) != binned["nbins"][v]):
+                _fail(where, f"predictor {v} has {len(levels) if isinstance(levels, list) else levels!r} levels in the "
+                             f"design and {binned['nbins'][v]} in constant_data/nbins")
 
     def draw_groups(self) -> None:
         """posterior and sample_stats: numeric variables over (chain, draw, ...); the weights."""
