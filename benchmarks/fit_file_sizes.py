@@ -14,10 +14,10 @@ that the same script measures an older checkout (e.g. ``git archive <commit> | t
 
 Per fit: the file size of ``fit.to_netcdf``, the size of each group written alone (the groups
 and encoding ``to_netcdf`` writes: ``posterior.fit._tree_to_write``, ``_compact_encoding``;
-largest first), the wall time of ``bps.load`` and of the file check alone
-(``posterior.file_check.check_fit``, when the checkout has it), whether predictions on the
-training rows are bit-identical after the round trip, and whether ``arviz_stats.loo`` works on
-the loaded fit.
+largest first), the wall and CPU time (the process's, all threads: the steadier number on a
+shared machine) of ``bps.load`` and of the file check alone (``posterior.file_check.check_fit``,
+when the checkout has it), the number of stored nodes, whether predictions on the training rows
+are bit-identical after the round trip, and whether ``arviz_stats.loo`` works on the loaded fit.
 
 Run: ``python3 benchmarks/fit_file_sizes.py [--src DIR] [--out FILE]`` (10-20 minutes on 2 shared
 cores). The stored results: ``--out benchmarks/results/fit_file_sizes.json`` (this checkout) and,
@@ -77,17 +77,17 @@ with tempfile.TemporaryDirectory() as tmp:
         enc = {k: v for k, v in (encoding or {}).items() if k == node.path}
         single.to_netcdf(part, engine="netcdf4", encoding=enc or None)
         groups[node.path] = os.path.getsize(part)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     same = bps.load(path)
-    load_s = time.perf_counter() - t0
-    check_s = None
+    load_s, load_cpu_s = time.perf_counter() - t0, time.process_time() - c0
+    check_s = check_cpu_s = None
     try:
         from bartpy_suite.posterior import file_check
         with xr.open_datatree(path, engine="netcdf4") as tree:
             idata = tree.load()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         file_check.check_fit(idata, path)
-        check_s = time.perf_counter() - t0
+        check_s, check_cpu_s = time.perf_counter() - t0, time.process_time() - c0
     except ImportError:
         pass
     after = same.predict(kind=kind, samples=True).values
@@ -96,7 +96,8 @@ with tempfile.TemporaryDirectory() as tmp:
         import arviz_stats as azs
         loo = float(azs.loo(same.idata).elpd)
         loo_before = float(azs.loo(fit.idata).elpd)
-print(json.dumps({"fit": name, "file_mb": size / 1e6, "load_s": load_s, "check_s": check_s,
+print(json.dumps({"fit": name, "file_mb": size / 1e6, "load_s": load_s, "load_cpu_s": load_cpu_s,
+                  "check_s": check_s, "check_cpu_s": check_cpu_s, "nodes": int(fit.idata["trees"]["node_var"].size),
                   "identical": bool(np.array_equal(before, after)), "had_log_likelihood": had_loglik,
                   "loo_after_load": loo, "loo_same": None if loo is None else loo == loo_before,
                   "group_mb": {k: v / 1e6 for k, v in sorted(groups.items(), key=lambda kv: -kv[1])}}))
