@@ -314,10 +314,10 @@ def test_multinomial_needs_its_trees_per_class(saved, tmp_path):
 
     _refused(_edit(path, None, "constant_data", attrs=fewer), "trees/tree_nodes", "configuration gives 9")
 
-    def two_labels(attrs):
-        config = json.loads(attrs[CONFIG_ATTR])
-        config["class_labels"] = config["class_labels"][:2]
-        attrs[CONFIG_ATTR] = json.dumps(config)
+    def two_labels(attrs):  # configuration and design edited alike
+        config, design = json.loads(attrs[CONFIG_ATTR]), json.loads(attrs[DESIGN_ATTR])
+        config["class_labels"], design["class_labels"] = config["class_labels"][:2], design["class_labels"][:2]
+        attrs[CONFIG_ATTR], attrs[DESIGN_ATTR] = json.dumps(config), json.dumps(design)
 
     _refused(_edit(path, None, "constant_data", attrs=two_labels), "observed_data/y")
 
@@ -325,10 +325,10 @@ def test_multinomial_needs_its_trees_per_class(saved, tmp_path):
 def test_probit_needs_two_classes(saved, tmp_path):
     _, path = saved("probit")
 
-    def three(attrs):
-        config = json.loads(attrs[CONFIG_ATTR])
-        config["class_labels"] = ["hi", "lo", "mid"]
-        attrs[CONFIG_ATTR] = json.dumps(config)
+    def three(attrs):  # configuration and design edited alike
+        config, design = json.loads(attrs[CONFIG_ATTR]), json.loads(attrs[DESIGN_ATTR])
+        config["class_labels"] = design["class_labels"] = ["hi", "lo", "mid"]
+        attrs[CONFIG_ATTR], attrs[DESIGN_ATTR] = json.dumps(config), json.dumps(design)
 
     _refused(_edit(path, None, "constant_data", attrs=three), "probit BART with 3 class labels")
 
