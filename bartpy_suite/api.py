@@ -8,16 +8,11 @@ and errors; nothing in the package imports this module except ``__init__``.
 from __future__ import annotations
 
 import inspect
-import json
-import os
 
-import xarray as xr
-
-from .errors import ArgumentError
 from .formula import Design
 from .models import MODELS
-from .posterior import legacy
-from .posterior.fit import CONFIG_ATTR, DESIGN_ATTR, Fit
+from .posterior import file_check
+from .posterior.fit import Fit
 
 _ALIAS_INTRO = {
     "cart": "Fit a single-tree Bayesian CART model (Chipman, George & McCulloch 1998) from a formula.",
@@ -66,29 +61,32 @@ bart = _formula_alias("bart")
 soft_tree = _formula_alias("soft_tree")
 
 
-def load(path) -> Fit:
+def load(path, log_likelihood: bool | None = None) -> Fit:
     """Read a fit written by ``Fit.to_netcdf``.
+
+    Every stored array and attribute is checked before it is used (``posterior/file_check.py``),
+    so a damaged or edited file gives an error rather than a crash or wrong predictions.
 
     Parameters
     ----------
     path : str or os.PathLike
+    log_likelihood : bool or None
+        Recompute the ``log_likelihood`` group (exactly, from the stored trees): None (default)
+        when the saved fit had it (``to_netcdf`` leaves it out of the file by default), True
+        always, False never.
 
     Returns
     -------
     Fit
         Predictions are identical to those of the fit that was saved. Files of bartpy_suite 0.1
         (padded tree arrays in the posterior group) are read into the current layout.
+
+    Raises
+    ------
+    FileNotFoundError
+        When ``path`` does not exist.
+    bartpy_suite.errors.FitFileError
+        When the file is truncated, not a fit, or holds a damaged or edited array or attribute;
+        the message names the file, the first bad array and what is wrong.
     """
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"no such file: {path!r}")
-    with xr.open_datatree(path, engine="netcdf4") as tree:
-        idata = tree.load()
-    const = idata["constant_data"].attrs if "constant_data" in idata.children else {}
-    if CONFIG_ATTR not in const:
-        raise ArgumentError(f"{path!r} is not a bartpy_suite fit (no model configuration found)")
-    design = Design.from_json(const[DESIGN_ATTR]) if DESIGN_ATTR in const else None
-    json.loads(const[CONFIG_ATTR])
-    if legacy.needs_upgrade(idata):
-        idata = legacy.upgrade(idata)
-    return Fit(idata, design=design)
+    return file_check.load_fit(path, Design.from_json, log_likelihood=log_likelihood)

@@ -24,6 +24,12 @@ class ArgumentError(BartpySuiteError, ValueError):
     """A keyword argument has an invalid value; the message names it and the valid range."""
 
 
+class FitFileError(BartpySuiteError, ValueError):
+    """A saved fit cannot be used: the file is truncated, not a netCDF file written by
+    ``Fit.to_netcdf``, or one of its arrays or attributes is damaged or edited (the message names
+    the file, the first bad array and what is wrong with it)."""
+
+
 class NotFittedError(BartpySuiteError, RuntimeError):
     """A model was used before ``fit`` was called."""
 

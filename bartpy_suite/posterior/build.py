@@ -10,13 +10,16 @@ Groups:
 - ``trees``: the compact tree store (``_kernels/record.py``): flat preorder node arrays
   ``node_var``, ``node_cut``, ``node_value`` (original scale), ``node_sigma``, ``node_prob``
   over a ``node`` dimension, and ``tree_nodes`` (chain, draw, tree), the node count of each
-  stored tree. Nothing is padded to the largest tree;
+  stored tree. Nothing is padded to the largest tree. The leaf parameters are NaN at internal
+  nodes; files keep them at the leaves only (``Fit.to_netcdf``), and ``load`` restores them;
 - one group per further store a sampler keeps (``StackedDraws.extra_stores``, e.g. the
   ``tempered`` sampler's ``rung_trees``): the structure only, ``node_var`` and ``node_cut`` over
   ``node`` and ``tree_nodes`` (chain, draw, <the store's tree dim>); ``Fit.tree_arrays(group)``
   pads it;
 - ``log_likelihood``: ``y`` (chain, draw, obs), the pointwise log-likelihood of the training
-  rows (``posterior/loglik.py``), unless the model's ``log_likelihood`` keyword leaves it out;
+  rows (``posterior/loglik.py``), unless the model's ``log_likelihood`` keyword leaves it out.
+  ``Fit.to_netcdf`` leaves it out of the file by default and marks that the fit had it;
+  ``bartpy_suite.load`` then recomputes it, bit-identical;
 - ``observed_data`` (y) and ``constant_data`` (binned training predictors and cut grids; the
   model configuration and the design as JSON attributes: everything ``predict`` needs).
 """

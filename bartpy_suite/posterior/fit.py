@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import uuid
 from functools import cached_property
 
 import numpy as np
@@ -33,12 +33,19 @@ from .weighted import kish_ess, weighted_ess, weighted_mean_sd, weighted_quantil
 
 CONFIG_ATTR = "bartpy_suite_config"
 DESIGN_ATTR = "bartpy_suite_design"
+#: Set in a saved file's constant_data attributes when ``to_netcdf`` left out the fit's
+#: log_likelihood group; ``load`` then recomputes it (exactly, from the stored trees).
+LOG_LIKELIHOOD_ATTR = "bartpy_suite_log_likelihood"
 TREES_GROUP = "trees"
 #: In-memory dtypes of the tree store (files may hold smaller ones, see ``Fit.to_netcdf``).
 NODE_DTYPES = {"node_var": np.int32, "node_cut": np.int64, "node_value": np.float64, "node_sigma": np.float64,
                "node_prob": np.float64, "tree_nodes": np.int64}
 PREDICT_KINDS = ("mean", "predictive", "prob", "class")
 SURVIVAL_KINDS = ("survival", "hazard", "cumhaz", "median", "rmst")
+#: Leaf parameters of the trees group: NaN at internal nodes, so files store them over a ``leaf``
+#: dim (the leaves in node order) and ``load`` puts the NaNs back (``file_check._expand_leaves``).
+LEAF_VARS = ("node_value", "node_sigma", "node_prob")
+LEAF_DIM = "leaf"
 
 
 def interval_labels(level: float) -> tuple[str, str]:
@@ -134,7 +141,8 @@ class Fit:
 
         Fits store it when they are built unless ``log_likelihood=False`` was given or, with the
         default ``log_likelihood=None``, chains x draws x rows exceeds 10 million; call this to
-        add it afterwards (it is computed exactly from the stored trees). ``arviz_stats.loo``
+        add it afterwards (it is computed exactly from the stored trees; ``bartpy_suite.load`` calls
+        this for a saved fit that had the group, which ``to_netcdf`` leaves out). ``arviz_stats.loo``
         and ``arviz_stats.compare`` read it; they treat the draws as equally weighted, so for
         the weighted samplers (``ctmc`` CART, ``smc``) their answer ignores ``fit.weights``.
 
@@ -585,26 +593,56 @@ class Fit:
         return format_tree(arrays, self._binned, self.predictors, self.config, self.design, y, title, tree=tree)
 
     # -- persistence -------------------------------------------------------------------------------
-    def to_netcdf(self, path) -> None:
+    def to_netcdf(self, path, log_likelihood: bool = False) -> None:
         """Write the whole posterior (and what ``predict`` needs) to a netCDF file.
 
-        Every variable is zlib-compressed and integers are stored in the smallest integer type
-        that holds their values (floats keep float64, so a loaded fit predicts exactly). The
-        file is written to a temporary name in the same folder and renamed, so a failure
-        leaves nothing half-written.
+        Every variable is compressed (HDF5 shuffle + zlib) and integers are stored in the smallest
+        integer type that holds their values; floats keep float64, so a loaded fit predicts
+        exactly. The file is written to a temporary name in the same folder and renamed, so a
+        failure leaves nothing half-written and an existing file at ``path`` untouched.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The file to write (replaced if it exists).
+        log_likelihood : bool
+            Also store the ``log_likelihood`` group. By default it is left out, because it is
+            chains x draws x rows float64 values (most of a typical file) that
+            :func:`bartpy_suite.load` recomputes exactly from the stored trees: the file records
+            that the fit had the group, and ``load`` adds it back, so ``arviz_stats.loo`` works on
+            the loaded fit as on the original. Store it for tools that read the netCDF file
+            without bartpy_suite.
+
+        Raises
+        ------
+        ArgumentError
+            When ``path`` is a folder or its folder does not exist.
+        OSError
+            When the file cannot be written (the message names ``path``).
         """
         path = os.fspath(path)
         folder = os.path.dirname(os.path.abspath(path))
+        if os.path.isdir(path):
+            raise ArgumentError(f"cannot write the fit to {path!r}: it is a folder; give a file name, e.g. "
+                                f"{os.path.join(path, 'fit.nc')!r}")
         if not os.path.isdir(folder):
             raise ArgumentError(f"cannot write {path!r}: folder {folder!r} does not exist")
-        fd, tmp = tempfile.mkstemp(suffix=".nc.part", dir=folder)
-        os.close(fd)
+        tree = _tree_to_write(self.idata, bool(log_likelihood))
+        # O_EXCL on a random name, like mkstemp, but with mode 0o666 so that the umask applies and
+        # the saved file gets the permissions of any other new file (mkstemp's are 0o600)
+        tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.part")
         try:
-            self.idata.to_netcdf(tmp, engine="netcdf4", encoding=_compact_encoding(self.idata))
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except OSError as exc:
+            raise type(exc)(exc.errno, f"cannot write the fit to {path!r}: {exc.strerror}") from exc
+        try:
+            tree.to_netcdf(tmp, engine="netcdf4", encoding=_compact_encoding(tree))
             os.replace(tmp, path)
-        except BaseException:
+        except BaseException as exc:
             if os.path.exists(tmp):
                 os.remove(tmp)
+            if isinstance(exc, OSError) and exc.errno is not None:
+                raise type(exc)(exc.errno, f"cannot write the fit to {path!r}: {exc.strerror}") from exc
             raise
 
     def __repr__(self) -> str:
@@ -749,13 +787,55 @@ def _smallest_int(values: np.ndarray) -> np.dtype:
     return np.dtype(np.int64)
 
 
+def _tree_to_write(idata: xr.DataTree, log_likelihood: bool) -> xr.DataTree:
+    """The DataTree ``to_netcdf`` writes: ``idata``'s groups (sharing its arrays, nothing of
+    ``idata`` modified) without the log_likelihood group unless ``log_likelihood``, and with
+    ``LOG_LIKELIHOOD_ATTR`` in constant_data's attributes when the group was left out."""
+    has = LOG_LIKELIHOOD_GROUP in idata.children
+    groups = {}
+    for node in idata.subtree:
+        if node.path == f"/{LOG_LIKELIHOOD_GROUP}" and not log_likelihood:
+            continue
+        ds = node.to_dataset(inherit=False)
+        if node.path == f"/{TREES_GROUP}":
+            ds = _leaves_only(ds)
+        if node.path == "/constant_data":
+            attrs = {k: v for k, v in ds.attrs.items() if k != LOG_LIKELIHOOD_ATTR}
+            if has and not log_likelihood:
+                attrs[LOG_LIKELIHOOD_ATTR] = "recompute"
+            ds = ds.copy(deep=False)
+            ds.attrs = attrs
+        groups[node.path] = ds
+    return xr.DataTree.from_dict(groups)
+
+
+def _leaves_only(ds: xr.Dataset) -> xr.Dataset:
+    """The trees group with its leaf parameters (``LEAF_VARS``) kept at the leaves only, over dim
+    ``LEAF_DIM``: their internal-node entries are NaN, and the interleaved NaNs cost zlib a quarter
+    of the file. Unchanged unless every internal entry is NaN, so ``load`` restores it exactly."""
+    if "node_var" not in ds or ds["node_var"].dims != ("node",):
+        return ds
+    leaf = np.asarray(ds["node_var"].values) < 0
+    moved = {}
+    for name in LEAF_VARS:
+        if name not in ds.data_vars:
+            continue
+        da = ds[name]
+        if da.dims[:1] != ("node",) or da.dtype.kind != "f" or not np.isnan(da.values[~leaf]).all():
+            return ds
+        moved[name] = ((LEAF_DIM,) + da.dims[1:], da.values[leaf])
+    return ds.drop_vars(list(moved)).assign(moved) if moved else ds
+
+
 def _compact_encoding(idata: xr.DataTree) -> dict:
-    """netCDF encoding per group: zlib on every variable, integers narrowed to their range."""
+    """netCDF encoding per group: shuffle + zlib on every variable (the shuffle filter groups the
+    bytes of equal significance, which zlib then compresses far better: float64 leaf values and
+    multi-byte integers), integers narrowed to their range."""
     encoding = {}
     for node in idata.subtree:
         group = {}
         for name, da in node.dataset.data_vars.items():
-            spec = {"zlib": True, "complevel": 4}
+            spec = {"zlib": True, "complevel": 4, "shuffle": True}
             if da.dtype.kind in "iub":
                 spec["dtype"] = _smallest_int(da.values.astype(np.int64))
             group[name] = spec

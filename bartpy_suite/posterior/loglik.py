@@ -6,6 +6,10 @@ Regression: ``log N(y_i | f(x_i), sigma^2)`` with the draw's sigma (CART's
 probability of the observed class (CART: the leaf's Dirichlet draw; probit BART: ``Phi(f)``;
 multinomial BART: the softmax of the class forests).
 
+Saved files leave the group out by default (``Fit.to_netcdf``: it is chains x draws x rows
+float64 values, most of a typical file) and ``bartpy_suite.load`` recomputes it with this module
+from the restored trees: the same code on the same float64 arrays, so the values are identical.
+
 Import rule: numpy, scipy, xarray; the ``Fit`` is duck-typed (its prediction helpers).
 """
 
