@@ -768,7 +768,7 @@ def _predict(args: argparse.Namespace, session: _Session) -> None:
     newdata_path = _existing_file(args.newdata, "new data")
     out = _output_target(args.out, "csv", [("fit", fit_path), ("new data", newdata_path)], args.force)
     try:
-        fit = bps.load(str(fit_path))
+        fit = bps.load(str(fit_path), log_likelihood=False)  # predictions do not need it
     except BartpySuiteError:
         raise
     except (OSError, ValueError, KeyError) as exc:

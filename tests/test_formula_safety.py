@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 import bartpy_suite as bps
-from bartpy_suite.errors import BartpySuiteWarning, DataError, FormulaError
+from bartpy_suite.errors import BartpySuiteWarning, DataError, FitFileError, FormulaError
 from bartpy_suite.formula import Design, build_design
 from bartpy_suite.formula.expr import ALLOWED, check_tree, parse_term
 
@@ -29,6 +29,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"
 LEGACY = DATA / "v1_transforms_cart.nc"
 DESIGN_ATTR = "bartpy_suite_design"
+CONFIG_ATTR = "bartpy_suite_config"
 # Predictions are means and quantiles over draws; as in test_legacy_files.py, numpy's reductions
 # may differ in the last bit between CPUs (vector width), far below any change of a draw.
 RTOL = 1e-12
@@ -69,8 +70,15 @@ def read_design(path: Path) -> dict:
 
 
 def write_design(path: Path, payload: dict | str) -> None:
+    """Replace the saved design; as a careful attacker would, also make the configuration's
+    predictor names agree with it, so that the file's consistency check (``file_check``) passes
+    and the refusal tested is the formula whitelist's."""
     with netCDF4.Dataset(path, "a") as nc:
         nc["constant_data"].setncattr(DESIGN_ATTR, payload if isinstance(payload, str) else json.dumps(payload))
+        if isinstance(payload, dict):
+            config = json.loads(nc["constant_data"].getncattr(CONFIG_ATTR))
+            config["predictors"] = payload["predictors"]
+            nc["constant_data"].setncattr(CONFIG_ATTR, json.dumps(config))
 
 
 def v2_file(tmp_path: Path) -> Path:
@@ -113,7 +121,7 @@ def test_edited_version_1_file_is_refused_and_nothing_runs(tmp_path):
     payload = read_design(path)
     payload["predictors"][7] = evil(marker)  # was 'log2(x1)'
     write_design(path, payload)
-    with pytest.raises(FormulaError, match=r"the saved design's predictor \"I\(x1 \+ __import__\('os'\)\.system\(.*\)\)\" "
+    with pytest.raises(FitFileError, match=r"evil\.nc' is not a usable bartpy_suite fit: .*the saved design's predictor \"I\(x1 \+ __import__\('os'\)\.system\(.*\)\)\" "
                                            r"calls attribute access \(__import__\('os'\)\.system\), which is not a function a "
                                            r"formula may use; it was refused and nothing in it was evaluated\. Only fits whose "
                                            r"terms fit this whitelist can be loaded: A formula term may contain column names"):
@@ -139,7 +147,7 @@ def test_edited_version_2_file_is_refused_and_nothing_runs(tmp_path, edit, match
     payload = read_design(path)
     edit(payload, marker)
     write_design(path, payload)
-    with pytest.raises(FormulaError, match=match):
+    with pytest.raises(FitFileError, match=r"v2\.nc' is not a usable bartpy_suite fit: .*" + match):
         bps.load(path)
     assert not marker.exists()
 
@@ -157,7 +165,8 @@ def test_crafted_file_through_the_command_line_is_refused(tmp_path):
     result = subprocess.run([sys.executable, "-m", "bartpy_suite", "predict", str(path), str(tmp_path / "new.csv")],
                             capture_output=True, text=True, env=env, timeout=600)
     assert result.returncode == 2, result.stderr
-    assert "bartpy_suite: error: the saved design's predictor" in result.stderr
+    assert "evil.nc' is not a usable bartpy_suite fit: " in result.stderr
+    assert "the saved design's predictor" in result.stderr
     assert "it was refused and nothing in it was evaluated" in result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
     assert not marker.exists()

@@ -233,6 +233,7 @@ class _Checker:
         self.idata = idata
         self.sizes: dict[str, int] = {}
         self.design_payload: dict | None = None
+        self.design_offset = 0  # predictors of the trees before the design's (survival: the time)
 
     # -- helpers ---------------------------------------------------------------------------------
     def array(self, group: str, name: str, kind: str, dims: tuple, required: bool = True, local: tuple = (),
@@ -359,12 +360,19 @@ class _Checker:
                 _fail(where, f"key {key!r} missing")
             if not isinstance(design[key], typ) or (typ is int and isinstance(design[key], bool)):
                 _fail(where, f"key {key!r} is a {type(design[key]).__name__}, expected a {typ.__name__}")
-        if "transform_state" not in design:
-            _fail(where, "key 'transform_state' missing")
-        p = len(config["predictors"])
-        if design["predictors"] != config["predictors"]:
+        # version 1 kept formulaic's transform state, version 2 the terms' expression trees (whose
+        # content Design.from_json checks against the formula whitelist)
+        state_key = "transform_state" if design["version"] == 1 else "terms"
+        if state_key not in design:
+            _fail(where, f"key {state_key!r} missing")
+        # a survival fit's trees also split on the time, its first predictor, which the design
+        # (the covariates' formula) does not hold
+        offset = 1 if config.get("survival") else 0
+        expected = config["predictors"][offset:]
+        p = len(expected)
+        if design["predictors"] != expected:
             _fail(where, f"predictors {design['predictors']!r} differ from the configuration's "
-                         f"{config['predictors']!r}")
+                         f"{expected!r}")
         for key in ("is_categorical", "levels", "methods", "sources"):
             if len(design[key]) != p:
                 _fail(where, f"{key} has {len(design[key])} entries for {p} predictors")
@@ -374,13 +382,16 @@ class _Checker:
             _fail(where, "levels must hold a list or null per predictor")
         if not all(isinstance(v, list) for v in design["sources"]):
             _fail(where, "sources must hold a list per predictor")
-        if design["response_kind"] != config["response_kind"]:
+        if offset:
+            pass  # survival: the design's response is the time, the model's the 0/1 person-period event
+        elif design["response_kind"] != config["response_kind"]:
             _fail(where, f"response_kind {design['response_kind']!r} differs from the configuration's "
                          f"{config['response_kind']!r}")
-        if len(design["class_labels"]) != len(config.get("class_labels") or []):
+        elif len(design["class_labels"]) != len(config.get("class_labels") or []):
             _fail(where, f"{len(design['class_labels'])} class labels, the configuration has "
                          f"{len(config.get('class_labels') or [])}")
         self.design_payload = design
+        self.design_offset = offset
 
     def design_levels(self, binned: dict) -> None:
         """The design's factors are the binned factors, with one level per bin (tree_text and the
@@ -389,7 +400,7 @@ class _Checker:
         if design is None:
             return
         where = f"constant_data.attrs[{DESIGN_ATTR!r}]"
-        for v, (cat, levels) in enumerate(zip(design["is_categorical"], design["levels"])):
+        for v, (cat, levels) in enumerate(zip(design["is_categorical"], design["levels"]), start=self.design_offset):
             if cat != bool(binned["is_cat"][v]):
                 _fail(where, f"predictor {v} is {'a factor' if cat else 'numeric'} in the design but not in "
                              "constant_data/is_categorical")
