@@ -473,8 +473,8 @@ def test_data_not_a_dataframe(small, make, match):
 
 
 def test_bad_predict_arguments(reg):
-    with pytest.raises(ArgumentError, match=r"unknown kind 'median'; valid options: 'mean', 'predictive'"):
-        reg.predict(GRID, kind="median")
+    with pytest.raises(ArgumentError, match=r"unknown kind 'quantile'; valid options: 'mean', 'predictive'"):
+        reg.predict(GRID, kind="quantile")
     with pytest.raises(ArgumentError, match=r"level must be a number in the open interval \(0, 1\), got 95"):
         reg.predict(GRID, level=95)
     with pytest.raises(ArgumentError, match=r"level must be a number in the open interval \(0, 1\), got 1"):

@@ -126,7 +126,7 @@ def _data() -> pd.DataFrame:
 
 RUN = dict(chains=2, draws=5, tune=3, seed=1, progress=False)
 FITS = {
-    "cart cgm with rotate": lambda df: bps.cart("y ~ a + b + f", data=df, sampler_options={
+    "cart cgm with rotate": lambda df: bps.cart("y ~ a + b + f", data=df, sampler="cgm", sampler_options={
         "moves": {"grow": .3, "prune": .3, "change": .2, "swap": .1, "rotate": .1}}, **RUN),
     "cart pg": lambda df: bps.cart("y ~ a + b + f", data=df, sampler="pg", **RUN),
     "cart tempered": lambda df: bps.cart("y ~ a + b + f", data=df, sampler="tempered", **RUN),
