@@ -26,22 +26,24 @@ import pytest
 
 IN_CHILD = {
     # module: what it compiles; in MiB, the growth of the single process's resident memory over the
-    # module in a default run with a cold numba cache (not measured: modules after the first 19)
+    # module in a default run with a cold numba cache, all in one process (run of 2026-11-26); the Geweke
+    # modules are all slow (not in the default run)
     "test_arviz.py": "the first CART and BART fits of the run: cgm, grow_prune, the log-likelihood (+458 over imports)",
     "test_cart_api.py": "CART's leaf models and samplers (+96)",
     "test_ctmc_api.py": "ctmc for CART and its leaf models (+207)",
     "test_ctmc_rotate.py": "ctmc with rotate and perturb events (+133)",
     "test_ctmc_exact.py": "in-memory twins of the ctmc rate helpers (+68)",
+    "test_kernel_entry_points.py": "a fit of every model and sampler (+215; +244 when the others ran in children)",
     "test_geweke_bart.py": "BART's Geweke simulators",
     "test_geweke_multiclass.py": "multinomial BART's Geweke simulators",
-    "test_multiclass.py": "multinomial BART",
-    "test_particle.py": "pg and smc",
-    "test_tempered.py": "tempered CART and its ladders",
-    "test_tempered_bart.py": "tempered BART",
-    "test_soft_kernels.py": "in-memory twins of the soft-tree and NUTS helpers",
-    "test_soft_tree.py": "the soft-tree samplers hmc_df and hmc_dfi",
-    "test_vignettes.py": "every vignette in quick mode: most models and samplers",
-    "test_readme_examples.py": "the README's examples: CART, BART, probit, soft trees, scikit-learn",
+    "test_multiclass.py": "multinomial BART (+42)",
+    "test_particle.py": "pg and smc (+69)",
+    "test_tempered.py": "tempered CART and its ladders (+18)",
+    "test_tempered_bart.py": "tempered BART (+0: compiled earlier by test_kernel_entry_points)",
+    "test_soft_kernels.py": "in-memory twins of the soft-tree and NUTS helpers (+47)",
+    "test_soft_tree.py": "the soft-tree samplers (+0: compiled earlier by test_kernel_entry_points)",
+    "test_vignettes.py": "every vignette in quick mode: most models and samplers (+49, +117 at its peak)",
+    "test_readme_examples.py": "the README's examples: CART, BART, probit, soft trees, scikit-learn (new)",
 }
 _CHILD_ENV = "BARTPY_SUITE_TESTS_IN_ONE_PROCESS"
 
