@@ -125,3 +125,28 @@ def test_committed_output_is_from_the_current_source(path):
     assert "*Executed in full mode" in text, f"{output.name} comes from a --quick run"
     stale = [cell.line for cell in runner.parse_cells(path.read_text(encoding="utf-8")) if cell.source not in text]
     assert not stale, f"{output.name} is older than {path.name} (cells at lines {stale}): run python3 vignettes/run.py {path.stem[:2]}"
+
+
+def test_output_folder_keeps_quick_runs_away_from_the_committed_outputs(tmp_path):
+    assert runner.output_folder(None, quick=False, folder=tmp_path) == tmp_path / "output"
+    assert not (tmp_path / "output").exists()
+    quick = runner.output_folder(None, quick=True, folder=tmp_path)
+    assert quick == tmp_path / "output-quick"
+    assert (quick / ".gitignore").read_text(encoding="utf-8").splitlines()[-1] == "*"
+    assert runner.output_folder(tmp_path / "elsewhere", quick=True, folder=tmp_path) == tmp_path / "elsewhere"
+    with pytest.raises(SystemExit, match="committed full-run outputs"):
+        runner.output_folder(tmp_path / "x" / ".." / "output", quick=True, folder=tmp_path)
+
+
+def test_quick_command_line_run_writes_to_output_quick(tmp_path, monkeypatch, capsys):
+    # the README's `python3 vignettes/run.py --quick 01 04`, on a folder holding one tiny vignette
+    (tmp_path / "01_tiny.py").write_text("# %% [markdown]\n# # Tiny\n#\n# *Does it run?*\n\n# %%\nprint(6 * 7)\n",
+                                         encoding="utf-8")
+    (tmp_path / "output").mkdir()
+    (tmp_path / "output" / "01_tiny.md").write_text("committed", encoding="utf-8")
+    monkeypatch.setattr(runner, "HERE", tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    assert runner.main(["--quick", "01"]) == 0
+    assert str(tmp_path / "output-quick") in capsys.readouterr().out
+    assert "```text\n42\n```" in (tmp_path / "output-quick" / "01_tiny.md").read_text(encoding="utf-8")
+    assert (tmp_path / "output" / "01_tiny.md").read_text(encoding="utf-8") == "committed"

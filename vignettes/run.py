@@ -3,7 +3,8 @@
 Usage, from the repository root::
 
     python3 vignettes/run.py                 # every vignette, full size, into vignettes/output/
-    python3 vignettes/run.py --quick 01 04   # vignettes whose names start with 01 or 04, few draws
+    python3 vignettes/run.py --quick 01 04   # vignettes whose names start with 01 or 04, few draws,
+                                             # into vignettes/output-quick/ (ignored by git)
     python3 vignettes/run.py --quick --out /tmp/vig   # somewhere else
 
 A vignette is a jupytext "percent" script ``vignettes/NN_name.py``: cells start with a line
@@ -25,7 +26,9 @@ other vignettes.
 ``--quick`` sets the environment variable ``BARTPY_SUITE_VIGNETTE_QUICK=1``; each vignette reads
 it (``QUICK = os.environ.get("BARTPY_SUITE_VIGNETTE_QUICK") == "1"``) and cuts its draws and
 repetitions, running the same code. The test suite runs every vignette that way into a
-temporary directory. The outputs committed in ``vignettes/output/`` come from full runs.
+temporary directory. The outputs committed in ``vignettes/output/`` come from full runs, so a
+quick run writes to ``vignettes/output-quick/`` by default (a folder with its own ``.gitignore``
+of ``*``) and refuses ``--out vignettes/output``.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+FULL_OUTPUT = "output"  # the committed outputs of full runs, under the vignettes' folder
+QUICK_OUTPUT = "output-quick"  # quick runs' default, never committed
 QUICK_ENV = "BARTPY_SUITE_VIGNETTE_QUICK"
 _MARKER = re.compile(r"^# %%(.*)$")
 
@@ -301,26 +306,57 @@ def write_index(out_dir: Path, paths: list[Path]) -> Path:
     return target
 
 
+def output_folder(out: Path | None, quick: bool, folder: Path | None = None) -> Path:
+    """Where a run writes: ``out`` if given, else ``<folder>/output`` (full runs) or
+    ``<folder>/output-quick`` (quick runs), ``folder`` being the vignettes' folder.
+
+    A quick run's default folder gets a ``.gitignore`` of ``*`` so that git never sees it.
+
+    Raises
+    ------
+    SystemExit
+        If a quick run is pointed at ``<folder>/output``: it would replace the committed outputs
+        of the full runs (and their test would fail).
+    """
+    folder = HERE if folder is None else folder
+    if out is None:
+        out = folder / (QUICK_OUTPUT if quick else FULL_OUTPUT)
+        if quick:
+            out.mkdir(parents=True, exist_ok=True)
+            ignore = out / ".gitignore"
+            if not ignore.is_file():
+                ignore.write_text("# quick runs of vignettes/run.py: never committed\n*\n", encoding="utf-8")
+    elif quick and Path(out).resolve() == (folder / FULL_OUTPUT).resolve():
+        raise SystemExit(f"--quick --out {out}: that folder holds the committed full-run outputs, which a quick run "
+                         f"would replace; leave --out out (quick runs write to {folder / QUICK_OUTPUT}) or choose "
+                         "another folder")
+    return Path(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line: run the chosen vignettes; return 1 if one failed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="vignettes to run (file-name prefixes, e.g. 01 04); default all")
     parser.add_argument("--quick", action="store_true", help=f"few draws ({QUICK_ENV}=1), for checks")
-    parser.add_argument("--out", type=Path, default=HERE / "output", help="output folder (default vignettes/output)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"output folder (default vignettes/{FULL_OUTPUT}, with --quick vignettes/{QUICK_OUTPUT})")
     args = parser.parse_args(argv)
+    paths = vignette_paths(args.names, HERE)
+    out = output_folder(args.out, args.quick)
+    print(f"writing to {out}", flush=True)
     # the vignettes document the checkout they live in (not another installed copy)
     sys.path.insert(0, str(HERE.parent))
     failed = []
-    for path in vignette_paths(args.names):
+    for path in paths:
         started = time.perf_counter()
         try:
-            target = run_vignette(path, args.out, quick=args.quick)
+            target = run_vignette(path, out, quick=args.quick)
         except VignetteError as exc:
             print(exc, file=sys.stderr)
             failed.append(path.name)
             continue
         print(f"{path.name}: {time.perf_counter() - started:.0f} s -> {target}", flush=True)
-    write_index(args.out, vignette_paths())
+    write_index(out, vignette_paths(folder=HERE))
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
         return 1
