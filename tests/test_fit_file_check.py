@@ -618,3 +618,92 @@ def test_load_checks_its_log_likelihood_argument(saved):
     _, path = saved("cart")
     with pytest.raises(ArgumentError, match="log_likelihood must be True or False"):
         bps.load(path, log_likelihood="yes")
+
+
+# --- variables hidden as coordinates, structures where none belongs, survival settings ---------
+
+def test_variables_hidden_as_coordinates_are_refused(saved, tmp_path):
+    """The readers look variables up by name, which also finds a coordinate: a node_value of one
+    entry stored as a coordinate (a 754-node store) made tree_arrays read past its end, and an extra
+    group whose tree_nodes was a coordinate of 10^7 crashed the preorder kernel."""
+    _, path = saved("cart_class")
+
+    def as_coordinate(ds):
+        return ds.drop_vars("node_prob").assign_coords(node_value=("one", [0.5]))
+
+    _refused(_edit(path, None, "trees", change=as_coordinate), "trees/node_value", "stored as a coordinate")
+
+    def extra_group(tree):
+        trees = tree["trees"].to_dataset()
+        evil = xr.Dataset({"node_var": trees["node_var"], "node_cut": trees["node_cut"]},
+                          coords={"tree_nodes": ("k", [10**7])})
+        tree["evil"] = xr.DataTree(evil)
+        return tree
+
+    _refused(extra_group(_edit(path, None)), "evil/tree_nodes", "stored as a coordinate")
+
+
+def test_a_structure_in_the_soft_trees_group_is_refused(saved):
+    """tree_arrays("soft_trees") would read a node_var stored there (heap corruption before)."""
+    _, path = saved("soft")
+    _refused(_edit(path, None, "soft_trees", change=lambda ds: ds.assign(node_var=("k", np.zeros(1, np.int64)))),
+             "soft_trees/node_var", "lives in the trees group")
+    fit, _ = saved("soft")
+    with pytest.raises(ArgumentError, match="no tree store 'soft_trees'"):
+        fit.tree_arrays("soft_trees")
+
+
+def test_a_store_with_node_var_but_no_counts_is_refused(saved):
+    _, path = saved("cart")
+
+    def extra_group(tree):
+        tree["evil"] = xr.DataTree(xr.Dataset({"node_var": tree["trees"].to_dataset()["node_var"]}))
+        return tree
+
+    _refused(extra_group(_edit(path, None)), "evil/tree_nodes", "variable missing")
+
+
+@pytest.fixture(scope="module")
+def survival_file(tmp_path_factory):
+    rng = np.random.default_rng(4)
+    x = rng.uniform(size=40)
+    weeks = np.ceil(rng.exponential(1 / (0.05 * np.exp(x))))
+    df = pd.DataFrame({"x": x, "time": np.minimum(weeks, 20), "event": weeks <= 20})
+    fit = bps.bart("Surv(time, event) ~ x", data=df, trees=5, **KW)
+    path = tmp_path_factory.mktemp("survival") / "surv.nc"
+    fit.to_netcdf(path)
+    return fit, path, df
+
+
+@pytest.mark.parametrize("edit, pattern", [
+    (lambda s: "abc", "survival is a str"),
+    (lambda s: {**s, "grid": "abc"}, "survival.grid"),
+    (lambda s: {**s, "grid": [[1, 2], [3, 4]]}, "survival.grid"),
+    (lambda s: {**s, "grid": s["grid"][::-1]}, "survival.grid"),
+    (lambda s: {**s, "grid": [float("nan")] + s["grid"][1:]}, "survival.grid"),
+    (lambda s: {**s, "max_time": "x"}, "survival.max_time"),
+    (lambda s: {**s, "time_name": 3}, "survival.time_name"),
+])
+def test_survival_settings_are_checked(survival_file, edit, pattern):
+    """posterior/survival.py searches the grid and compares with max_time: a grid that is not an
+    increasing list of times gave numpy errors (exit 1 at the command line) or silent wrong answers."""
+    _, path, _ = survival_file
+
+    def change(attrs):
+        config = json.loads(attrs[CONFIG_ATTR])
+        config["survival"] = edit(config["survival"])
+        attrs[CONFIG_ATTR] = json.dumps(config)
+
+    _refused(_edit(path, None, "constant_data", attrs=change), pattern)
+
+
+def test_survival_fit_loads_and_new_rows_go_through_predict_only(survival_file):
+    """A survival fit's trees split on the time and the covariates: f(x) draws and SHAP values of
+    new rows (covariates only) are refused rather than binned on the wrong predictors."""
+    fit, path, df = survival_file
+    again = bps.load(path)
+    new = df.head(3).drop(columns=["time", "event"])
+    pd.testing.assert_frame_equal(again.predict(new, times=[2.0, 5.0]), fit.predict(new, times=[2.0, 5.0]))
+    for call in (lambda: again.function_samples(new), lambda: again.shap(new), lambda: again.importance(new)):
+        with pytest.raises(ArgumentError, match=r"predict\(newdata, kind='survival'"):
+            call()

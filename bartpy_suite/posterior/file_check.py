@@ -56,6 +56,10 @@ from .loglik import GROUP as LOG_LIKELIHOOD_GROUP
 #: Groups every fit has (after the 0.1 layout is upgraded).
 REQUIRED_GROUPS = ("posterior", "sample_stats", "observed_data", "constant_data", TREES_GROUP)
 SOFT_GROUP = "soft_trees"
+#: Variables the package reads by name: none of them may hide as a coordinate.
+READ_NAMES = frozenset({"tree_nodes", "node_var", "node_cut", "node_value", "node_sigma", "node_prob", "node_tau",
+                        "node_delta", "x_scaled", "x_codes", "cuts", "nbins", "is_categorical", "y", "weight",
+                        "sigma", "variable_activity"})
 #: Keys of the configuration the package reads, with the JSON types they must have.
 CONFIG_TYPES = {"model_type": str, "response_kind": str, "sampler": str, "predictors": list}
 #: Keys of the design JSON (``Design.to_json``) and their JSON types.
@@ -289,6 +293,7 @@ class _Checker:
     def run(self) -> dict:
         for name in REQUIRED_GROUPS:
             _group(self.idata, name)
+        self.coordinates()
         config = self.config()
         self.design(config)
         p = self.sizes["predictor"] = len(config["predictors"])
@@ -303,8 +308,18 @@ class _Checker:
         self.leaves(config, trees, classes)
         self.model_counts(config, trees["counts"].shape[2], classes)
         for name, node in self.idata.children.items():
-            if name in (TREES_GROUP, SOFT_GROUP) or "tree_nodes" not in node.dataset.data_vars:
+            held = node.dataset.data_vars
+            if name == SOFT_GROUP:
+                # the soft trees' structure is the trees group's; a structure here would be read
+                # by tree_arrays("soft_trees") unchecked
+                for var in ("node_var", "node_cut"):
+                    if var in held:
+                        _fail(f"{name}/{var}", "a soft tree's structure lives in the trees group, not here")
                 continue
+            if name == TREES_GROUP or ("tree_nodes" not in held and "node_var" not in held):
+                continue
+            if "tree_nodes" not in held:
+                _fail(f"{name}/tree_nodes", "variable missing (the group holds node_var)")
             dims = node.dataset["tree_nodes"].dims
             if len(dims) != 3:
                 _fail(f"{name}/tree_nodes", f"dims {tuple(dims)}, expected (chain, draw, <tree dim>)")
@@ -313,7 +328,40 @@ class _Checker:
             self.soft(config, trees)
         if LOG_LIKELIHOOD_GROUP in self.idata.children:
             self.array(LOG_LIKELIHOOD_GROUP, "y", "float", ("chain", "draw", "obs"))
+        if config.get("survival"):
+            self.survival(config, binned)
         return config
+
+    def coordinates(self) -> None:
+        """The package writes no coordinates but dimension indexes; the readers look variables up
+        by name (``name in group``), which also finds a coordinate, so one named like a variable
+        would reach the kernels without the checks below."""
+        for node in self.idata.subtree:
+            ds = node.dataset
+            for name in ds.coords:
+                if name not in ds.dims or name in READ_NAMES:
+                    where = f"{node.path.strip('/') or '/'}/{name}"
+                    _fail(where, "stored as a coordinate; a fit file holds no coordinates but its dimension indexes")
+
+    def survival(self, config: dict, binned: dict) -> None:
+        """A survival fit is probit BART on person-period rows whose first predictor is the time,
+        and its settings give the grid that prediction searches (``posterior/survival.py``)."""
+        where = f"constant_data.attrs[{CONFIG_ATTR!r}]"
+        s = config["survival"]
+        if not isinstance(s, dict):
+            _fail(where, f"survival is a {type(s).__name__}, expected an object")
+        grid = s.get("grid")
+        if not (isinstance(grid, list) and grid and all(_finite_number(v) for v in grid) and grid[0] > 0
+                and all(b > a for a, b in zip(grid, grid[1:]))):
+            _fail(where, "survival.grid must be a non-empty increasing list of finite times > 0")
+        max_time = s.get("max_time")
+        if not _finite_number(max_time) or max_time < grid[-1]:
+            _fail(where, "survival.max_time must be a finite number >= the last grid time")
+        for key in ("time_name", "event_name"):
+            if not isinstance(s.get(key), str):
+                _fail(where, f"survival.{key} must be a column name (text)")
+        if binned["is_cat"][0] or config["response_kind"] != "categorical" or config["model_type"] != "bart":
+            _fail(where, "a survival fit is BART of a 0/1 response with the numeric time as predictor 0")
 
     def config(self) -> dict:
         where = f"constant_data.attrs[{CONFIG_ATTR!r}]"

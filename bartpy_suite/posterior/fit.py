@@ -122,8 +122,9 @@ class Fit:
         """The tree store in the prediction kernels' dtypes: flat node arrays, ``right``
         children and ``roots`` (samples, trees), samples in chain-major order."""
         group = self.idata[TREES_GROUP]
+        held = group.dataset.data_vars  # variables only: load refuses coordinates of these names too
         out = {name: np.ascontiguousarray(group[name].values, dtype=dtype)
-               for name, dtype in NODE_DTYPES.items() if name in group}
+               for name, dtype in NODE_DTYPES.items() if name in held}
         counts = out.pop("tree_nodes")
         counts = counts.reshape(counts.shape[0] * counts.shape[1], -1)
         out["right"] = right_children(out["node_var"], counts)
@@ -305,6 +306,14 @@ class Fit:
         if isinstance(newdata, pd.Series):
             raise DataError("newdata must be a DataFrame or a 2-D array, got a pandas Series; "
                             "for one row of a frame pass data.iloc[[i]] (double brackets)")
+        if self.config.get("survival") and isinstance(newdata, pd.DataFrame):
+            # the trees split on the time (predictor 0) and the covariates, the design holds the
+            # covariates only; posterior/survival builds the rows at the grid times (an array with
+            # the time as its first column is read as the trees' predictors)
+            raise ArgumentError("new rows of a survival fit are predicted with predict(newdata, kind='survival', "
+                                "times=[...]) (or hazard, cumhaz, median, rmst); f(x) draws, SHAP values and "
+                                "importance of its person-period trees take a 2-D array whose first column is "
+                                "the time")
         if isinstance(newdata, pd.DataFrame):
             if self.design is not None:
                 # "split" keeps missing values as NaN; missing_rows decides what they mean
@@ -515,9 +524,11 @@ class Fit:
 
     def _extra_tree_arrays(self, group: str) -> xr.Dataset:
         """``tree_arrays`` of a structure-only store (``node_var``, ``node_cut``, ``tree_nodes``)."""
-        if not isinstance(group, str) or group not in self.idata.children or \
-                "tree_nodes" not in self.idata[group] or "node_var" not in self.idata[group]:
-            stores = sorted(name for name, node in self.idata.children.items() if "tree_nodes" in node)
+        if not isinstance(group, str) or group not in self.idata.children or group == "soft_trees" or \
+                "tree_nodes" not in self.idata[group].dataset.data_vars or \
+                "node_var" not in self.idata[group].dataset.data_vars:
+            stores = sorted(name for name, node in self.idata.children.items()
+                            if "tree_nodes" in node.dataset.data_vars and name != "soft_trees")
             raise ArgumentError(f"tree_arrays: no tree store {group!r} in this fit; stores: {stores}")
         g = self.idata[group]
         counts = np.asarray(g["tree_nodes"].values, dtype=np.int64)

@@ -60,9 +60,9 @@ def _arrays(fit) -> dict:
     out = {"var": var, "counts": counts, "roots": tree_roots(counts), "right": right_children(var, counts),
            "tau": np.ascontiguousarray(soft["node_tau"].values, dtype=np.float64),
            "delta": np.ascontiguousarray(soft["node_delta"].values, dtype=np.float64)}
-    if "node_value" in trees:
+    if "node_value" in trees.dataset.data_vars:
         out["value"] = np.ascontiguousarray(trees["node_value"].values, dtype=np.float64)
-    if "node_prob" in trees:
+    if "node_prob" in trees.dataset.data_vars:
         out["prob"] = np.ascontiguousarray(trees["node_prob"].values, dtype=np.float64)
     return out
 
