@@ -98,7 +98,7 @@ def _child(folder: str, examples: int, seed: int) -> None:
         name = draw(st.sampled_from(names))
         tree = bases[name]
         kind = draw(st.sampled_from(["set", "set", "set", "scale", "resize", "dtype", "drop", "shuffle", "json",
-                                     "json", "json_text", "group"]))
+                                     "json", "json_text", "group", "coord"]))
         if kind in ("json", "json_text"):
             group, key = draw(st.sampled_from(attrs(tree)))
             payload = json.loads(tree[group].attrs[key])
@@ -175,6 +175,9 @@ def _child(folder: str, examples: int, seed: int) -> None:
             return
         elif kind == "shuffle":
             values = values[::-1].copy()
+        elif kind == "coord":  # the same values as a coordinate: readers that look names up find it too
+            tree[group] = xr.DataTree(ds.drop_vars(var).assign_coords({var: (dims, values)}))
+            return
         ds = ds.drop_vars(var).assign({var: (dims, values)})
         tree[group] = xr.DataTree(ds)
 
@@ -192,8 +195,10 @@ def _child(folder: str, examples: int, seed: int) -> None:
             kind = "prob" if fit.is_classification else "mean"
             fit.predict(kind=kind)
             fit.predict(new_rows, kind=kind)
-            if "rung_trees" in fit.idata.children:
-                fit.tree_arrays("rung_trees")
+            fit.tree_arrays()
+            for group, node in fit.idata.children.items():  # every store tree_arrays will read
+                if group != "trees" and "tree_nodes" in node:
+                    fit.tree_arrays(group)
             counts["loaded"] += 1
         except BartpySuiteError:
             counts["refused"] += 1
