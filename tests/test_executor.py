@@ -124,7 +124,7 @@ def test_ctrl_c_on_a_cluster_returns_the_draws_made_so_far(client, data):
     sent once every chain has reported progress (a ``distributed.Variable`` per chain)."""
 
     def interrupt_once_sampling() -> None:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 300  # workers may first compile or load the kernels
         while time.monotonic() < deadline:
             variables = client.run_on_scheduler(
                 lambda dask_scheduler: list(dask_scheduler.extensions["variables"].variables))
@@ -134,9 +134,10 @@ def test_ctrl_c_on_a_cluster_returns_the_draws_made_so_far(client, data):
             time.sleep(0.1)
 
     helper = threading.Thread(target=interrupt_once_sampling, daemon=True)
-    # 10^8 iterations (thinned to keep the buffers small): minutes even on a fast machine, so the
-    # interrupt always lands mid-run
-    long = dict(CART, draws=200_000, tune=0, thin=500)
+    # 5 x 10^8 iterations (thinned to keep the buffers small): about 15 minutes here (10^8 took
+    # 187 s on a loaded 2-core machine), so the interrupt always lands mid-run, also when the
+    # workers take a while to start
+    long = dict(CART, draws=200_000, tune=0, thin=2_500)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         helper.start()
