@@ -11,6 +11,7 @@ generators, so every posterior, statistic and tree array must match bit for bit.
 from __future__ import annotations
 
 import _thread
+import signal
 import threading
 import time
 import warnings
@@ -138,11 +139,18 @@ def test_ctrl_c_on_a_cluster_returns_the_draws_made_so_far(client, data):
     # 187 s on a loaded 2-core machine), so the interrupt always lands mid-run, also when the
     # workers take a while to start
     long = dict(CART, draws=200_000, tune=0, thin=2_500)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        helper.start()
-        fit = bps.cart("y ~ x1 + x2", data=data, executor=client, **long)
-    helper.join()
+    # interrupt_main does nothing while SIGINT is ignored, as it is in a process started in the
+    # background by a non-interactive shell (CI's runner may start the tests so): Python's own
+    # handler for the duration of the test
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            helper.start()
+            fit = bps.cart("y ~ x1 + x2", data=data, executor=client, **long)
+        helper.join()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     kept = fit.posterior.sizes["draw"]
     assert 0 < kept < long["draws"]
     assert np.isfinite(fit.posterior["sigma"].values).all()
