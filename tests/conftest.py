@@ -28,7 +28,9 @@ import pytest
 IN_CHILD = {
     # module: what it compiles; in MiB, the growth of the single process's resident memory over the
     # module in a default run with a cold numba cache, all in one process (run of 2026-11-26); the Geweke
-    # modules are all slow (not in the default run)
+    # modules are all slow (not in the default run). Modules that add nothing to the process
+    # (test_tempered_bart, test_soft_tree: +0, their kernels compiled by test_kernel_entry_points's
+    # child and loaded from the cache) stay in it: a child costs a few seconds of start-up
     "test_arviz.py": "the first CART and BART fits of the run: cgm, grow_prune, the log-likelihood (+458 over imports)",
     "test_cart_api.py": "CART's leaf models and samplers (+96)",
     "test_ctmc_api.py": "ctmc for CART and its leaf models (+207)",
@@ -43,9 +45,7 @@ IN_CHILD = {
     "test_multiclass.py": "multinomial BART (+42)",
     "test_particle.py": "pg and smc (+69)",
     "test_tempered.py": "tempered CART and its ladders (+18)",
-    "test_tempered_bart.py": "tempered BART (+0: compiled earlier by test_kernel_entry_points)",
     "test_soft_kernels.py": "in-memory twins of the soft-tree and NUTS helpers (+47)",
-    "test_soft_tree.py": "the soft-tree samplers (+0: compiled earlier by test_kernel_entry_points)",
     "test_vignettes.py": "every vignette in quick mode: most models and samplers (+49, +117 at its peak)",
     "test_readme_examples.py": "the README's examples: CART, BART, probit, soft trees, scikit-learn (new)",
 }
