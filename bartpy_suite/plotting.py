@@ -41,6 +41,18 @@ def _axes(ax):
     return _pyplot().subplots()[1] if ax is None else ax
 
 
+def _interval_bars(ax, table, color: str):
+    """Horizontal bars of ``table["mean"]`` with ``lower``/``upper`` error bars, the first row on
+    top, labelled by the table's index."""
+    y = np.arange(len(table))
+    mean = table["mean"].to_numpy()
+    err = np.vstack([mean - table["lower"].to_numpy(), table["upper"].to_numpy() - mean])
+    ax.barh(y, mean, xerr=err, color=color, ecolor="0.2", capsize=3)
+    ax.set_yticks(y, table.index.astype(str))
+    ax.invert_yaxis()
+    return ax
+
+
 def plot_variable_activity(fit, level: float = 0.95, ax=None):
     """Horizontal bars of each predictor's posterior mean share of split rules, with the
     equal-tailed interval as error bars (``fit.variable_activity(level)``).
@@ -51,13 +63,7 @@ def plot_variable_activity(fit, level: float = 0.95, ax=None):
         Bar i (``ax.patches[i]``) is predictor i of ``fit.predictors``.
     """
     table = fit.variable_activity(level=level)
-    ax = _axes(ax)
-    y = np.arange(len(table))
-    mean = table["mean"].to_numpy()
-    err = np.vstack([mean - table["lower"].to_numpy(), table["upper"].to_numpy() - mean])
-    ax.barh(y, mean, xerr=err, color="C0", ecolor="0.2", capsize=3)
-    ax.set_yticks(y, table.index.astype(str))
-    ax.invert_yaxis()
+    ax = _interval_bars(_axes(ax), table, "C0")
     ax.set_xlabel(f"share of split rules (mean, {level:.0%} interval)")
     ax.set_title("Variable activity")
     return ax
@@ -702,13 +708,7 @@ def plot_importance(fit, data=None, level: float = 0.9, max_draws: int | None = 
         Bar i (``ax.patches[i]``) is the predictor ranked i + 1 (the top bar).
     """
     table = _shap_class(fit.importance(data, level=level, max_draws=max_draws), cls)
-    ax = _axes(ax)
-    y = np.arange(len(table))
-    mean = table["mean"].to_numpy()
-    err = np.vstack([mean - table["lower"].to_numpy(), table["upper"].to_numpy() - mean])
-    ax.barh(y, mean, xerr=err, color="C1", ecolor="0.2", capsize=3)
-    ax.set_yticks(y, table.index.astype(str))
-    ax.invert_yaxis()
+    ax = _interval_bars(_axes(ax), table, "C1")
     ax.set_xlabel(f"mean |SHAP| over the rows (posterior mean, {level:.0%} interval)")
     ax.set_title("Importance" + (f" (class {cls})" if cls is not None else ""))
     return ax
