@@ -80,6 +80,19 @@ def value_function(var, cut, value, cover, is_cat, x, coalition) -> float:
     return walk(0)
 
 
+
+def shapley_values(game, p: int) -> np.ndarray:
+    """Shapley values of the p players of ``game`` (a function of a set of players), summed over
+    all coalitions with the classic weights |S|! (p - |S| - 1)! / p!."""
+    phi = np.zeros(p)
+    for i in range(p):
+        others = [j for j in range(p) if j != i]
+        for size in range(p):
+            weight = math.factorial(size) * math.factorial(p - size - 1) / math.factorial(p)
+            for s in itertools.combinations(others, size):
+                phi[i] += weight * (game(set(s) | {i}) - game(set(s)))
+    return phi
+
 def brute_force(trees, is_cat, train, x) -> tuple[np.ndarray, float]:
     """Shapley values over all coalitions of the sum of ``trees`` [(var, cut, value)] at row x."""
     p = len(is_cat)
@@ -88,13 +101,7 @@ def brute_force(trees, is_cat, train, x) -> tuple[np.ndarray, float]:
     def game(s):
         return sum(value_function(v, c, val, cov, is_cat, x, s) for (v, c, val), cov in zip(trees, tree_covers))
 
-    phi = np.zeros(p)
-    for i in range(p):
-        others = [j for j in range(p) if j != i]
-        for size in range(p):
-            weight = math.factorial(size) * math.factorial(p - size - 1) / math.factorial(p)
-            for s in itertools.combinations(others, size):
-                phi[i] += weight * (game(set(s) | {i}) - game(set(s)))
+    phi = shapley_values(game, p)
     return phi, game(set())
 
 
@@ -410,13 +417,7 @@ def soft_brute_force(var, tau, value, h, train, x):
             total += value[leaf] * prod
         return total
 
-    phi = np.zeros(p)
-    for i in range(p):
-        others = [j for j in range(p) if j != i]
-        for size in range(p):
-            weight = math.factorial(size) * math.factorial(p - size - 1) / math.factorial(p)
-            for s in itertools.combinations(others, size):
-                phi[i] += weight * (game(set(s) | {i}) - game(set(s)))
+    phi = shapley_values(game, p)
     return phi, game(set()), game(set(range(p)))
 
 
