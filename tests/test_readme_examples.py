@@ -1,7 +1,9 @@
-"""Every code block of README.md (and of docs/*.md) runs.
+"""Every code block of README.md and of the documentation's pages (``docs/*.md``, ``docs/guide/*.md``) runs.
 
-The test reads the ```python and ```bash blocks of each file and groups them by level-2 section
-(``## ...``, its ``###`` subsections included), in the order they appear:
+The test reads the ```python and ```bash blocks of each file and groups them, in the order they
+appear, by level-2 section (``## ...``, its ``###`` subsections included) in README.md and
+``docs/*.md``, and by page in ``docs/guide/`` (a guide page is one README section moved to a page
+of its own, its subsections promoted one level):
 
 * The Python blocks of a section run in order in one namespace, as if pasted one after the other
   into one Python session, in a temporary working directory with matplotlib's Agg backend. A
@@ -53,7 +55,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "docs" / "guide").glob("*.md"))]
 
 # the size switch: the largest value each size keyword keeps in the test run
 SMALL = {"draws": 30, "tune": 30, "chains": 2, "trees": 10, "warmup": 10}
@@ -72,6 +74,7 @@ SKIPPED_COMMANDS = {
     r"python3 -m pip install\b": "installs packages: CI (.ci/run) installs the package and its test extras first",
     r"python3 -m pytest\b": "runs this test suite, which CI runs itself",
     r"python3 vignettes/run\.py\b": "runs the vignettes: tests/test_vignettes.py runs every one of them in quick mode",
+    r"mkdocs\b": "builds or serves the documentation site: CI (.ci/run) builds it with --strict",
     r"python3 benchmarks/": "the benchmarks take minutes to hours and are not part of the test run (README: Benchmarks)",
 }
 
@@ -89,17 +92,19 @@ class Block:
 
     @property
     def where(self) -> str:
-        return f"{self.document.name} line {self.line} (section {self.section!r})"
+        return f"{self.document.relative_to(ROOT)} line {self.line} (section {self.section!r})"
 
 
 def code_blocks(path: Path) -> list[Block]:
-    """The ```python and ```bash blocks of a markdown file, with their sections, in file order."""
+    """The ```python and ```bash blocks of a markdown file, with their sections, in file order
+    (a guide page's section is its title)."""
     blocks: list[Block] = []
+    heading = "# " if path.parent.name == "guide" else "## "
     section, language, start, lines = "(top)", None, 0, []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if language is None:
-            if line.startswith("## "):
-                section = line[3:].strip()
+            if line.startswith(heading):
+                section = line[len(heading):].strip()
             fence = re.match(r"^```(\w*)\s*$", line)
             if fence:
                 language, start, lines = fence.group(1) or "text", number + 1, []
@@ -239,7 +244,7 @@ def _sections() -> dict[tuple[str, str], list[Block]]:
     sections: dict[tuple[str, str], list[Block]] = {}
     for path in DOCUMENTS:
         for block in code_blocks(path):
-            sections.setdefault((path.name, block.section), []).append(block)
+            sections.setdefault((str(path.relative_to(ROOT)), block.section), []).append(block)
     return sections
 
 
@@ -250,10 +255,11 @@ BASH = [key for key, blocks in SECTIONS.items() if any(b.language == "bash" for 
 
 def test_the_readme_has_its_examples():
     # the sections that hold code today: losing one (a renamed heading, an unclosed fence) fails here
-    readme = {section for document, section in PYTHON if document == "README.md"}
-    assert {"Using it from Python", "Chains and predictions on a dask cluster",
-            "Missing predictor values inside the trees", "Survival outcomes", "Soft trees"} <= readme, readme
-    assert {"Quickstart", "Command line"} <= {section for document, section in BASH if document == "README.md"}
+    assert {("README.md", "A first fit"), ("docs/guide/python.md", "Using it from Python"),
+            ("docs/guide/dask.md", "Chains and predictions on a dask cluster"),
+            ("docs/guide/missing_values.md", "Missing predictor values inside the trees"),
+            ("docs/guide/survival.md", "Survival outcomes"), ("docs/guide/soft_trees.md", "Soft trees")} <= set(PYTHON)
+    assert {("README.md", "Quickstart"), ("docs/guide/cli.md", "Command line")} <= set(BASH)
 
 
 def test_size_switch_caps_sizes_and_nothing_else():

@@ -76,14 +76,19 @@ RUN_PARAMETERS_DOC = """    likelihood : bool
 """
 
 
+#: the entry each model's docstring ends its ``Parameters`` with, replaced by the above at import
+#: (a well-formed numpydoc entry, so that tools reading the source parse the docstring too)
+RUN_PARAMETERS_PLACEHOLDER = ("    **run_keywords\n        The run keywords every model shares "
+                              "(``models._base.RUN_PARAMETERS_DOC``), put here at import.\n")
+
+
 def with_run_parameters(cls):
     """Class decorator: end the ``Parameters`` section of the model's docstring with
     :data:`RUN_PARAMETERS_DOC` (the placeholder line names it in the source)."""
     doc = cls.__doc__ or ""
-    marker = "    (and the run keywords shared by every model: ``models._base.RUN_PARAMETERS_DOC``)\n"
-    if marker not in doc:
+    if RUN_PARAMETERS_PLACEHOLDER not in doc:
         raise ValueError(f"{cls.__name__}'s docstring lacks the run-keywords placeholder")
-    cls.__doc__ = doc.replace(marker, RUN_PARAMETERS_DOC)
+    cls.__doc__ = doc.replace(RUN_PARAMETERS_PLACEHOLDER, RUN_PARAMETERS_DOC)
     return cls
 
 

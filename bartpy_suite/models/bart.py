@@ -129,7 +129,8 @@ class BART(TreeModel):
         the log scale, P(y = k | x) = exp(F_k(x)) / sum_l exp(F_l(x)), leaf factors
         exp(mu) ~ Gamma(c, d) calibrated by ``k`` (``log_gamma_prior``), ``trees`` trees per
         class. "auto" (default): probit for two classes, logit for more.
-    (and the run keywords shared by every model: ``models._base.RUN_PARAMETERS_DOC``)
+    **run_keywords
+        The run keywords every model shares (``models._base.RUN_PARAMETERS_DOC``), put here at import.
     """
 
     model_type = "bart"

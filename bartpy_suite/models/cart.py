@@ -61,7 +61,8 @@ class BayesianCART(TreeModel):
     sampler_options : dict or None
         Settings of the sampler (its documented options; unknown keys are an error listing
         the valid ones).
-    (and the run keywords shared by every model: ``models._base.RUN_PARAMETERS_DOC``)
+    **run_keywords
+        The run keywords every model shares (``models._base.RUN_PARAMETERS_DOC``), put here at import.
     """
 
     model_type = "cart"

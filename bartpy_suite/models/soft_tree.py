@@ -58,7 +58,8 @@ class SoftTree(TreeModel):
         NUTS and transition settings: ``warmup``, ``adaptation``, ``max_tree_depth``,
         ``target_accept``, ``init_stepsize``, ``h_schedule``, ``code_quirks``, ``keep_first_run``,
         ``moves_tune``, ``moves`` (``bps.samplers.SAMPLERS["hmc_dfi"].options``).
-    (and the run keywords shared by every model: ``models._base.RUN_PARAMETERS_DOC``)
+    **run_keywords
+        The run keywords every model shares (``models._base.RUN_PARAMETERS_DOC``), put here at import.
     """
 
     model_type = "soft_tree"

@@ -194,7 +194,8 @@ class SurvivalBART(BART):
     sampler, chains, draws, tune, seed, alpha, beta, k, max_cuts, min_leaf_size, moves, sampler_options
         As for :class:`BART` (probit: leaf sd ``3 / (k sqrt(trees))``, offset Phi^-1 of the share
         of event rows among the expanded rows, BART3's ``gbart`` default).
-    (and the run keywords shared by every model: ``models._base.RUN_PARAMETERS_DOC``)
+    **run_keywords
+        The run keywords every model shares (``models._base.RUN_PARAMETERS_DOC``), put here at import.
     """
 
     def __init__(self, *, grid="events", censoring="start_of_interval", trees=50, sampler="grow_prune", chains=4,

@@ -290,7 +290,7 @@ def _advice(fit, severity: str) -> str:
     if sampler in ("hmc_df", "hmc_dfi"):
         return (f"a longer tune (tune={cfg['tune']} now: the soft tree's topology is found during tune) and more "
                 f"draws (draws={cfg['draws']} now)")
-    return f"{longer}, or another sampler (see the README's 'Which sampler?')"
+    return f"{longer}, or another sampler (see 'Which sampler?' in docs/guide/samplers.md)"
 
 
 _SILENCE = ("Silence this check with check_mixing=False or "
