@@ -108,3 +108,14 @@ def pytest_collection_modifyitems(session, config, items):
             kept.append(item)
     items[:] = [ChildProcessRun.from_parent(entry, name="[child process]", nodeids=replaced[entry])
                 if isinstance(entry, pytest.Module) else entry for entry in kept]
+
+
+@pytest.fixture(scope="session")
+def cgm():
+    """The shipped CGM 1998 example (x1 numeric, x2 a factor with levels A-D, y): the data of most
+    API tests. Shared by the whole session; the package never modifies a frame it is given
+    (the last tests of ``tests/test_cart_api.py`` check that), so no test gets a changed copy."""
+    from bartpy_suite import datasets
+
+    return datasets.load("cgm1998")
+

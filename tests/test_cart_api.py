@@ -40,11 +40,6 @@ TINY = dict(sampler="cgm", chains=1, draws=5, tune=5, seed=1, progress=False)
 
 
 @pytest.fixture(scope="module")
-def cgm() -> pd.DataFrame:
-    return datasets.load("cgm1998")
-
-
-@pytest.fixture(scope="module")
 def reg(cgm) -> Fit:
     """Regression tree on the CGM 1998 example (x1 numeric, x2 a factor with levels A-D)."""
     return bps.cart("y ~ x1 + x2", data=cgm, **FIT)

@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 import bartpy_suite as bps
-from bartpy_suite import datasets
 
 SEED = 20240
 CHAINS = 4
@@ -26,11 +25,6 @@ SETTINGS = {
     "bart": dict(trees=10, draws=50, tune=50, progress=False),
 }
 FORMULA = "y ~ x1 + x2"
-
-
-@pytest.fixture(scope="module")
-def cgm():
-    return datasets.load("cgm1998")
 
 
 def run(model: str, data, **kw):

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 import bartpy_suite as bps
 from bartpy_suite import datasets
@@ -22,11 +21,6 @@ RTOL = 1e-12
 
 def assert_same(actual, expected):
     np.testing.assert_allclose(actual, expected, rtol=RTOL, atol=0)
-
-
-@pytest.fixture(scope="module")
-def cgm():
-    return datasets.load("cgm1998")
 
 
 def test_mean_variance_cart(cgm):

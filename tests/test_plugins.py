@@ -11,7 +11,6 @@ import pytest
 import xarray as xr
 
 import bartpy_suite as bps
-from bartpy_suite import datasets
 from bartpy_suite._kernels.cart_chain import run_cart_chain
 from bartpy_suite.errors import ArgumentError
 from bartpy_suite.models import MODELS
@@ -22,11 +21,6 @@ from bartpy_suite.samplers.mh import GROW_PRUNE_MOVES, CartChain
 from bartpy_suite.samplers.single_tree import TreeChain
 
 FAST = dict(chains=2, draws=200, tune=200, seed=7, progress=False)
-
-
-@pytest.fixture(scope="module")
-def cgm():
-    return datasets.load("cgm1998")
 
 
 @pytest.fixture(scope="module")

@@ -16,11 +16,6 @@ QUIET = {"progress": False, "check_mixing": False, "log_likelihood": False}
 
 
 @pytest.fixture(scope="module")
-def cgm():
-    return bps.datasets.load("cgm1998")
-
-
-@pytest.fixture(scope="module")
 def cart(cgm):
     return bps.cart("y ~ x1 + x2", data=cgm, chains=2, draws=60, tune=100, seed=1, **QUIET)
 

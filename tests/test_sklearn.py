@@ -50,11 +50,6 @@ def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
 
 
-@pytest.fixture(scope="module")
-def cgm():
-    return bps.datasets.load("cgm1998")
-
-
 def test_regressor_predictions_are_the_fits(cgm):
     X = cgm[["x1"]].to_numpy()
     est = CARTRegressor(sampler="cgm", chains=2, draws=100, tune=100, seed=4, progress=False,
