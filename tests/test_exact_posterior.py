@@ -38,7 +38,7 @@ POSTERIOR_CASES = [
     ("classes", "classification"),
 ]
 # (label, moves of the sampler, forced move type). "grow" (the grow/prune pair run as its own
-# kernel by ``CartChain.step("grow")``) is the ``grow_prune`` sampler's kernel exactly.
+# kernel by ``exact.harness.step(chain, "grow")``) is the ``grow_prune`` sampler's kernel exactly.
 KERNELS = [
     ("cgm", H.CGM_MOVES, None),
     ("grow_prune", H.GROW_PRUNE_MOVES, None),
@@ -132,7 +132,7 @@ def test_forced_move_without_candidates_stays(move, tree):
     prob = make_problem("grid", "mean_shift")
     chain = H.make_chain(prob, H.CGM_MOVES, 1)
     chain.set_tree(tree)
-    chain.step(move)
+    H.step(chain, move)
     assert chain.get_tree() == tree
 
 
@@ -142,7 +142,7 @@ def test_sampler_without_grow_at_stump_does_not_raise(moves):
     given directly) leaves the stump where it is instead of failing."""
     prob = make_problem("grid", "mean_shift")
     chain = H.make_chain(prob, moves, 1)
-    chain.step()
+    H.step(chain)
     assert chain.get_tree() is None
 
 

@@ -71,7 +71,7 @@ def test_rotate_moves_something():
             continue
         for _ in range(3):
             chain.set_tree(tree)
-            _, accepted = chain.step("rotate")
+            _, accepted = H.step(chain, "rotate")
             tried += 1
             moved += chain.get_tree() != tree
     # not a statistical bound: rotations are often accepted here (measured ~0.3 of the tries)

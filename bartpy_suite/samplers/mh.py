@@ -21,9 +21,8 @@ import numpy as np
 
 from .. import _validation as check
 from .._kernels.bart_chain import mh_bart_sweep, run_bart_chain, run_multinomial_chain
-from .._kernels.cart_chain import cart_step, run_cart_chain
-from .._kernels.cart_moves import MOVE_NAMES, accept_prune, change_or_swap, propose_grow, propose_prune, undo_grow
-from .._kernels.rotate import PERTURB_WIDTH, perturb_step, rotate_step
+from .._kernels.cart_chain import run_cart_chain
+from .._kernels.cart_moves import MOVE_NAMES
 from ..errors import ArgumentError
 from .forest import ForestChain
 from .multinomial import MultinomialChain
@@ -32,14 +31,8 @@ from .registry import Option, SamplerSpec, Statistic, register
 from .single_tree import TreeChain
 
 MOVE_INDEX = {name: k for k, name in enumerate(MOVE_NAMES)}
-#: Returned by ``CartChain.propose`` in place of a tree when the drawn proposal is impossible
-#: (``None`` is a valid tree: the stump).
-NO_PROPOSAL = "no proposal"
-
 CGM_MOVES = {"grow": 0.25, "prune": 0.25, "change": 0.4, "swap": 0.1}
 GROW_PRUNE_MOVES = {"grow": 0.5, "prune": 0.5}
-#: The kernels' ``leaf_of`` for a single tree, which keeps no row-to-leaf map (``cart_step``).
-NO_LEAF_MAP = np.empty(0, dtype=np.uint8)
 #: Moves every MH sampler accepts beyond its defaults (weight 0 unless given).
 EXTRA_MOVES = {"rotate": 0.0, "perturb": 0.0}
 
@@ -98,65 +91,6 @@ class CartChain(TreeChain):
     def sampler_stats(self, kept: int) -> dict:
         """``move`` (index into ``MOVE_NAMES``, -1: none possible) and ``accepted`` per draw."""
         return {"move": self.move[:kept].copy(), "accepted": self.accepted[:kept].copy()}
-
-    # -- single moves (tests) ------------------------------------------------------------------
-    def step(self, move: str | None = None) -> tuple[str, bool]:
-        """One MH transition: of the sampler's move mix (``move=None``) or of one move type.
-
-        A forced move type is run as its own MH kernel: same proposal and ratio, with the move
-        mix set to that type and its reverse (so each is invariant on its own).
-        """
-        if move is None:
-            probs = self.move_probs
-        else:
-            probs = np.zeros(len(MOVE_NAMES))
-            probs[MOVE_INDEX[move]] = 1.0
-            if move in ("grow", "prune"):
-                probs[:2] = 0.5
-        k, accepted = cart_step(
-            self.rng, self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls,
-            self.hyper, probs, *move_flags(probs), self.fstate, self.scratch, NO_LEAF_MAP,
-        )
-        return (MOVE_NAMES[k] if k >= 0 else "none"), bool(accepted)
-
-    def propose(self, move: str) -> tuple[float, object]:
-        """Draw one proposal of ``move`` and return ``(log acceptance ratio, proposed tree)``
-        without keeping it (the proposed tree is ``NO_PROPOSAL`` when the proposal is impossible).
-
-        The chain's tree is left as it was. Ratios use the chain's move probabilities.
-        """
-        before = self.get_tree()
-        fstate = self.fstate.copy()
-        n_total = float(self.y.shape[0])
-        args = (self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.hyper)
-        if move == "grow":
-            log_r, node, _ = propose_grow(self.rng, *args, self.move_probs, self.fstate, n_total, self.scratch,
-                                          NO_LEAF_MAP, self.scratch.model)
-            proposed = self.get_tree() if node >= 0 else NO_PROPOSAL
-            if node >= 0:
-                undo_grow(self.tree, node, self.hyper, self.scratch)
-            return float(log_r), proposed
-        if move == "prune":
-            log_r, node = propose_prune(self.rng, *args, self.move_probs, self.fstate, n_total, self.scratch,
-                                        self.scratch.model)
-            if node < 0:
-                return float(log_r), NO_PROPOSAL
-            accept_prune(self.tree, node, self.fstate, self.scratch, self.hyper)
-        else:
-            if move == "rotate":
-                accepted, valid, log_r = rotate_step(self.rng, *args, self.fstate, n_total, self.scratch, True)
-            elif move == "perturb":
-                accepted, valid, log_r = perturb_step(self.rng, *args, self.fstate, n_total, self.scratch,
-                                                       PERTURB_WIDTH, True)
-            else:
-                accepted, valid, log_r = change_or_swap(self.rng, *args, self.fstate, n_total, self.scratch,
-                                                        MOVE_INDEX[move], self.scratch.model, True)
-            if not accepted:
-                return float(log_r), NO_PROPOSAL
-        proposed = self.get_tree()
-        self.set_tree(before)
-        self.fstate[:] = fstate
-        return float(log_r), proposed
 
 
 class BartChain(ForestChain):

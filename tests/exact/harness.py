@@ -13,9 +13,19 @@ import numpy as np
 from scipy import stats
 
 from bartpy_suite._binning import BinnedPredictors
+from bartpy_suite._kernels.cart_chain import cart_step
+from bartpy_suite._kernels.cart_moves import (
+    MOVE_NAMES,
+    accept_prune,
+    change_or_swap,
+    propose_grow,
+    propose_prune,
+    undo_grow,
+)
 from bartpy_suite._kernels.record import to_padded
+from bartpy_suite._kernels.rotate import PERTURB_WIDTH, perturb_step, rotate_step
 from bartpy_suite.priors import DirichletLeafPrior, NormalLeafPrior, TreePrior, hyper_vector
-from bartpy_suite.samplers.mh import CartChain
+from bartpy_suite.samplers.mh import MOVE_INDEX, CartChain, move_flags
 
 from .enumerate import Problem, tree_depth, tree_leaves
 
@@ -71,9 +81,9 @@ class Stepper:
     """Apply MH transitions of one kernel to trees loaded into a ``CartChain``.
 
     ``move=None`` runs the chain's own move mix; "grow" runs the grow/prune pair, "change" and
-    "swap" their own kernels (``CartChain.step(move)`` semantics). Several transitions are run
+    "swap" their own kernels (``step(chain, move)`` semantics). Several transitions are run
     in one ``CartChain.run`` call (nothing recorded) on a chain whose move mix is that kernel:
-    the same ``cart_step`` as ``CartChain.step(move)``, without a Python round trip per step.
+    the same ``cart_step`` as ``step(chain, move)``, without a Python round trip per step.
     """
 
     SINGLE = {"grow": {"grow": 0.5, "prune": 0.5}, "change": {"change": 1.0}, "swap": {"swap": 1.0},
@@ -380,3 +390,70 @@ def make_ctmc_chain(prob: Problem, seed: int, likelihood: bool = True, rates: tu
 
     return CtmcCartChain(cart_problem(prob, likelihood), np.random.default_rng(seed), rotate=rates[0],
                          perturb=rates[1])
+
+
+# -- single moves of a CartChain (the move-ratio and exact-posterior tests) ------------------------
+#: Returned by ``propose`` in place of a tree when the drawn proposal is impossible (``None`` is a
+#: valid tree: the stump).
+NO_PROPOSAL = "no proposal"
+#: The kernels' ``leaf_of`` for a single tree, which keeps no row-to-leaf map (``cart_step``).
+NO_LEAF_MAP = np.empty(0, dtype=np.uint8)
+
+
+def step(chain: CartChain, move: str | None = None) -> tuple[str, bool]:
+    """One MH transition of ``chain``: of the sampler's move mix (``move=None``) or of one move type.
+
+    A forced move type is run as its own MH kernel: same proposal and ratio, with the move
+    mix set to that type and its reverse (so each is invariant on its own).
+    """
+    if move is None:
+        probs = chain.move_probs
+    else:
+        probs = np.zeros(len(MOVE_NAMES))
+        probs[MOVE_INDEX[move]] = 1.0
+        if move in ("grow", "prune"):
+            probs[:2] = 0.5
+    k, accepted = cart_step(
+        chain.rng, chain.tree, chain.codes, chain.is_categorical, chain.nbins, chain.y, chain.ycls,
+        chain.hyper, probs, *move_flags(probs), chain.fstate, chain.scratch, NO_LEAF_MAP,
+    )
+    return (MOVE_NAMES[k] if k >= 0 else "none"), bool(accepted)
+
+def propose(chain: CartChain, move: str) -> tuple[float, object]:
+    """Draw one proposal of ``move`` and return ``(log acceptance ratio, proposed tree)``
+    without keeping it (the proposed tree is ``NO_PROPOSAL`` when the proposal is impossible).
+
+    The chain's tree is left as it was. Ratios use the chain's move probabilities.
+    """
+    before = chain.get_tree()
+    fstate = chain.fstate.copy()
+    n_total = float(chain.y.shape[0])
+    args = (chain.tree, chain.codes, chain.is_categorical, chain.nbins, chain.y, chain.ycls, chain.hyper)
+    if move == "grow":
+        log_r, node, _ = propose_grow(chain.rng, *args, chain.move_probs, chain.fstate, n_total, chain.scratch,
+                                      NO_LEAF_MAP, chain.scratch.model)
+        proposed = chain.get_tree() if node >= 0 else NO_PROPOSAL
+        if node >= 0:
+            undo_grow(chain.tree, node, chain.hyper, chain.scratch)
+        return float(log_r), proposed
+    if move == "prune":
+        log_r, node = propose_prune(chain.rng, *args, chain.move_probs, chain.fstate, n_total, chain.scratch,
+                                    chain.scratch.model)
+        if node < 0:
+            return float(log_r), NO_PROPOSAL
+        accept_prune(chain.tree, node, chain.fstate, chain.scratch, chain.hyper)
+    else:
+        if move == "rotate":
+            accepted, valid, log_r = rotate_step(chain.rng, *args, chain.fstate, n_total, chain.scratch, True)
+        elif move == "perturb":
+            accepted, valid, log_r = perturb_step(chain.rng, *args, chain.fstate, n_total, chain.scratch,
+                                                   PERTURB_WIDTH, True)
+        else:
+            accepted, valid, log_r = change_or_swap(chain.rng, *args, chain.fstate, n_total, chain.scratch,
+                                                    MOVE_INDEX[move], chain.scratch.model, True)
+        if not accepted:
+            return float(log_r), NO_PROPOSAL
+    proposed = chain.get_tree()
+    chain.set_tree(before)
+    chain.fstate[:] = fstate
+    return float(log_r), proposed
