@@ -8,7 +8,6 @@ a Python process (SIGINT, a closed pipe) are marked slow where they fit a model.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import io
 import os
@@ -25,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from test_cli import run
 
 import bartpy_suite
 import bartpy_suite as bps
@@ -34,14 +34,6 @@ from bartpy_suite.cli import main
 REPO_ROOT = Path(bartpy_suite.__file__).resolve().parents[1]
 TINY = ["--chains", "1", "--draws", "30", "--tune", "30", "--seed", "1", "--no-progress"]
 GRID = pd.DataFrame({"x1": [1.5, 4.0, 6.0, 8.5] * 2, "x2": ["A"] * 4 + ["C"] * 4})
-
-
-def run(argv: list[str]) -> tuple[int, str, str]:
-    """Run ``main(argv)`` in process; return (exit status, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = main(argv)
-    return status, out.getvalue(), err.getvalue()
 
 
 def child_env() -> dict[str, str]:
