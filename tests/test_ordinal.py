@@ -386,3 +386,28 @@ def test_an_ordinal_fit_calls_no_helper_from_python_and_releases_every_array(mon
         if not was_enabled:
             nrt.memsys_disable_stats()
     assert made > 0 and made == released
+
+
+# --- command line ------------------------------------------------------------------------------------
+def test_the_command_line_fits_an_ordinal_response_given_its_levels(tmp_path, capsys):
+    from bartpy_suite.cli import main
+
+    df = _frame(n=80)
+    df["y"] = df["y"].astype(str)  # a CSV holds text: the order comes from --levels
+    csv = tmp_path / "d.csv"
+    df.to_csv(csv, index=False)
+    out = tmp_path / "fit.nc"
+    common = ["--model", "bart", "--trees", "5", "--chains", "1", "--draws", "20", "--tune", "20", "--seed", "1",
+              "--no-progress", "--no-check-mixing"]
+    assert main(["fit", "y ~ x1 + x2", str(csv), "--levels", "low,mid,high,top", "--out", str(out), *common]) == 0
+    assert "cutpoints[mid|high]" in capsys.readouterr().out
+    assert bps.load(out).config["leaf_model"] == "ordinal"
+    pred = tmp_path / "pred.csv"
+    assert main(["predict", str(out), str(csv), "--out", str(pred)]) == 0
+    table = pd.read_csv(pred)
+    assert list(table.columns[:3]) == ["prob_low", "prob_low_lower", "prob_low_upper"] and len(table) == 80
+    assert main(["predict", str(out), str(csv), "--kind", "class", "--out", str(pred), "--force"]) == 0
+    assert list(pd.read_csv(pred).columns) == ["class"]
+    capsys.readouterr()
+    assert main(["fit", "y ~ x1 + x2", str(csv), "--levels", "low,mid,high", *common]) == 2
+    assert "holds 'top', not among --levels low,mid,high" in capsys.readouterr().err
