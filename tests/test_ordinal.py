@@ -411,3 +411,17 @@ def test_the_command_line_fits_an_ordinal_response_given_its_levels(tmp_path, ca
     capsys.readouterr()
     assert main(["fit", "y ~ x1 + x2", str(csv), "--levels", "low,mid,high", *common]) == 2
     assert "holds 'top', not among --levels low,mid,high" in capsys.readouterr().err
+
+
+def test_tree_printout_and_shap_explain_the_latent(ordinal_fit):
+    """A tree prints its leaf values on the latent scale (no class per node), and TreeSHAP explains
+    eta: the values plus the base add up to eta = the sum of the trees (1e-9, spec 4.9 item 1)."""
+    text = str(ordinal_fit.tree(chain=0, draw=0, tree=0))
+    assert "latent probit scale" in text and "Phi(c_k - eta)" in text
+    df = _frame().head(6)
+    values = ordinal_fit.shap(df, max_draws=10)
+    assert values.attrs["scale"] == "probit latent"
+    total = values["shap"].sum("predictor") + values["base"]
+    eta = ordinal_fit.function_samples(df).reshape(2, 60, 6)
+    kept = values["draw"].values  # max_draws picks draws across the chain
+    np.testing.assert_allclose(total.values, eta[:, kept], rtol=1e-9, atol=1e-9)

@@ -736,7 +736,8 @@ class Fit:
             ``shap`` (chain, draw, row, predictor) and ``base`` (chain, draw); classification
             CART and multinomial BART add a ``class`` dim to both. ``attrs["scale"]`` says what
             they add up to: ``"response"`` (regression: f on the response scale), ``"probit
-            latent"`` (probit BART: the latent f, P = Phi(f)), ``"log-linear"`` (multinomial
+            latent"`` (probit BART: the latent f, P = Phi(f); ordinal BART: the latent eta,
+            P(y <= k) = Phi(c_k - eta)), ``"log-linear"`` (multinomial
             BART: each class's F_k, P_k = softmax(F)_k), ``"probability"`` (classification
             CART: the leaf probability of each class). ``base`` is each draw's mean of that
             quantity over the training rows. A soft tree fitted with ``sampler="hmc_df"`` (one
