@@ -425,3 +425,30 @@ def test_tree_printout_and_shap_explain_the_latent(ordinal_fit):
     eta = ordinal_fit.function_samples(df).reshape(2, 60, 6)
     kept = values["draw"].values  # max_draws picks draws across the chain
     np.testing.assert_allclose(total.values, eta[:, kept], rtol=1e-9, atol=1e-9)
+
+
+def test_the_mixing_advice_names_no_sampler_that_cannot_fit_ordinal_bart():
+    from bartpy_suite.posterior.mixing import _advice
+
+    class Stub:
+        config = {"sampler": "grow_prune", "model_type": "bart", "leaf_model": "ordinal", "tune": 10, "draws": 10,
+                  "thin": 1}
+
+    advice = _advice(Stub(), "warning")
+    assert "pg" not in advice and "thin=1" in advice
+
+
+def test_the_scikit_learn_classifier_fits_ordinal_bart_on_request():
+    """``BARTClassifier(link="ordinal")``: the classes in sorted order (integers 1..4 here), which is
+    the natural order of an integer-coded ordinal response."""
+    pytest.importorskip("sklearn")
+    from bartpy_suite.sklearn import BARTClassifier
+
+    df = _frame()
+    x, y = df[["x1", "x2"]].to_numpy(), df["y"].cat.codes.to_numpy() + 1
+    clf = BARTClassifier(link="ordinal", trees=5, chains=1, draws=20, tune=20, seed=1, progress=False,
+                         check_mixing=False).fit(x, y)
+    assert clf.posterior_.config["leaf_model"] == "ordinal" and list(clf.classes_) == [1, 2, 3, 4]
+    prob = clf.predict_proba(x[:5])
+    assert prob.shape == (5, 4)
+    np.testing.assert_allclose(prob.sum(axis=1), 1.0, atol=1e-12)

@@ -33,7 +33,7 @@ existing ``backfit`` bookkeeping, ``resid = z - eta``); then (c, z) | f, y as on
 ``settings[O_GIBBS] = 1`` replaces (a) by Albert & Chib's (1993) Gibbs step, c_k | z drawn from its
 prior restricted to (max{z_i : y_i = k - 1}, min{z_i : y_i = k}). It is exact but mixes ever more
 slowly as n grows (the interval shrinks like 1/n), which is why (a) is the default; it is kept as a
-cross-check (``benchmarks/ordinal_cutpoint_mixing.py`` measures both).
+cross-check (``benchmarks/ordinal.py``, part 2, measures both).
 
 With K = 2 there is no free cutpoint: the step consumes no random numbers and the latent draws call
 ``truncated_normal_above`` exactly as probit BART does, so the chain reproduces probit BART draw
