@@ -452,3 +452,13 @@ def test_the_scikit_learn_classifier_fits_ordinal_bart_on_request():
     prob = clf.predict_proba(x[:5])
     assert prob.shape == (5, 4)
     np.testing.assert_allclose(prob.sum(axis=1), 1.0, atol=1e-12)
+
+
+def test_an_executor_gives_the_same_draws(ordinal_fit):
+    """The problem and chains travel through ``executor=`` (``models/_remote.py``) unchanged."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        fit = bps.bart("y ~ x1 + x2", data=_frame(), executor=pool, **FAST)
+    np.testing.assert_array_equal(fit.posterior["cutpoints"].values, ordinal_fit.posterior["cutpoints"].values)
+    np.testing.assert_array_equal(fit.idata["trees"]["node_value"].values, ordinal_fit.idata["trees"]["node_value"].values)
