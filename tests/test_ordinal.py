@@ -285,6 +285,7 @@ def test_save_and_load_round_trip_and_the_file_check(ordinal_fit, tmp_path):
     ordinal_fit.to_netcdf(path)
     back = bps.load(path)
     np.testing.assert_array_equal(back.posterior["cutpoints"].values, ordinal_fit.posterior["cutpoints"].values)
+    pd.testing.assert_frame_equal(back.summary(), ordinal_fit.summary())
     pd.testing.assert_frame_equal(back.predict(_frame().head(5), kind="prob"),
                                   ordinal_fit.predict(_frame().head(5), kind="prob"))
     np.testing.assert_array_equal(back.idata["log_likelihood"]["y"].values,

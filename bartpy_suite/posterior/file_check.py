@@ -60,7 +60,7 @@ SOFT_GROUP = "soft_trees"
 #: Variables the package reads by name: none of them may hide as a coordinate.
 READ_NAMES = frozenset({"tree_nodes", "node_var", "node_cut", "node_value", "node_sigma", "node_prob", "node_tau",
                         "node_delta", "x_scaled", "x_codes", "cuts", "nbins", "is_categorical", "y", "weight",
-                        "sigma", "variable_activity"})
+                        "sigma", "variable_activity", "cutpoints"})
 #: Keys of the configuration the package reads, with the JSON types they must have.
 CONFIG_TYPES = {"model_type": str, "response_kind": str, "sampler": str, "predictors": list}
 #: Keys of the design JSON (``Design.to_json``) and their JSON types.
