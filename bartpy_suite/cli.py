@@ -10,7 +10,8 @@
     ``--out fit.nc``, save the fit (netCDF) for ``predict``. A progress bar is shown on a
     terminal (``--no-progress`` hides it); warnings, such as the post-fit mixing check's, are
     printed as ``bartpy_suite: warning: ...``. ``--model bart`` with ``'Surv(time, event) ~ ...'``
-    fits survival BART.
+    fits survival BART; with ``--levels low,mid,high`` (the response's classes in order) ordinal
+    BART.
 ``predict FIT.nc NEW.csv``
     Predict new rows from a saved fit; writes a CSV (``--out`` or standard output) with the
     columns of :meth:`Fit.predict`, one row per row of ``NEW.csv``, in order (a survival fit:
@@ -177,6 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--seed", type=int, help="random seed")
     fit.add_argument("--trees", type=int, help="number of trees (--model bart only)")
     fit.add_argument("--level", type=float, help="credible level of the summary intervals")
+    fit.add_argument("--levels", help="the response's classes in order, comma-separated (e.g. low,mid,high): the "
+                                      "response becomes an ordered categorical, which --model bart fits by ordinal "
+                                      "(cumulative-probit) BART when three or more of them occur")
     fit.add_argument("--na-action", dest="na_action", choices=("drop", "raise", "split"),
                      help="rows with missing values: drop them with a warning (default), raise an error, or "
                           "split: keep missing predictor values, each split rule sending them left or right "
@@ -703,6 +707,8 @@ def _fit(args: argparse.Namespace, session: _Session) -> None:
     if args.model != "bart" and re.match(r"\s*Surv\s*\(", args.formula):
         raise CommandError("a 'Surv(time, event) ~ ...' formula fits survival BART: add --model bart")
     data = _read_table(args.data, "data", args, session)
+    if args.levels is not None:
+        data = _ordered_response(data, args.formula, args.levels)
     kwargs: dict[str, Any] = {
         key: getattr(args, key)
         for key in ("sampler", "chains", "draws", "tune", "seed", "trees", "check_mixing")
@@ -726,6 +732,24 @@ def _fit(args: argparse.Namespace, session: _Session) -> None:
             except OSError as exc:
                 raise CommandError(f"cannot write the fit to '{out}': {exc}") from exc
         print(f"{PROG}: saved the fit to '{out}'", file=sys.stderr)
+
+
+def _ordered_response(data: pd.DataFrame, formula: str, levels: str) -> pd.DataFrame:
+    """A copy of ``data`` whose response column (the formula's left side, a column name) is an
+    ordered categorical with the ``--levels`` classes in their order; values are matched as text."""
+    order = [v.strip() for v in levels.split(",")]
+    if len(order) < 2 or any(not v for v in order) or len(set(order)) != len(order):
+        raise CommandError(f"--levels takes two or more distinct comma-separated classes, got {levels!r}")
+    name = formula.split("~", 1)[0].strip().strip("`")
+    if name not in data.columns:
+        raise CommandError(f"--levels needs the response to be a column of the data; {name!r} is not one")
+    column = data[name]
+    text = column.where(column.isna(), column.astype(str))
+    unknown = sorted(set(text.dropna()) - set(order))
+    if unknown:
+        shown = ", ".join(map(repr, unknown[:5])) + (", ..." if len(unknown) > 5 else "")
+        raise CommandError(f"the response {name!r} holds {shown}, not among --levels {','.join(order)}")
+    return data.assign(**{name: pd.Categorical(text, categories=order, ordered=True)})
 
 
 def _parse_sampler_options(items: Sequence[str]) -> dict[str, Any]:

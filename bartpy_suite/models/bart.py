@@ -17,9 +17,10 @@ from ..priors import calibrate_lambda, hyper_vector, response_exponent
 from ..samplers import BartProblem
 from ..samplers.problems import MultinomialBartProblem
 from ._base import TreeModel, original_scale, plain, with_run_parameters
+from .ordinal import check_link_for_response, fit_ordinal, ordered_response_labels, warn_unused_levels
 from .registry import register
 
-LINKS = ("auto", "probit", "logit")
+LINKS = ("auto", "probit", "logit", "ordinal")
 #: Prior sd of each class's log-intensity F_k(x) at k = 2 (log-linear BART).
 LOGLINEAR_SD = 3.5 / np.sqrt(2.0)
 
@@ -128,7 +129,16 @@ class BART(TreeModel):
         only). "logit": log-linear multinomial BART (Murray 2021), one sum of trees per class on
         the log scale, P(y = k | x) = exp(F_k(x)) / sum_l exp(F_l(x)), leaf factors
         exp(mu) ~ Gamma(c, d) calibrated by ``k`` (``log_gamma_prior``), ``trees`` trees per
-        class. "auto" (default): probit for two classes, logit for more.
+        class. "ordinal": cumulative-probit BART for ordered classes (``models/ordinal.py``):
+        one sum of trees f, P(y <= k | x) = Phi(c_k - mu0 - f(x)) with K - 1 cutpoints
+        c_1 = 0 < c_2 < ... (posterior variable ``cutpoints``), classes in the order of the
+        response's levels. "auto" (default): probit for two classes; for more, ordinal when the
+        formula's response is an ordered pandas Categorical (``pd.Categorical(..., ordered=True)``),
+        logit otherwise (an unordered factor stays multinomial).
+    cutpoint_sd : float
+        Ordinal BART: the free cutpoints c_2 < ... < c_{K-1} have the prior i.i.d.
+        N(0, cutpoint_sd^2) restricted to 0 < c_2 < ... < c_{K-1} (default 10: nearly flat on
+        the probit scale, where f has prior sd about 1.5).
     **run_keywords
         The run keywords every model shares (``models._base.RUN_PARAMETERS_DOC``), put here at import.
     """
@@ -138,7 +148,7 @@ class BART(TreeModel):
     def __init__(self, *, trees=200, sampler="grow_prune", chains=4, draws=1000, tune=1000, thin=1, seed=None,
                  alpha=0.95, beta=2.0, k=2.0, nu=3.0, q=0.9, sigma_hat=None, max_cuts=100, min_leaf_size=5, moves=None,
                  sampler_options=None, sigma=None, link="auto", likelihood=True, progress=True, threads=None,
-                 check_mixing=True, log_likelihood=None, executor=None):
+                 check_mixing=True, log_likelihood=None, executor=None, cutpoint_sd=10.0):
         self._init_mcmc(sampler=sampler, chains=chains, draws=draws, tune=tune, thin=thin, seed=seed, alpha=alpha,
                         beta=beta, min_leaf_size=min_leaf_size, max_cuts=max_cuts, moves=moves,
                         sampler_options=sampler_options, likelihood=likelihood, progress=progress, threads=threads,
@@ -150,6 +160,7 @@ class BART(TreeModel):
         self.sigma_hat = None if sigma_hat is None else check.check_positive("sigma_hat", sigma_hat)
         self.sigma = None if sigma is None else check.check_positive("sigma", sigma)
         self.link = check.check_choice("link", link, LINKS)
+        self.cutpoint_sd = check.check_positive("cutpoint_sd", cutpoint_sd)
 
     def fit(self, X, y, *, is_categorical=None, n_levels=None, class_labels=None, predictor_names=None, design=None,
             na_action="raise"):
@@ -165,6 +176,9 @@ class BART(TreeModel):
         bartpy_suite.posterior.Fit
         """
         x, y, is_cat, names, binned = self._prepare(X, y, is_categorical, n_levels, predictor_names, na_action)
+        check_link_for_response(self.link, class_labels)
+        if self.link == "ordinal":
+            return fit_ordinal(self, y, class_labels, is_cat, names, binned, design, na_action)
         if class_labels is not None and (self.link == "logit" or (self.link == "auto" and len(class_labels) > 2)):
             return self._fit_multinomial(y, class_labels, is_cat, names, binned, design, na_action)
         probit = class_labels is not None
@@ -235,6 +249,14 @@ class BART(TreeModel):
             from .survival import SurvivalBART
 
             return SurvivalBART.from_formula(formula, data, na_action=na_action, **keywords)
+        ordered, unused = ordered_response_labels(formula, data)
+        if cls is BART and ordered and keywords.get("link", "auto") in ("auto", "ordinal"):
+            # an ordered pandas Categorical with three or more levels in use: cumulative-probit BART
+            # (two levels: probit BART, the same model)
+            n_used = data[formula.split("~", 1)[0].strip().strip("`")].dropna().nunique()
+            if keywords.get("link", "auto") == "ordinal" or n_used > 2:
+                keywords = {**keywords, "link": "ordinal"}
+                warn_unused_levels(formula.split("~", 1)[0].strip(), unused, stacklevel=3)
         return super().from_formula(formula, data, na_action=na_action, **keywords)
 
     from_formula.__func__.__doc__ = TreeModel.from_formula.__doc__.replace(
@@ -242,7 +264,9 @@ class BART(TreeModel):
         "a bool, string or category response a classification model (labels kept as given).\n"
         "            ``Surv(time, event) ~ x1 + x2`` (two column names: the observed time and a 0/1 or\n"
         "            bool event indicator) gives discrete-time survival BART (``SurvivalBART``: extra\n"
-        "            keywords ``grid`` and ``censoring``; defaults ``trees=50``, ``thin=10``).")
+        "            keywords ``grid`` and ``censoring``; defaults ``trees=50``, ``thin=10``). An ordered\n"
+        "            pandas Categorical response with three or more levels gives ordinal (cumulative-probit)\n"
+        "            BART (``link``).")
 
     def _fit_multinomial(self, y, class_labels, is_cat, names, binned, design, na_action):
         """Log-linear multinomial BART (Murray 2021): one forest of ``trees`` trees per class."""

@@ -2,8 +2,8 @@
 
 Groups:
 
-- ``posterior``: per-draw model quantities (``sigma``, ``n_leaves``, ``depth``, ...) and
-  ``variable_activity`` (chain, draw, predictor);
+- ``posterior``: per-draw model quantities (``sigma``, ``n_leaves``, ``depth``, ordinal BART's
+  ``cutpoints`` (chain, draw, cutpoint), ...) and ``variable_activity`` (chain, draw, predictor);
 - ``sample_stats``: the sampler's statistics, named and dimensioned by its schema, plus
   ``log_posterior`` where the model records it and ``weight`` (uniform unless the sampler
   records one);
@@ -34,7 +34,7 @@ import numpy as np
 import xarray as xr
 
 from .._kernels.record import split_shares
-from .fit import CONFIG_ATTR, DESIGN_ATTR, TREES_GROUP, Fit
+from .fit import CONFIG_ATTR, CUTPOINT_DIM, DESIGN_ATTR, TREES_GROUP, Fit
 from .loglik import wants_log_likelihood
 
 #: Model quantities recorded per draw that belong in ``sample_stats`` (ArviZ's ``lp``-like).
@@ -114,6 +114,9 @@ def build_fit(draws, *, statistics, coords: dict, binned, y: np.ndarray, config:
         if arr.ndim == 3 and name != "variable_activity":
             dims[name] = ["tree"]
     used_coords = {"predictor": names}
+    if "cutpoints" in posterior:  # ordinal BART: (chain, draw, cutpoint), labelled "a|b"
+        dims["cutpoints"] = [CUTPOINT_DIM]
+        used_coords[CUTPOINT_DIM] = list(config["cutpoint_labels"])
     for dim_list in schema.values():
         for dim in dim_list:
             if dim in coords:  # dims sized by the sampler's options (e.g. rungs) get integer labels

@@ -20,7 +20,8 @@ over nodes or trees), everything the package reads from a file:
   inside their grid (with the missing-value bits of ``na_action="split"``), factor masks inside the
   predictor's levels, leaf values finite, leaf sigmas positive, leaf probabilities in [0, 1];
 * per model: tree counts (one for CART and soft trees, ``trees`` for BART, ``trees`` per class for
-  multinomial BART), class counts, draw weights finite, >= 0 and not all 0.
+  multinomial BART), class counts, draw weights finite, >= 0 and not all 0; ordinal BART's
+  ``cutpoints``: K - 1 per draw, the first 0, finite and strictly increasing.
 
 Any failure raises one :class:`~bartpy_suite.errors.FitFileError` naming the file, the first bad
 array (``group/variable``) and what is wrong. Files that netCDF cannot read (truncated, not netCDF)
@@ -59,7 +60,7 @@ SOFT_GROUP = "soft_trees"
 #: Variables the package reads by name: none of them may hide as a coordinate.
 READ_NAMES = frozenset({"tree_nodes", "node_var", "node_cut", "node_value", "node_sigma", "node_prob", "node_tau",
                         "node_delta", "x_scaled", "x_codes", "cuts", "nbins", "is_categorical", "y", "weight",
-                        "sigma", "variable_activity"})
+                        "sigma", "variable_activity", "cutpoints"})
 #: Keys of the configuration the package reads, with the JSON types they must have.
 CONFIG_TYPES = {"model_type": str, "response_kind": str, "sampler": str, "predictors": list}
 #: Keys of the design JSON (``Design.to_json``) and their JSON types.
@@ -620,7 +621,7 @@ class _Checker:
         """Leaf parameters over the node axis: finite values, positive sigmas, probabilities."""
         leaf = ~trees["internal"]
         leaf_model = config.get("leaf_model")
-        needs_value = config["response_kind"] == "numeric" or leaf_model in ("probit", "multinomial")
+        needs_value = config["response_kind"] == "numeric" or leaf_model in ("probit", "multinomial", "ordinal")
         value = self.array(TREES_GROUP, "node_value", "float", ("node",), required=needs_value)
         if value is not None and not np.isfinite(value[leaf]).all():
             node = int(np.flatnonzero(leaf)[self.first(~np.isfinite(value[leaf]))])
@@ -660,6 +661,27 @@ class _Checker:
                 _fail(where, f"{n_trees} trees per draw, the configuration gives {expect}")
         if leaf_model == "probit" and classes != 2:
             _fail(f"constant_data.attrs[{CONFIG_ATTR!r}]", f"probit BART with {classes} class labels, expected 2")
+        if leaf_model == "ordinal":
+            self.cutpoints(classes)
+
+    def cutpoints(self, classes: int) -> None:
+        """Ordinal BART's cutpoints (chain, draw, cutpoint): K - 1 per draw, the first 0 (the
+        model's constraint), finite and strictly increasing along the cutpoint axis (the class
+        probabilities are differences of Phi at consecutive cutpoints)."""
+        where = "posterior/cutpoints"
+        cut = self.array("posterior", "cutpoints", "float", ("chain", "draw", "cutpoint"), local=("cutpoint",))
+        if cut.shape[2] != classes - 1:
+            _fail(where, f"{cut.shape[2]} cutpoints per draw, the configuration's {classes} classes need {classes - 1}")
+        flat = cut.reshape(-1, cut.shape[2])
+        if not np.isfinite(flat).all():
+            _fail(where, f"draw {self.first(~np.isfinite(flat).all(axis=1))} (chain-major) holds a non-finite cutpoint")
+        if (flat[:, 0] != 0.0).any():
+            _fail(where, f"draw {self.first(flat[:, 0] != 0.0)} (chain-major) has a first cutpoint "
+                         f"{flat[self.first(flat[:, 0] != 0.0), 0]!r}, expected 0")
+        up = np.diff(flat, axis=1) > 0
+        if not up.all():
+            _fail(where, f"draw {self.first(~up.all(axis=1))} (chain-major) has cutpoints that are not strictly "
+                         "increasing")
 
     def soft(self, config: dict, trees: dict) -> None:
         """The soft trees' split parameters on the trees' node axis, and their scaling."""

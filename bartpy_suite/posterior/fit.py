@@ -48,6 +48,31 @@ LEAF_VARS = ("node_value", "node_sigma", "node_prob")
 LEAF_DIM = "leaf"
 
 
+#: Dim of ordinal BART's ``cutpoints`` (chain, draw, cutpoint); not ``cut``, which constant_data's
+#: cut grids use with another size.
+CUTPOINT_DIM = "cutpoint"
+
+
+def ordinal_probabilities(eta: np.ndarray, cutpoints: np.ndarray) -> np.ndarray:
+    """Cumulative-probit class probabilities, (sample, row, class), from the latent means
+    ``eta`` (sample, row) and the finite cutpoints (sample, K - 1).
+
+    P_k = Phi(c_{k+1} - eta) - Phi(c_k - eta) (c_0 = -inf, c_K = +inf), each difference taken on
+    the tail that avoids cancellation: Phi(eta - c_k) - Phi(eta - c_{k+1}) where the interval lies
+    above eta. The classes sum to 1 up to rounding (telescoping).
+    """
+    s, n = eta.shape
+    k = cutpoints.shape[1] + 1
+    cut = np.empty((s, 1, k + 1))
+    cut[:, 0, 0], cut[:, 0, k] = -np.inf, np.inf
+    cut[:, 0, 1:k] = cutpoints
+    lo = cut[:, :, :-1] - eta[:, :, None]
+    hi = cut[:, :, 1:] - eta[:, :, None]
+    upper = lo + hi > 0  # the interval's middle is above eta: use the upper tail
+    with np.errstate(invalid="ignore"):  # inf - inf in the unused branch of np.where
+        return np.where(upper, special.ndtr(-lo) - special.ndtr(-hi), special.ndtr(hi) - special.ndtr(lo))
+
+
 def interval_labels(level: float) -> tuple[str, str]:
     """Column names of an equal-tailed interval, R style: ``'5%'``, ``'95%'``."""
     lo = 100 * (1 - level) / 2
@@ -203,6 +228,18 @@ class Fit:
                 "ess_tail": _tail_ess(arr, w),
                 "r_hat": weighted_rhat(arr, w),
             }
+        for name, da in self.posterior.data_vars.items():
+            if da.dims != ("chain", "draw", CUTPOINT_DIM):
+                continue  # ordinal BART's free cutpoints: one row each, "cutpoints[b|c]"
+            for j, label in enumerate(da[CUTPOINT_DIM].values):
+                if j == 0:
+                    continue  # c_1 = 0 is the model's constraint, not a parameter
+                arr = da.values[:, :, j].astype(float)
+                mean, sd = weighted_mean_sd(arr, w)
+                q = weighted_quantiles(arr.reshape(-1, 1), w.reshape(-1), [(1 - level) / 2, (1 + level) / 2])[:, 0]
+                rows[f"{name}[{label}]"] = {"mean": mean, "sd": sd, lo: q[0], hi: q[1],
+                                            "ess_bulk": weighted_ess(arr, w) if kish is None else kish,
+                                            "ess_tail": _tail_ess(arr, w), "r_hat": weighted_rhat(arr, w)}
         first = ("sigma", "n_leaves", "depth")
         order = [k for k in first if k in rows] + [k for k in rows if k not in first]
         return pd.DataFrame.from_dict({k: rows[k] for k in order}, orient="index")
@@ -389,11 +426,15 @@ class Fit:
         return np.broadcast_to(sigma[:, None], (sigma.size, codes.shape[1]))
 
     def _class_prob_samples(self, codes: np.ndarray) -> np.ndarray:
-        """Class probabilities per (sample, row, class): leaf Dirichlet draws (CART) or
-        ``Phi(f)`` for the second class (probit BART)."""
+        """Class probabilities per (sample, row, class): leaf Dirichlet draws (CART),
+        ``Phi(f)`` for the second class (probit BART), or the cumulative-probit differences of
+        ``ordinal_probabilities`` (ordinal BART)."""
         if self.config.get("leaf_model") == "probit":
             p1 = special.ndtr(self._f_samples(codes))
             return np.stack([1.0 - p1, p1], axis=-1)
+        if self.config.get("leaf_model") == "ordinal":
+            return ordinal_probabilities(self._f_samples(codes), self.posterior["cutpoints"].values.reshape(
+                -1, len(self.config["class_labels"]) - 1))
         if self.config.get("leaf_model") == "multinomial":
             # softmax of the classes' sums of trees F_k (log-linear BART)
             m = int(self.config["trees"])
@@ -695,7 +736,8 @@ class Fit:
             ``shap`` (chain, draw, row, predictor) and ``base`` (chain, draw); classification
             CART and multinomial BART add a ``class`` dim to both. ``attrs["scale"]`` says what
             they add up to: ``"response"`` (regression: f on the response scale), ``"probit
-            latent"`` (probit BART: the latent f, P = Phi(f)), ``"log-linear"`` (multinomial
+            latent"`` (probit BART: the latent f, P = Phi(f); ordinal BART: the latent eta,
+            P(y <= k) = Phi(c_k - eta)), ``"log-linear"`` (multinomial
             BART: each class's F_k, P_k = softmax(F)_k), ``"probability"`` (classification
             CART: the leaf probability of each class). ``base`` is each draw's mean of that
             quantity over the training rows. A soft tree fitted with ``sampler="hmc_df"`` (one

@@ -4,7 +4,8 @@
 Regression: ``log N(y_i | f(x_i), sigma^2)`` with the draw's sigma (CART's
 ``mean_variance_shift``: the sigma of the leaf of row i). Classification: the log of the draw's
 probability of the observed class (CART: the leaf's Dirichlet draw; probit BART: ``Phi(f)``;
-multinomial BART: the softmax of the class forests).
+multinomial BART: the softmax of the class forests; ordinal BART: Phi(c_{y+1} - eta) - Phi(c_y - eta)
+with the draw's cutpoints).
 
 Saved files leave the group out by default (``Fit.to_netcdf``: it is chains x draws x rows
 float64 values, most of a typical file) and ``bartpy_suite.load`` recomputes it with this module

@@ -265,6 +265,9 @@ def _advice(fit, severity: str) -> str:
             return f"for final numbers, more particles per island (draws={cfg['draws']} now) or more chains"
         return f"for final numbers, {more_draws}"
     opts = cfg.get("sampler_options") or {}
+    if sampler in ("cgm", "grow_prune") and cfg.get("leaf_model") in ("multinomial", "ordinal"):
+        # only the MH samplers fit these models: no other sampler to suggest
+        return f"{longer}, or thinning (thin={cfg['thin']} now)"
     if sampler in ("cgm", "grow_prune"):
         other = ("sampler='tempered' (parallel tempering: crosses between the separated modes of a single tree "
                  "that local moves do not)" if model == "cart" else "sampler='pg' (particle Gibbs: proposes whole "

@@ -98,6 +98,8 @@ def _outputs(fit) -> tuple[str, list, list[tuple[np.ndarray, slice]]]:
         m = int(fit.config["trees"])
         labels = [str(c) for c in fit.config["class_labels"]]
         return "log-linear", labels, [(t["node_value"], slice(k * m, (k + 1) * m)) for k in range(len(labels))]
+    if leaf_model == "ordinal":  # the latent eta = mu0 + f; P(y <= k) = Phi(c_k - eta)
+        return "probit latent", [], [(t["node_value"], slice(None))]
     if fit.is_classification and leaf_model != "probit":
         labels = [str(c) for c in fit.config["class_labels"]]
         prob = t["node_prob"]

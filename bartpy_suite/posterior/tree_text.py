@@ -85,7 +85,7 @@ def format_tree(arrays: dict, binned, predictors, config: dict, design, y: np.nd
     classification = config["response_kind"] == "categorical"
     class_labels = config.get("class_labels", [])
     leaf_model = config.get("leaf_model")
-    latent = classification and leaf_model in ("probit", "multinomial")
+    latent = classification and leaf_model in ("probit", "multinomial", "ordinal")
     value_class = ""
     if classification and leaf_model == "multinomial":
         value_class = str(class_labels[min(tree // int(config["trees"]), len(class_labels) - 1)])
@@ -158,6 +158,10 @@ def format_tree(arrays: dict, binned, predictors, config: dict, design, y: np.nd
         kind = "latent probit"
         what = (f"leaf value on the latent probit scale, this tree's term of f (P({class_labels[-1]}) = "
                 "Phi(sum of the trees)); no class per node")
+    elif latent and leaf_model == "ordinal":
+        kind = "latent probit"
+        what = ("leaf value on the latent probit scale, this tree's term of eta (P(y <= k) = Phi(c_k - eta), "
+                "eta the sum of the trees, c the draw's cutpoints); no class per node")
     elif latent:
         kind = "log-linear"
         what = (f"leaf value on the log scale of class {value_class}, this tree's term of its sum of trees "

@@ -26,7 +26,8 @@ from .._kernels.cart_moves import MOVE_NAMES
 from ..errors import ArgumentError
 from .forest import ForestChain
 from .multinomial import MultinomialChain
-from .problems import BartProblem, CartProblem, MultinomialBartProblem
+from .ordinal import OrdinalMHChain
+from .problems import BartProblem, CartProblem, MultinomialBartProblem, OrdinalBartProblem
 from .registry import Option, SamplerSpec, Statistic, register
 from .single_tree import TreeChain
 
@@ -186,6 +187,10 @@ def _build_multinomial(problem: MultinomialBartProblem, options: dict, rng) -> M
     return MultinomialMHChain(problem, options["moves"], rng)
 
 
+def _build_ordinal(problem: OrdinalBartProblem, options: dict, rng) -> OrdinalMHChain:
+    return OrdinalMHChain(problem, options["moves"], rng, move_vector, move_flags)
+
+
 _STATISTICS = {
     "cart": (
         Statistic("move", (), "move type tried at the kept iteration (index into the move coordinate; -1: none)"),
@@ -197,6 +202,8 @@ _STATISTICS = {
     ),
 }
 _STATISTICS["bart_multinomial"] = _STATISTICS["bart"]
+_STATISTICS["bart_ordinal"] = _STATISTICS["bart"] + (
+    Statistic("cutpoint_accepted", (), "share of the sweep's cutpoint MH steps accepted (ordinal BART)"),)
 
 
 def _mh_spec(name: str, description: str, defaults: dict) -> SamplerSpec:
@@ -204,7 +211,8 @@ def _mh_spec(name: str, description: str, defaults: dict) -> SamplerSpec:
                    f"move probabilities by name (default {defaults}); the models' moves= keyword sets the same")
     return SamplerSpec(
         name=name, family="mh", description=description,
-        builders={"cart": _build_cart, "bart": _build_bart, "bart_multinomial": _build_multinomial},
+        builders={"cart": _build_cart, "bart": _build_bart, "bart_multinomial": _build_multinomial,
+                  "bart_ordinal": _build_ordinal},
         options=(moves,), statistics=_STATISTICS, coords={"move": MOVE_NAMES}, missing_split=_mh_missing_split,
     )
 

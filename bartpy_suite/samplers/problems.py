@@ -75,6 +75,36 @@ class BartProblem:
 
 
 @dataclass(frozen=True)
+class OrdinalBartProblem(BartProblem):
+    """A cumulative-probit (ordinal) BART fit (``_kernels/ordinal.py``): a ``BartProblem`` with
+    ``y`` the class codes 0..K-1 (as floats), ``sigma_mode`` probit and ``offset`` mu0.
+
+    Attributes
+    ----------
+    n_classes : int
+        K >= 2.
+    cutpoints : tuple of float
+        Initial finite cutpoints c_1 = 0 < c_2 < ... < c_{K-1}.
+    cutpoint_sd : float
+        Prior sd of the free cutpoints (normal, restricted to the order).
+    cutpoint_step : float
+        Initial sd of the random walk on the log increments (adapted during tuning).
+    cutpoint_steps : int
+        MH steps on the cutpoints per sweep.
+    gibbs : bool
+        Albert & Chib's Gibbs step for the cutpoints instead (a cross-check; mixes slowly).
+    """
+
+    model: ClassVar[str] = "bart_ordinal"
+    n_classes: int = 3
+    cutpoints: tuple = (0.0, 1.0)
+    cutpoint_sd: float = 10.0
+    cutpoint_step: float = 0.1
+    cutpoint_steps: int = 2
+    gibbs: bool = False
+
+
+@dataclass(frozen=True)
 class MultinomialBartProblem:
     """A log-linear (multinomial logistic) BART fit: one forest per class.
 
