@@ -312,7 +312,7 @@ def write_atomically(path: str, text: str) -> None:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--iters", type=int, default=20_000)
     ap.add_argument("--burn", type=int, default=1_000)
     ap.add_argument("--sd", default="1,0.1,0.01", help="noise standard deviations (the paper's levels)")
