@@ -74,6 +74,7 @@ ROTATE_SAMPLERS = [
     ("ctmc", "CT-B", {"rotate": EVENT_RATE}),
     ("ctmc", "CT-C", {"rotate": EVENT_RATE, "perturb": EVENT_RATE}),
 ]
+JUMP_HEADER = "## CPU time per ctmc jump against tree size (noise sd 1, prior beta varied)"
 NOTES_MARKER = ("<!-- hand-written reading below (kept by ctmc_wu.py on regeneration); "
                 "numbers quoted from the tables above -->")
 
@@ -267,6 +268,31 @@ def summary_table(all_means: dict, labels: list) -> list:
     return lines + [""]
 
 
+def median_table(runs: dict, iters: int) -> list:
+    """Medians over replications, and how often a weighted ESS exceeds the number of draws."""
+    lines = ["## Medians over replications", "",
+             "Means over replications are dominated by a few replications. Medians of the ESS of the activities "
+             "(x1 / x2 / x3), the median per-replication ratio CT-A / RJ-A of ESS per CPU second of sampling on "
+             f"the activities, and the number of runs whose ESS of some activity exceeds the {iters:,} draws "
+             "(possible for the delta-method ESS of a weighted mean when the jump chain oscillates between "
+             "neighbouring trees; it measures the within-chain average's variance, not exploration):", "",
+             "| beta | noise sd | " + " | ".join(f"median ESS {k}" for k in ("RJ-A", "CT-A", "RJ-C", "CT-C"))
+             + " | median CT-A / RJ-A ESS/CPU-s | CT-A runs with ESS > draws |",
+             "|---|---|---|---|---|---|---|---|"]
+    for (beta, sd), rows in runs.items():
+        cells = [f"{beta:g}", f"{sd:g}"]
+        for label in ("RJ-A", "CT-A", "RJ-C", "CT-C"):
+            if label not in rows:
+                cells.append("-")
+                continue
+            cells.append(" / ".join(fmt(float(np.median([r[f"ESS {x}"] for r in rows[label]]))) for x in ACT))
+        per_rep = [a[f"ESS/s {x}"] / b[f"ESS/s {x}"] for a, b in zip(rows["CT-A"], rows["RJ-A"]) for x in ACT]
+        over = sum(max(r[f"ESS {x}"] for x in ACT) > iters for r in rows["CT-A"])
+        cells += [f"{np.median(per_rep):.2f}", f"{over} of {len(rows['CT-A'])}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
 def jump_cost(sizes=(300, 3000), iters=3000) -> list[tuple]:
     """CPU microseconds of sampling per ctmc jump (and per grow_prune iteration, same run)
     against the mean number of leaves: wu2007 data with noise sd 1, n rows, beta in
@@ -321,6 +347,9 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--no-jump-cost", action="store_true", help="skip the time-per-jump table")
     ap.add_argument("--no-rotate", action="store_true", help="leave out the RJ-B, RJ-C, CT-B and CT-C rows")
+    ap.add_argument("--from-json", default=None,
+                    help="re-render the tables from the per-run JSON of an earlier run (same settings) instead of "
+                         "sampling; the CPU-time-per-jump section of --out is kept as it is")
     args = ap.parse_args(argv)
     samplers = SAMPLERS + ([] if args.no_rotate else ROTATE_SAMPLERS)
     labels = [label for _, label, _ in samplers]
@@ -332,12 +361,19 @@ def main(argv=None) -> None:
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
-    warm_up(samplers)
     tasks = [(beta, sd, r, args.iters, args.burn, samplers) for beta in betas for sd in sds for r in range(args.reps)]
-    if args.jobs > 1:
+    if args.from_json:
+        with open(args.from_json) as fh:
+            saved = json.load(fh)
+        results = [(beta, sd, r, {label: saved[f"beta={beta:g} sd={sd:g}"][label][r] for label in labels})
+                   for beta, sd, r, *_ in tasks]
+        args.no_jump_cost = True
+    elif args.jobs > 1:
+        warm_up(samplers)
         with ProcessPoolExecutor(args.jobs, initializer=warm_up, initargs=(samplers,)) as pool:
             results = list(pool.map(replication, tasks))
     else:
+        warm_up(samplers)
         results = [replication(t) for t in tasks]
     runs = {(beta, sd): {label: [None] * args.reps for label in labels} for beta in betas for sd in sds}
     for beta, sd, r, rows in results:
@@ -353,6 +389,13 @@ def main(argv=None) -> None:
              f"# CT-MCMC tables 1-3 replication (Wu et al. 2007 data): {args.reps} replications, {args.iters} "
              f"iterations after {args.burn}, noise sd {', '.join(f'{s:g}' for s in sds)}, tree prior alpha 0.95 "
              f"with beta {' and '.join(f'{b:g}' for b in betas)}", ""]
+    if args.from_json:  # the sampling run's header stays; say how these tables were made
+        header = "<!-- (header of the sampling run missing) -->"
+        if args.out and os.path.exists(args.out):
+            with open(args.out) as fh:
+                header = fh.readline().rstrip("\n")
+        lines[0] = (f"{header}\n<!-- Tables re-rendered without sampling from {args.from_json} by `{command}` at "
+                    f"commit {commit()}. -->")
     all_means = {}
     for beta in betas:
         for sd in sds:
@@ -361,8 +404,9 @@ def main(argv=None) -> None:
             body, all_means[(beta, sd)] = level_tables(runs[(beta, sd)], sd, labels)
             lines += body
     lines += summary_table(all_means, labels)
+    lines += median_table(runs, args.iters)
     if not args.no_jump_cost:
-        lines += ["## CPU time per ctmc jump against tree size (noise sd 1, prior beta varied)", "",
+        lines += [JUMP_HEADER, "",
                   "| n | beta | ctmc mean leaves | CPU us per jump | grow_prune mean leaves | CPU us per iteration "
                   "| ratio |", "|---|---|---|---|---|---|---|"]
         for n, beta, leaves, us, gp_leaves, gp_us in jump_cost():
@@ -376,11 +420,14 @@ def main(argv=None) -> None:
         if os.path.exists(args.out):
             with open(args.out) as fh:
                 old = fh.read()
-            if NOTES_MARKER in old:
+            if args.from_json and JUMP_HEADER in old:  # keep the measured section, not re-run
+                notes = old[old.index(JUMP_HEADER):]
+            elif NOTES_MARKER in old:
                 notes = old[old.index(NOTES_MARKER):]
         write_atomically(args.out, text + ("\n" + notes if notes else ""))
-        raw = {f"beta={beta:g} sd={sd:g}": runs[(beta, sd)] for beta, sd in runs}
-        write_atomically(os.path.splitext(args.out)[0] + ".json", json.dumps(raw, indent=1) + "\n")
+        if not args.from_json:
+            raw = {f"beta={beta:g} sd={sd:g}": runs[(beta, sd)] for beta, sd in runs}
+            write_atomically(os.path.splitext(args.out)[0] + ".json", json.dumps(raw, indent=1) + "\n")
 
 
 if __name__ == "__main__":
