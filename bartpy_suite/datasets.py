@@ -325,7 +325,9 @@ def simulate_wu2007(
         Passed to :func:`numpy.random.default_rng`. The default is the seed of the shipped
         file, so ``simulate_wu2007()`` equals ``load("wu2007")``.
     sigma2 : float, default 1.0
-        Noise variance; the paper uses 1 (table 1), 0.1 and 0.01 (appendix C).
+        Noise variance. The paper's levels, written "sigma^2 = 1, 0.1, 0.01" (table 1,
+        appendix C), are noise standard deviations (its test MSE is about 1.02, 0.01, 1e-4),
+        so its runs are ``sigma2 = 1, 0.01, 1e-4``.
 
     Returns
     -------
