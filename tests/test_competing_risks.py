@@ -112,15 +112,18 @@ def test_survival_and_incidences_add_up_to_one_per_draw(crisk):
 
 
 def test_cif_against_aalen_johansen_and_the_truth(crisk):
-    """Tolerance 0.05: the Aalen-Johansen sd of a CIF near 0.35 with 500 subjects is about 0.022, and
-    the BART prior smooths the hazard over time (spec 1.9c uses 0.05 for KM at this size)."""
+    """Against Aalen-Johansen on the same data, tolerance 0.03: both read the same 500 subjects, so
+    their gap is the prior's smoothing of the hazard over time plus Monte Carlo error (0.013 seen with
+    these seeds). Against the truth, tolerance 0.08: that gap also holds the data's own sampling error,
+    which Aalen-Johansen shows to be 0.04 here (few subjects remain at risk in the late weeks: 23 at the
+    last grid time), i.e. about 2 sd; 0.08 leaves room for the model's share (0.047 seen)."""
     df, fit = crisk
     grid = fit.grid
     table = fit.predict(pd.DataFrame(index=[0]), kind="cif")
     ours = np.vstack([table[[f"CIF{c}({g:g})_mean" for g in grid]].to_numpy().ravel() for c in (1, 2)])
     aj = aalen_johansen(df["t"].to_numpy(), df["c"].to_numpy(), grid)
-    assert np.abs(ours - aj).max() < 0.05
-    assert np.abs(ours - true_cif(grid)).max() < 0.05
+    assert np.abs(ours - aj).max() < 0.03
+    assert np.abs(ours - true_cif(grid)).max() < 0.08
     lower = np.vstack([table[[f"CIF{c}({g:g})_lower" for g in grid]].to_numpy().ravel() for c in (1, 2)])
     upper = np.vstack([table[[f"CIF{c}({g:g})_upper" for g in grid]].to_numpy().ravel() for c in (1, 2)])
     assert np.all(lower <= ours) and np.all(ours <= upper)
