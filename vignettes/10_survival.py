@@ -114,12 +114,12 @@ for k, (name, colour, style) in enumerate(zip(profiles.index, ["C3", "C3", "C0",
     ax.plot(grid, hazard.filter(like="_mean").iloc[k].to_numpy(), color=colour, ls=style, label=name)
     ax.fill_between(grid, hazard.filter(like="_lower").iloc[k].to_numpy(),
                     hazard.filter(like="_upper").iloc[k].to_numpy(), color=colour, alpha=0.12)
-ax.set(xlabel="week", ylabel="weekly hazard p(t, x)", yscale="log", title="Discrete hazard with 95% bands")
+ax.set(xlabel="week", ylabel="discrete hazard p(t, x)", yscale="log", title="Discrete hazard with 95% bands")
 ax.legend(fontsize=8)
 mean_hazard = hazard.filter(like="_mean")
 pd.DataFrame({"weeks 1-13": mean_hazard.iloc[:, grid <= 13].mean(axis=1),
               "weeks 14-26": mean_hazard.iloc[:, (grid > 13) & (grid <= 26)].mean(axis=1),
-              "weeks 27-52": mean_hazard.iloc[:, grid > 26].mean(axis=1)}).rename_axis("mean weekly hazard")
+              "weeks 27-52": mean_hazard.iloc[:, grid > 26].mean(axis=1)}).rename_axis("mean hazard per grid interval")
 
 # %% [markdown]
 # ## Median and restricted mean survival
