@@ -122,6 +122,16 @@ def test_shap_missing_predictor_column_is_named(files, tmp_path):
     assert status == 2 and "'b'" in stderr
 
 
+def test_shap_row_with_a_missing_value_is_named_by_its_file_line(files, tmp_path):
+    bad = tmp_path / "gap.csv"
+    frame = pd.read_csv(files["new"])
+    frame.loc[2, "b"] = np.nan
+    frame.to_csv(bad, index=False)
+    status, stdout, stderr = run(["shap", str(files["fit"]), str(bad)])
+    assert status == 2 and stdout == ""
+    assert "line 4 of gap.csv" in stderr and "'b'" in stderr  # data row 2 is file line 4 (line 1: the header)
+
+
 def test_shap_bad_options(files):
     for option, value, words in (("--max-draws", "0", "--max-draws must be at least 1"),
                                  ("--level", "1.5", "--level must be between 0 and 1")):
