@@ -1,4 +1,4 @@
-"""Command-line interface: ``python -m bartpy_suite {demo,fit,predict}``.
+"""Command-line interface: ``python -m bartpy_suite {demo,fit,predict,shap}``.
 
 ``demo``
     Fit Bayesian CART to the shipped CGM 1998 example with settings chosen for mixing (parallel
@@ -16,6 +16,11 @@
     Predict new rows from a saved fit; writes a CSV (``--out`` or standard output) with the
     columns of :meth:`Fit.predict`, one row per row of ``NEW.csv``, in order (a survival fit:
     ``--kind survival|hazard|cumhaz|median|rmst`` and ``--times T ...``).
+``shap FIT.nc DATA.csv``
+    Explain rows with a saved fit: per row and predictor, the posterior mean of the SHAP value
+    (exact path-dependent TreeSHAP of every kept draw, :meth:`Fit.shap_summary`) and its
+    equal-tailed credible interval (``--level``, default 0.9), one CSV row per row of
+    ``DATA.csv``, in order, plus the posterior mean base value; ``--max-draws`` thins the draws.
 
 Files: an ``--out`` that is one of the command's input files (the same path, a symbolic or a
 hard link to it) is refused; an existing ``--out`` of another kind (a fit over a CSV file, a CSV
@@ -124,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     Returns
     -------
     argparse.ArgumentParser
-        The parser, with the sub-commands ``demo``, ``fit`` and ``predict``.
+        The parser, with the sub-commands ``demo``, ``fit``, ``predict`` and ``shap``.
     """
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -224,6 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_csv_options(predict)
     predict.add_argument("--out", help="write the CSV here instead of standard output; never one of the inputs")
     _add_force(predict, "a CSV")
+    _add_shap_parser(commands)
     return parser
 
 
@@ -265,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, or a usage error already printed
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
-    handlers = {"demo": _demo, "fit": _fit, "predict": _predict}
+    handlers = {"demo": _demo, "fit": _fit, "predict": _predict, "shap": _shap}
     session = _Session(progress=getattr(args, "progress", None) is not False)
     with warnings.catch_warnings():
         # The command line prints every warning of the package, whatever filters are installed.
@@ -812,3 +818,141 @@ def _predict(args: argparse.Namespace, session: _Session) -> None:
             pred.to_csv(tmp, index=False, lineterminator="\n")
         except OSError as exc:
             raise CommandError(f"cannot write predictions to '{out}': {exc}") from exc
+
+
+# --- shap -----------------------------------------------------------------------------------------
+
+#: Default credible level of ``shap`` (that of :meth:`Fit.shap_summary`).
+SHAP_LEVEL = 0.9
+
+
+def _add_shap_parser(commands) -> None:
+    shap = commands.add_parser(
+        "shap",
+        help="explain rows with a saved fit: SHAP values with intervals; writes CSV",
+        description=(
+            "Explain the rows of a CSV file with a fit saved by 'fit --out': for each row and predictor, "
+            "the posterior mean SHAP value (exact path-dependent TreeSHAP of every kept draw: base + the "
+            "values of a row = that draw's f(x)) and its equal-tailed credible interval. Writes a CSV with "
+            "one row per input row, in order: shap_<predictor>_mean, shap_<predictor>_lower, "
+            "shap_<predictor>_upper per predictor (a factor is one predictor) and base, the posterior mean "
+            "of the base value (the mean prediction over the training rows); fits with one explanation "
+            "per class (classification CART, multinomial BART) name the columns shap_<predictor>_<class>_... "
+            "and base_<class>. Regression fits are explained on the response scale, probit BART on the "
+            "latent probit scale, multinomial BART on each class's log-linear scale, classification CART "
+            "on each class's probability (a note on standard error says which)."
+        ),
+        epilog=EXIT_CODES_EPILOG,
+    )
+    shap.add_argument("fit", help="netCDF file written by 'fit --out'")
+    shap.add_argument("data", help="CSV or Parquet file with the predictor columns of the rows to explain")
+    shap.add_argument("--level", type=float,
+                      help=f"credible level of the intervals (default {SHAP_LEVEL}, as fit.shap_summary)")
+    shap.add_argument("--max-draws", dest="max_draws", type=int, metavar="N",
+                      help="use N evenly spaced draws per chain (default: every kept draw); fewer is faster")
+    _add_csv_options(shap)
+    shap.add_argument("--out", help="write the CSV here instead of standard output; never one of the inputs")
+    _add_force(shap, "a CSV")
+
+
+def shap_table(fit, data: pd.DataFrame, level: float = SHAP_LEVEL, max_draws: int | None = None) -> tuple[
+        pd.DataFrame, str]:
+    """The table ``python -m bartpy_suite shap`` writes: one row per row of ``data``, in order.
+
+    Parameters
+    ----------
+    fit : bartpy_suite.posterior.Fit
+        A hard-tree fit, or a soft tree fitted with ``sampler="hmc_df"``; not a survival fit.
+    data : pandas.DataFrame
+        The rows to explain (the fit's predictor columns; others are ignored).
+    level : float
+        Probability of the equal-tailed credible intervals.
+    max_draws : int or None
+        Draws per chain, evenly spaced (None: all).
+
+    Returns
+    -------
+    (pandas.DataFrame, str)
+        Columns ``shap_<predictor>[_<class>]_{mean,lower,upper}`` in the fit's predictor order and
+        ``base[_<class>]`` (the posterior mean base value, the same on every row), indexed like
+        ``data``; and the scale the values add up to (:meth:`Fit.shap`).
+
+    Raises
+    ------
+    CommandError
+        For a survival fit.
+    """
+    from bartpy_suite.posterior import shap as posterior_shap
+
+    _refuse_survival(fit)
+    summary = fit.shap_summary(data, level=level, max_draws=max_draws)
+    rows = summary.rows
+    labels = list(dict.fromkeys(rows["class"])) if "class" in rows.columns else [None]
+    # summary.rows is row-major: each explained row, then its predictors, then their classes
+    shape = (len(data), len(fit.predictors), len(labels))
+    stats = {stat: rows[stat].to_numpy().reshape(shape) for stat in ("mean", "lower", "upper")}
+    columns = {}
+    for v, predictor in enumerate(fit.predictors):
+        for k, label in enumerate(labels):
+            stem = f"shap_{predictor}" + ("" if label is None else f"_{label}")
+            for stat in ("mean", "lower", "upper"):
+                columns[f"{stem}_{stat}"] = stats[stat][:, v, k]
+    table = pd.DataFrame(columns, index=data.index)
+    # The base value does not depend on the rows: one row's explanation gives it, for the same draws.
+    explained = fit.shap(data.iloc[:1], max_draws=max_draws)
+    draws = posterior_shap.draw_indices(fit, max_draws)
+    w = fit.weights.isel(draw=draws)
+    base = (explained["base"] * w).sum(("chain", "draw")) / w.sum()
+    if labels == [None]:
+        table["base"] = float(base)
+    else:
+        for label in labels:
+            table[f"base_{label}"] = float(base.sel({"class": label}))
+    return table, summary.scale
+
+
+def _refuse_survival(fit) -> None:
+    if fit.config.get("survival"):
+        raise CommandError("shap does not explain survival fits from the command line: their trees model the "
+                           "hazard of person-period rows (time x covariates), not one value per row; in Python, "
+                           "fit.importance() ranks the covariates on the latent hazard scale")
+
+
+_SCALE_TEXT = {
+    "response": "on the response scale: base + the values of a row = f(x), the mean response",
+    "probit latent": "on the latent probit scale: base + the values of a row = f(x), and P(second class) = Phi(f(x))",
+    "log-linear": "on each class's log-linear scale F_k(x), P(class k) = exp(F_k) / sum of exp(F_l)",
+    "probability": "on each class's probability scale",
+}
+
+
+def _shap(args: argparse.Namespace, session: _Session) -> None:
+    fit_path = _existing_file(args.fit, "fit")
+    data_path = _existing_file(args.data, "data")
+    out = _output_target(args.out, "csv", [("fit", fit_path), ("data", data_path)], args.force)
+    if args.max_draws is not None and args.max_draws < 1:
+        raise CommandError(f"--max-draws must be at least 1 (draws per chain); got {args.max_draws}")
+    if args.level is not None and not 0 < args.level < 1:
+        raise CommandError(f"--level must be between 0 and 1 (e.g. 0.9); got {args.level}")
+    try:
+        fit = bps.load(str(fit_path), log_likelihood=False)  # explanations do not need it
+    except BartpySuiteError:
+        raise
+    except (OSError, ValueError, KeyError) as exc:
+        raise CommandError(f"cannot read fit file '{args.fit}': {exc}") from exc
+    _refuse_survival(fit)  # before the data are read
+    data = _read_table(args.data, "data", args, session)
+    if len(data) == 0:
+        raise CommandError(f"the data file '{args.data}' has no rows to explain")
+    with session.timed_stage(f"explaining {len(data)} rows"):
+        table, scale = shap_table(fit, data, level=SHAP_LEVEL if args.level is None else args.level,
+                                  max_draws=args.max_draws)
+    print(f"{PROG}: SHAP values {_SCALE_TEXT.get(scale, scale)}", file=sys.stderr)
+    if out is None:
+        table.to_csv(sys.stdout, index=False, lineterminator="\n")
+        return
+    with _atomic_output(out) as tmp:
+        try:
+            table.to_csv(tmp, index=False, lineterminator="\n")
+        except OSError as exc:
+            raise CommandError(f"cannot write SHAP values to '{out}': {exc}") from exc

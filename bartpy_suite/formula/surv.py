@@ -76,24 +76,29 @@ def _quote(name: str) -> str:
     return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else f"`{name}`"
 
 
-def event_codes(values, name: str, index: pd.Index) -> np.ndarray:
-    """The event column as uint8 0/1; anything but 0/1 numbers or booleans is a ``DataError``
-    naming the column and the first offending rows."""
+def event_codes(values, name: str, index: pd.Index, max_code: int = 1) -> np.ndarray:
+    """The event column as uint8 0/1 (or, with ``max_code`` > 1, whole-number cause codes 0 to
+    ``max_code``: competing risks); anything else is a ``DataError`` naming the column and the
+    first offending rows."""
     series = pd.Series(values, index=index)
     if series.dtype == bool:
         return series.to_numpy().astype(np.uint8)
     numeric = pd.to_numeric(series, errors="coerce")
-    bad = ~(numeric.isin([0, 1]).to_numpy())
+    bad = ~(numeric.isin(range(max_code + 1)).to_numpy())
     if bad.any():
         shown = ", ".join(repr(v) for v in pd.unique(series[bad])[:5])
         raise DataError(
-            f"the event column {name!r} of Surv() must hold 1 (event) or 0 (censored), or booleans; "
-            f"{_rows_text(index, bad)} hold(s) {shown}. Competing risks (codes 0/1/2) are not supported"
+            f"the event column {name!r} of Surv() must hold 1 (event) or 0 (censored), or booleans"
+            + (" (or, for competing risks, 0 = censored and whole-number cause codes 1, 2, ...)" if max_code > 1
+               else "")
+            + f"; {_rows_text(index, bad)} hold(s) {shown}"
+            + ("" if max_code > 1 else ". For competing risks (0 = censored, 1, 2, ... = the cause) fit "
+               "bartpy_suite.models.survival.CompetingRisksBART.from_formula")
         )
     return numeric.to_numpy().astype(np.uint8)
 
 
-def build_survival_design(formula: str, data: pd.DataFrame, na_action: str = "drop"
+def build_survival_design(formula: str, data: pd.DataFrame, na_action: str = "drop", max_code: int = 1
                           ) -> tuple[Design, np.ndarray, np.ndarray, np.ndarray, str, str]:
     """Design and arrays of a survival formula.
 
@@ -106,6 +111,9 @@ def build_survival_design(formula: str, data: pd.DataFrame, na_action: str = "dr
     na_action : {"drop", "raise", "split"}
         As in :func:`build_design`; a missing time or event drops the row with a warning
         (``"drop"``, ``"split"``) or raises (``"raise"``).
+    max_code : int
+        Largest event code accepted: 1 (default) for 0/1 events, more for competing-risk cause
+        codes 0 (censored), 1, 2, ...
 
     Returns
     -------
@@ -145,7 +153,7 @@ def build_survival_design(formula: str, data: pd.DataFrame, na_action: str = "dr
         raise DataError(f"every row has a missing event indicator {event_name!r}; nothing is left to fit")
     events = frame.loc[~missing_event, event_name]
     if rhs == "1":
-        return _time_only(formula, used, events, time_name, event_name, na_action)
+        return _time_only(formula, used, events, time_name, event_name, na_action, max_code)
     if not used.index.is_unique:
         # rows are matched to their event by label below: fall back to positions
         used, events = used.reset_index(drop=True), events.reset_index(drop=True)
@@ -154,7 +162,7 @@ def build_survival_design(formula: str, data: pd.DataFrame, na_action: str = "dr
     if design.response_kind != "numeric":
         raise DataError(f"the time column {time_name!r} of Surv() must be numeric (a duration such as days or "
                         f"weeks); it holds {frame[time_name].dtype} values")
-    event = event_codes(events.loc[index].to_numpy(), event_name, index)
+    event = event_codes(events.loc[index].to_numpy(), event_name, index, max_code)
     # the saved design names the survival response, so messages quote the user's formula
     design = replace(design, formula=formula.strip(),
                      response=f"Surv({_quote(time_name)}, {_quote(event_name)})")
@@ -162,7 +170,7 @@ def build_survival_design(formula: str, data: pd.DataFrame, na_action: str = "dr
 
 
 def _time_only(formula: str, used: pd.DataFrame, events: pd.Series, time_name: str, event_name: str,
-               na_action: str) -> tuple[Design, np.ndarray, np.ndarray, np.ndarray, str, str]:
+               na_action: str, max_code: int = 1) -> tuple[Design, np.ndarray, np.ndarray, np.ndarray, str, str]:
     """``Surv(time, event) ~ 1``: no covariates; the time is the model's only predictor (the
     one-sample model, whose curve is compared with Kaplan-Meier)."""
     column = used[time_name]
@@ -180,5 +188,5 @@ def _time_only(formula: str, used: pd.DataFrame, events: pd.Series, time_name: s
     design = Design(formula=formula.strip(), response=f"Surv({_quote(time_name)}, {_quote(event_name)})",
                     response_kind="numeric", class_labels=(), predictors=(), is_categorical=(), levels=(),
                     methods=(), sources=(), terms="[]")
-    event = event_codes(events.to_numpy()[~missing], event_name, index)
+    event = event_codes(events.to_numpy()[~missing], event_name, index, max_code)
     return design, np.empty((index.size, 0)), time[~missing], event, time_name, event_name

@@ -17,6 +17,7 @@ sampler itself still holds one code per (predictor, expanded row): the index ari
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,7 +88,8 @@ def check_times(time, event) -> tuple[np.ndarray, np.ndarray]:
             values = e if ef is None else ef
             first = next(i for i, v in enumerate(values) if v not in (0, 1))
             raise DataError(f"the event indicator must be 0 (censored) or 1 (event), or bool; row {first} has "
-                            f"{e[first]!r}. Competing risks (codes 0/1/2) are not supported")
+                            f"{e[first]!r}. For competing risks (codes 0 = censored, 1, 2, ... = the cause) use "
+                            "bartpy_suite.models.survival.CompetingRisksBART")
     e = e.astype(np.uint8)
     if not e.any():
         raise DataError("every subject is censored (no event): the hazard cannot be estimated; survival BART "
@@ -244,6 +246,13 @@ class SurvivalBART(BART):
             raise ArgumentError(f"time_name {time_name!r} is also a predictor name; rename one of them")
         grid = make_grid(t, e, self.grid)
         table = expand(t, e, grid, self.censoring)
+        return self._fit_table(x, is_cat, levels, names, time_name, event_name, t, e, table, design, na_action)
+
+    def _fit_table(self, x, is_cat, levels, names, time_name, event_name, t, e, table: PersonPeriod, design,
+                   na_action, extra: dict | None = None):
+        """Probit BART on the person-period rows ``table`` of the subjects' validated covariates
+        ``x`` (N, p); ``extra`` is added to ``config["survival"]``."""
+        grid = table.grid
         n_exp = table.y.size
         if not table.y.any():
             raise DataError(f"no event falls at or before the last grid time {grid[-1]!r}: the hazard cannot be "
@@ -279,6 +288,7 @@ class SurvivalBART(BART):
             "subjects": int(t.size),
             "events": int(e.sum()),
             "expanded_rows": int(n_exp),
+            **(extra or {}),
         }
         hyper = hyper_vector(self._fit_tree_prior(na_action), None, likelihood=self.likelihood, sigma2=1.0,
                              tau2=tau * tau, model_code=MODEL_NORMAL_KNOWN_VARIANCE)
@@ -300,13 +310,159 @@ class SurvivalBART(BART):
 
         ``Surv``'s two arguments are column names (read, never evaluated); the right-hand side is
         an ordinary formula (see ``BART.from_formula``). ``na_action`` as there; a missing time or
-        event drops the row (with a warning) or raises under ``"raise"``.
+        event drops the row (with a warning) or raises under ``"raise"``. :class:`CompetingRisksBART`
+        reads the event column as cause codes 0 (censored), 1, 2, ... instead of 0/1.
         """
         from ..formula.surv import build_survival_design
 
         model = cls(**keywords)
-        design, x, time, event, time_name, event_name = build_survival_design(formula, data, na_action=na_action)
+        design, x, time, event, time_name, event_name = build_survival_design(
+            formula, data, na_action=na_action, max_code=255 if issubclass(cls, CompetingRisksBART) else 1)
         kwargs = design_fit_keywords(design)
         kwargs.pop("class_labels", None)
         return model.fit(x, time, event, **kwargs, na_action="split" if na_action == "split" else "raise",
                          time_name=time_name, event_name=event_name)
+
+
+# --- competing risks (spec 1.8; BART3's crisk.bart) --------------------------------------------------
+
+def check_causes(time, cause) -> tuple[np.ndarray, np.ndarray, int]:
+    """Validated float64 times, uint8 cause codes (0 = censored, 1..J) and the number of causes J.
+
+    Raises ``DataError`` for a bad time (as :func:`check_times`), a cause code that is not a
+    whole number from 0 to 255, or a cause among 1..J with no event (its hazard cannot be
+    estimated: renumber the causes).
+    """
+    c = np.asarray(cause)
+    if c.dtype == bool:
+        codes = c.astype(np.uint8)
+    else:
+        cf = np.asarray(c, dtype=np.float64) if c.dtype.kind in "iuf" else None
+        ok = None if cf is None else (np.isfinite(cf) & (cf >= 0) & (cf <= 255) & (cf == np.round(cf)))
+        if ok is None or not ok.all():
+            first = 0 if ok is None else int(np.argmin(ok))
+            value = c.reshape(-1)[first]
+            value = value.item() if isinstance(value, np.generic) else value  # 1.5, not np.float64(1.5)
+            raise DataError(f"the cause codes must be whole numbers: 0 (censored) or 1, 2, ... (the cause of the "
+                            f"event); row {first} has {value!r}")
+        codes = cf.astype(np.uint8)
+    t, _ = check_times(time, codes > 0)
+    n_causes = int(codes.max())
+    absent = [k for k in range(1, n_causes + 1) if not np.any(codes == k)]
+    if absent:
+        raise DataError(f"cause(s) {absent} have no event (the codes run from 1 to {n_causes}): their hazard cannot "
+                        "be estimated; number the causes that occur 1, 2, ... without gaps")
+    return t, codes, n_causes
+
+
+def expand_competing(time, cause, grid, censoring: str = "start_of_interval") -> list[PersonPeriod]:
+    """Person-period tables of the J cause-specific probit models of competing risks (spec 1.8).
+
+    The subjects are expanded once as in :func:`expand` with "event" meaning any cause (a subject
+    with an event of any cause gets rows up to its event). Model c keeps the rows with no event
+    of causes 1..c-1 (BART3's ``cond = which(y.train == 0)`` for two causes, chained for more), so
+    P(cause c at a row at risk) = p_c prod_{c' < c} (1 - p_c'); its response is 1 at the event row
+    of a subject whose cause is c.
+
+    Parameters
+    ----------
+    time : array_like
+        Observed times (> 0).
+    cause : array_like
+        0 = censored, 1..J = the cause of the event.
+    grid : ndarray
+        Increasing grid times.
+    censoring : {"start_of_interval", "end_of_interval"}
+        As in :func:`expand`.
+
+    Returns
+    -------
+    list of PersonPeriod
+        One table per cause 1..J; ``n_rows`` counts each subject's rows in that model.
+    """
+    cause = np.asarray(cause, dtype=np.int64)
+    base = expand(time, cause > 0, grid, censoring)
+    row_cause = np.where(base.y == 1, cause[base.subject], 0)  # the cause at each event row, 0 elsewhere
+    tables = []
+    for c in range(1, int(cause.max()) + 1):
+        keep = ~((row_cause > 0) & (row_cause < c))
+        subject = base.subject[keep]
+        tables.append(PersonPeriod(base.grid, subject, base.period[keep], (row_cause[keep] == c).astype(np.uint8),
+                                   np.bincount(subject, minlength=cause.size).astype(np.int64)))
+    return tables
+
+
+@with_run_parameters
+class CompetingRisksBART(SurvivalBART):
+    """Competing-risks BART (Sparapani et al. 2020; R's ``BART::crisk.bart``): one probit BART per cause.
+
+    ``CompetingRisksBART.from_formula("Surv(time, cause) ~ x1 + x2", data=df, ...)`` fits it, with
+    ``cause`` holding codes 0 (censored), 1, 2, ... (``bps.bart`` keeps reading the second argument
+    of ``Surv`` as a 0/1 event, so that a stray code is an error, not another model);
+    ``fit.predict(new, kind="cif", times=[...])`` gives the cumulative incidence of each cause
+    with intervals.
+
+    Model c is probit survival BART on the person-period rows with no event of an earlier cause
+    at that row (:func:`expand_competing`): p_c(t, x) = P(cause c at t | at risk, no event of
+    causes 1..c-1 at t). Given the rows, the likelihood factorises over the causes, so with
+    independent priors the posterior is a product: the J fits are independent (each with its own
+    offset Phi^-1 of its share of event rows and its own seed, spawned from ``seed``), and draw d
+    of one is paired with draw d of the others (spec 1.8). Then, per draw,
+    S(g_j) = prod_{l <= j} prod_c (1 - p_c,l) and
+    CIF_c(g_j) = sum_{l <= j} S(g_{l-1}) p_c,l prod_{c' < c} (1 - p_c',l), so that
+    S + sum_c CIF_c = 1 at every grid time.
+
+    Parameters
+    ----------
+    grid, censoring, trees, thin
+        As for :class:`SurvivalBART`; the grid is built from the times with an event of any cause.
+    sampler, chains, draws, tune, seed, alpha, beta, k, max_cuts, min_leaf_size, moves, sampler_options
+        As for :class:`SurvivalBART`.
+    (and the run keywords shared by every model: ``models._base.RUN_PARAMETERS_DOC``)
+    """
+
+    def fit(self, X, time, cause, *, is_categorical=None, n_levels=None, predictor_names=None, design=None,
+            na_action="raise", time_name="time", event_name="cause"):
+        """Sample the posterior of each cause's model given predictors ``X`` (n, p), observed times
+        ``time`` (n,) and cause codes ``cause`` (n,; 0 = censored, 1..J).
+
+        Returns
+        -------
+        bartpy_suite.posterior.survival.CompetingRisksFit
+            The J cause fits (``fits``), predicting cumulative incidence (``kind="cif"``) and
+            all-cause survival (``kind="survival"``).
+        """
+        from ..posterior.survival import CompetingRisksFit
+
+        check.check_choice("na_action", na_action, FIT_NA_ACTIONS)
+        if na_action == "split":
+            self.spec.check_missing_split(self.sampler_options)
+        t, codes, n_causes = check_causes(time, cause)
+        names = None if predictor_names is None else [str(n) for n in predictor_names]
+        if np.ndim(X) == 2 and np.shape(X)[1] == 0:
+            if np.shape(X)[0] != t.size:
+                raise DataError(f"X has {np.shape(X)[0]} rows but time has {t.size}")
+            x, is_cat, levels = np.empty((t.size, 0)), np.zeros(0, dtype=bool), np.zeros(0, dtype=np.int64)
+        else:
+            x, _, is_cat, levels = check_training_arrays(X, t, is_categorical, n_levels,
+                                                         self.tree_prior.min_leaf_size, na_action, names=names)
+        names = names if names is not None else [f"x{j}" for j in range(x.shape[1])]
+        if str(time_name) in names:
+            raise ArgumentError(f"time_name {time_name!r} is also a predictor name; rename one of them")
+        any_event = (codes > 0).astype(np.uint8)
+        grid = make_grid(t, any_event, self.grid)
+        tables = expand_competing(t, codes, grid, self.censoring)
+        seeds = (self.seed if isinstance(self.seed, np.random.SeedSequence)
+                 else np.random.SeedSequence(self.seed)).spawn(n_causes)
+        fits = []
+        for c, (table, seed) in enumerate(zip(tables, seeds), start=1):
+            if not table.y.any():
+                raise DataError(f"no event of cause {c} falls at or before the last grid time {grid[-1]!r}: its "
+                                "hazard cannot be estimated; extend the grid")
+            model = copy.copy(self)
+            model.seed = seed
+            fits.append(model._fit_table(x, is_cat, levels, names, time_name, event_name, t, codes == c, table,
+                                         design, na_action, extra={"cause": c, "causes": n_causes,
+                                                                   "any_events": int(any_event.sum())}))
+        return CompetingRisksFit(fits)
+

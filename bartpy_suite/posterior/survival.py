@@ -209,3 +209,156 @@ def predict(fit, newdata, kind: str = "survival", level: float = 0.95, samples: 
             table[f"{name}_lower"] = q[0, :, j]
             table[f"{name}_upper"] = q[2, :, j]
     return with_missing_rows(pd.DataFrame(table, index=rows), ok, index)
+
+
+# --- competing risks (spec 1.8) --------------------------------------------------------------------
+
+CRISK_KINDS = ("cif", "survival")
+
+
+class CompetingRisksFit:
+    """The J cause-specific fits of competing-risks BART (``models/survival.py``,
+    ``CompetingRisksBART``) and their joint predictions.
+
+    Draw d of every cause fit is paired with draw d of the others (the posteriors are independent,
+    so any pairing is valid; spec 1.8). Per draw and row, with p_c,l = Phi(eta_c(g_l, x)):
+    S(g_j) = prod_{l <= j} prod_c (1 - p_c,l) and
+    CIF_c(g_j) = sum_{l <= j} S(g_{l-1}) p_c,l prod_{c' < c} (1 - p_c',l), computed in log space
+    (scipy's ``log_ndtr``), so that S + sum_c CIF_c = 1 at every grid time to rounding. Both are
+    step functions of t like :func:`draws`: 1 and 0 before g_1, constant between grid times up to
+    the largest observed time, NaN beyond it.
+
+    Attributes
+    ----------
+    fits : tuple of Fit
+        ``fits[c - 1]`` is the probit survival fit of cause c (its ``config["survival"]["cause"]``).
+    """
+
+    def __init__(self, fits) -> None:
+        self.fits = tuple(fits)
+        shapes = {(f.posterior.sizes["chain"], f.posterior.sizes["draw"]) for f in self.fits}
+        if not self.fits or len(shapes) != 1:
+            raise ArgumentError("a competing-risks fit needs one cause fit per cause, all with the same chains and "
+                                "draws (they are paired draw by draw)")
+
+    @property
+    def causes(self) -> int:
+        """The number of causes J."""
+        return len(self.fits)
+
+    @property
+    def grid(self) -> np.ndarray:
+        """The common time grid g_1 < ... < g_K."""
+        return np.asarray(settings(self.fits[0])["grid"])
+
+    @property
+    def predictors(self) -> list[str]:
+        """The covariates (the time, the trees' first predictor, excluded)."""
+        return list(self.fits[0].predictors[1:])
+
+    @property
+    def weights(self) -> np.ndarray:
+        """Flat (chain-major) weight of each paired draw: the product of the causes' draw weights."""
+        w = np.ones(self.fits[0]._flat_weights.size)
+        for f in self.fits:
+            w = w * f._flat_weights
+        return w
+
+    def __repr__(self) -> str:
+        f = self.fits[0]
+        return (f"CompetingRisksFit({self.causes} causes, {f.posterior.sizes['chain']} chains x "
+                f"{f.posterior.sizes['draw']} draws, grid of {self.grid.size} times, covariates {self.predictors})")
+
+    def draws(self, x: np.ndarray, times) -> tuple[np.ndarray, np.ndarray]:
+        """Per-draw all-cause survival (samples, rows, len(times)) and cumulative incidences
+        (samples, rows, causes, len(times)) at ``times`` for covariate rows ``x`` (m, p)."""
+        times = np.atleast_1d(np.asarray(times, dtype=np.float64))
+        grid = self.grid
+        cfg = settings(self.fits[0])
+        samples = self.fits[0]._store["roots"].shape[0]
+        surv = np.empty((samples, x.shape[0], times.size))
+        cif = np.empty((samples, x.shape[0], self.causes, times.size))
+        where = np.searchsorted(grid, times, side="right") - 1  # -1 before g_1
+        beyond = times > cfg["max_time"]
+        for blocks in zip(*(eta_blocks(f, x) for f in self.fits)):
+            rows = blocks[0][0]
+            log_none = np.zeros(blocks[0][1].shape)  # log P(no event of the causes so far at g_l)
+            increments = []
+            for _, eta in blocks:
+                increments.append(log_none + special.log_ndtr(eta))  # log of prod_{c' < c}(1 - p_c') p_c
+                log_none = log_none + special.log_ndtr(-eta)
+            log_s = np.cumsum(log_none, axis=-1)
+            log_s_before = np.concatenate([np.zeros(log_s.shape[:2] + (1,)), log_s[..., :-1]], axis=-1)
+            s_padded = np.concatenate([np.ones(log_s.shape[:2] + (1,)), np.exp(log_s)], axis=-1)
+            surv[:, rows, :] = s_padded[:, :, where + 1]
+            for c, inc in enumerate(increments):
+                cum = np.cumsum(np.exp(log_s_before + inc), axis=-1)
+                padded = np.concatenate([np.zeros(cum.shape[:2] + (1,)), cum], axis=-1)
+                cif[:, rows, c, :] = padded[:, :, where + 1]
+        surv[:, :, beyond] = np.nan
+        cif[..., beyond] = np.nan
+        return surv, cif
+
+    def predict(self, newdata, kind: str = "cif", times=None, level: float = 0.95, samples: bool = False):
+        """Cumulative incidence of each cause, or all-cause survival, with credible intervals.
+
+        Parameters
+        ----------
+        newdata : DataFrame or array
+            Covariate rows (as for ``Fit.predict`` of a survival fit; rows with a missing
+            covariate are an error unless the fits route them).
+        kind : {"cif", "survival"}
+            "cif": columns ``CIF<c>(t)_mean``, ``_lower``, ``_upper`` per cause c and time t;
+            "survival": the probability of no event of any cause, ``S(t)_mean``, ...
+        times : array_like or None
+            Times t (default: the grid). Beyond the largest observed time: NaN with a warning.
+        level : float
+            Probability of the equal-tailed intervals.
+        samples : bool
+            Return the draws as an ``xarray.DataArray``: (chain, draw, obs, cause, time) for
+            "cif", (chain, draw, obs, time) for "survival".
+
+        Returns
+        -------
+        pandas.DataFrame or xarray.DataArray
+            Indexed like ``newdata``. Means and intervals honour the draws' weights.
+        """
+        kind = check.check_choice("kind", kind, CRISK_KINDS)
+        level = check.check_open_unit("level", level)
+        samples = check.check_bool("samples", samples)
+        t = _check_times(self.fits[0], kind, times)
+        max_time = settings(self.fits[0])["max_time"]
+        if np.any(t > max_time):
+            warnings.warn(f"times beyond the largest observed time {max_time!r} ({t[t > max_time].tolist()}) get "
+                          "NaN: the model does not extrapolate past the follow-up", BartpySuiteWarning, stacklevel=2)
+        fit = self.fits[0]
+        x, index = _new_x(fit, newdata)
+        names = fit.predictors[1:]
+        # None: the fits decide (a na_action="split" fit routes missing values, any other raises naming the rows)
+        missing_rows(x, index, names, None, fit._split_missing)
+        nbins = fit._binned.nbins
+        for v in np.flatnonzero(fit._binned.is_categorical[1:]):
+            bad = (x[:, v] < 0) | (x[:, v] >= nbins[v + 1])
+            if bad.any():
+                raise DataError(f"predictor {names[v]!r} holds level codes unseen in training")
+        surv, cif = self.draws(x, t)
+        shape = (fit.posterior.sizes["chain"], fit.posterior.sizes["draw"])
+        if samples:
+            if kind == "survival":
+                return xr.DataArray(surv.reshape(*shape, *surv.shape[1:]), dims=("chain", "draw", "obs", "time"),
+                                    coords={"time": t}, name="survival")
+            return xr.DataArray(cif.reshape(*shape, *cif.shape[1:]), dims=("chain", "draw", "obs", "cause", "time"),
+                                coords={"cause": np.arange(1, self.causes + 1), "time": t}, name="cif")
+        w = self.weights
+        w = w / w.sum()
+        probs = [(1 - level) / 2, (1 + level) / 2]
+        table = {}
+        parts = [("S", surv)] if kind == "survival" else [(f"CIF{c + 1}", cif[:, :, c, :]) for c in range(self.causes)]
+        for label, values in parts:
+            mean = np.tensordot(w, values, axes=(0, 0))
+            q = weighted_quantiles(values.reshape(values.shape[0], -1), w, probs).reshape((2,) + values.shape[1:])
+            for j, tj in enumerate(t):
+                table[f"{label}({tj:g})_mean"] = mean[:, j]
+                table[f"{label}({tj:g})_lower"] = q[0, :, j]
+                table[f"{label}({tj:g})_upper"] = q[1, :, j]
+        return pd.DataFrame(table, index=index)
