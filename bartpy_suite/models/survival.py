@@ -418,7 +418,8 @@ class CompetingRisksBART(SurvivalBART):
         As for :class:`SurvivalBART`; the grid is built from the times with an event of any cause.
     sampler, chains, draws, tune, seed, alpha, beta, k, max_cuts, min_leaf_size, moves, sampler_options
         As for :class:`SurvivalBART`.
-    (and the run keywords shared by every model: ``models._base.RUN_PARAMETERS_DOC``)
+    **run_keywords
+        The run keywords every model shares (``models._base.RUN_PARAMETERS_DOC``), put here at import.
     """
 
     def fit(self, X, time, cause, *, is_categorical=None, n_levels=None, predictor_names=None, design=None,
