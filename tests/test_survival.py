@@ -459,3 +459,28 @@ def test_missing_covariates_split():
     with pytest.warns(BartpySuiteWarning, match="dropped 3 of 80 rows"):
         dropped = bps.bart("Surv(time, status) ~ x + g", data=df, **dict(TINY, trees=5, draws=10, tune=10))
     assert dropped.config["survival"]["subjects"] == 77
+
+
+def test_median_quantiles_with_undefined_draws_are_infinite_not_nan():
+    # a median survival time is +inf in a draw whose S never reaches 1/2; numpy's linear
+    # interpolation between two such draws gives inf - inf = NaN (and a RuntimeWarning)
+    import warnings
+
+    from bartpy_suite.posterior.survival import quantiles_with_infinity
+
+    values = np.array([[3.0, 1.0], [np.inf, 2.0], [np.inf, 3.0], [np.inf, 4.0], [5.0, 5.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        q = quantiles_with_infinity(values, np.ones(5), [0.0, 0.5, 0.9, 1.0])
+    # column 0 sorted: 3, 5, inf, inf, inf: the 0.0 quantile 3; the median lies among the infs;
+    # 0.9 too; a finite column is numpy's quantile exactly
+    assert q[0, 0] == 3.0 and np.all(np.isposinf(q[1:, 0]))
+    np.testing.assert_array_equal(q[:, 1], np.quantile(values[:, 1], [0.0, 0.5, 0.9, 1.0]))
+    # interpolating from a finite draw towards an infinite one by a non-zero fraction is +inf;
+    # at fraction 0 it is the finite draw (the 0.25 quantile of 5 values is the second exactly)
+    q = quantiles_with_infinity(values[:, :1], np.ones(5), [0.25, 0.3])
+    assert q[0, 0] == 5.0 and np.isposinf(q[1, 0])
+    # weighted (inverted-CDF) path: the draw whose cumulative weight reaches p (weights 1/2 on 3,
+    # 1/8 on 5 and on each inf: cumulative 0.5, 0.625, 0.75, ...)
+    q = quantiles_with_infinity(values[:, :1], np.array([4.0, 1, 1, 1, 1]), [0.4, 0.6, 0.7])
+    assert q[0, 0] == 3.0 and q[1, 0] == 5.0 and np.isposinf(q[2, 0])

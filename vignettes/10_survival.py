@@ -132,14 +132,13 @@ pd.DataFrame({"weeks 1-13": mean_hazard.iloc[:, grid <= 13].mean(axis=1),
 # `kind="rmst"`, is always defined: the expected number of arrest-free weeks in the first year.
 
 # %%
-with np.errstate(invalid="ignore"):  # quantiles of draws that are all +inf (undefined) give NaN
-    median = fit.predict(profiles, kind="median")
+median = fit.predict(profiles, kind="median")
 rmst = fit.predict(profiles, kind="rmst", times=[52])
 pd.concat([rmst, median], axis=1)
 
 # %% [markdown]
 # A median quantile is a number only where enough draws reach S = 1/2 by week 52; where it falls
-# among the draws whose median is undefined (beyond follow-up), the table shows NaN.
+# among the draws whose median is undefined (beyond follow-up), the table shows `inf`.
 #
 # ## Does financial aid help?
 #

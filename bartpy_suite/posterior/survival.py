@@ -113,6 +113,36 @@ def log_survival(eta: np.ndarray) -> np.ndarray:
     return np.cumsum(special.log_ndtr(-eta), axis=-1)
 
 
+def quantiles_with_infinity(values: np.ndarray, weights: np.ndarray, probs) -> np.ndarray:
+    """``weighted_quantiles`` of draws that may be +inf (a median survival time that the draw's S
+    never reaches): a quantile that falls among or next to the infinite draws is +inf, never the
+    NaN of inf - inf in numpy's linear interpolation.
+
+    Parameters
+    ----------
+    values : numpy.ndarray
+        Draws, shape (S, m), finite or +inf (NaN stays NaN).
+    weights : numpy.ndarray
+        Non-negative weights, shape (S,).
+    probs : array_like
+        Probabilities in [0, 1].
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(len(probs), m)``.
+    """
+    infinite = np.isposinf(values)
+    if not infinite.any():
+        return weighted_quantiles(values, weights, probs)
+    finite_max = np.nanmax(np.where(infinite, -np.inf, values)) if (~infinite).any() else 0.0
+    # a finite stand-in above every finite draw, so far above that interpolating towards it by
+    # any non-zero fraction lands past finite_max: those quantiles are +inf
+    stand_in = np.finfo(float).max / 4
+    q = weighted_quantiles(np.where(infinite, stand_in, values), weights, probs)
+    return np.where(q > max(finite_max, 0.0), np.inf, q)
+
+
 def draws(fit, x: np.ndarray, kind: str, times: np.ndarray) -> np.ndarray:
     """Per-draw values (samples, rows, len(times)) of ``kind`` at ``times`` (median: (samples,
     rows, 1)) for covariate rows ``x`` (m, p)."""
@@ -194,7 +224,7 @@ def predict(fit, newdata, kind: str = "survival", level: float = 0.95, samples: 
     w = fit._flat_weights
     probs = [(1 - level) / 2, 0.5, (1 + level) / 2]
     flat = values.reshape(values.shape[0], -1)
-    q = weighted_quantiles(flat, w, probs).reshape((3,) + values.shape[1:])
+    q = quantiles_with_infinity(flat, w, probs).reshape((3,) + values.shape[1:])
     table = {}
     if kind == "median":
         table["median"] = q[1, :, 0]
