@@ -23,13 +23,21 @@ is inflated by other processes and the CPU seconds are the figure to compare.
 
 Each fit: CART ``y ~ x1 + x2`` on cgm1998 (800 rows); on 200 simulated rows with 5 predictors,
 BART ``y ~ .`` with 20 trees, the soft tree ``y ~ x0 + x1``, classification CART ``c ~ x0 + x1``
-and multinomial BART ``c ~ x0 + x1 + x2`` with 20 trees (``c`` has three classes);
+multinomial BART ``c ~ x0 + x1 + x2`` with 20 trees (``c`` has three classes) and probit BART
+``b ~ x0 + x1 + x2`` with 20 trees (``b`` has two);
 ``chains=1, draws=5, tune=5`` and a prediction of 5 rows.
+
+``--separate`` runs each model in a pair of processes of its own (its first fit with nothing
+compiled before it); ``model:sampler`` picks a sampler other than the first of ``SAMPLERS``;
+``--plain-numba`` measures the package compiling with numba as shipped (what dropping the overrides
+of ``_kernels/link_only.py`` and ``config_hash.py`` would cost).
 
 Run::
 
     python3 benchmarks/compile_time.py --out benchmarks/results/compile_time.md
     python3 benchmarks/compile_time.py --source before=/tmp/base --source after=. --samplers default
+    python3 benchmarks/compile_time.py --models cart:tempered,bart:grow_prune,probit,multiclass,soft --separate \
+        --samplers default --no-speed
 """
 
 from __future__ import annotations
@@ -90,6 +98,10 @@ if plan.get("profile"):
 
     event.register("numba:compile", Compiles())
 t = clock()
+if plan.get("plain_numba"):
+    # an untested numba version as the package sees it: no overrides at all (link_only.TESTED_NUMBA)
+    import numba
+    numba.__version__ = "0.0.0"
 import numpy as np
 import pandas as pd
 import bartpy_suite as bps
@@ -217,9 +229,11 @@ def measure(label: str, source: Path, models: list[str], which: str, args) -> di
     fits = plan_fits(models, which)
     record = {"label": label, "source": str(source)}
     with tempfile.TemporaryDirectory(prefix="numba_cold_") as cache:
-        cold = run_child(source, cache, {"fits": fits, "speed": False, "profile": args.profile}, args.timeout)
+        cold = run_child(source, cache, {"fits": fits, "speed": False, "profile": args.profile,
+                                         "plain_numba": args.plain_numba}, args.timeout)
         warm = run_child(source, cache, {"fits": fits, "speed": not args.no_speed, "repeats": args.repeats,
-                                         "cart_steps": args.cart_steps, "bart_sweeps": args.bart_sweeps},
+                                         "cart_steps": args.cart_steps, "bart_sweeps": args.bart_sweeps,
+                                         "plain_numba": args.plain_numba},
                          args.timeout)
     record.update(cold=cold, warm=warm)
     return record
@@ -300,6 +314,9 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", action="store_true",
                     help="record numba's compile events in the cold run: CPU seconds per kernel, repeated signatures")
     ap.add_argument("--no-speed", action="store_true", help="skip the speed-per-sweep measurement")
+    ap.add_argument("--plain-numba", action="store_true",
+                    help="make the package see an untested numba version, so that it compiles with numba "
+                         "as shipped (no link-only or config_hash overrides): what dropping them would cost")
     ap.add_argument("--repeats", type=int, default=3, help="speed: best of this many runs")
     ap.add_argument("--cart-steps", type=int, default=100_000, help="speed: MH steps per CART timing run")
     ap.add_argument("--bart-sweeps", type=int, default=200, help="speed: sweeps per BART timing run")

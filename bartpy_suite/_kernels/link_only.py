@@ -32,9 +32,10 @@ impose, since numba compiles one function at a time anyway.
 
 If numba is not a version the overrides were checked against (``TESTED_NUMBA``) or its internals
 differ from what they expect (``available()`` is False), nothing is ever patched and every
-function is compiled the usual way: slower to compile, the same draws (checked against numba 0.65
-and 0.68, whose code libraries are identical; ``tests/test_link_only.py`` fails if the overrides
-are not available, ``tests/test_numba_confined.py`` checks the fallback and the confinement).
+function is compiled the usual way: slower to compile, the same draws. ``tests/test_link_only.py``,
+``test_numba_confined.py`` (the confinement, with a CART fit, and the fallback),
+``test_kernel_cache.py`` and ``test_config_hash.py`` pass with numba 0.65.1, 0.66.0, 0.67.0 and
+0.68.1 (llvmlite 0.47-0.50, numpy 2.4); ``pyproject.toml`` pins ``numba>=0.65,<0.69`` to match.
 """
 
 from __future__ import annotations
