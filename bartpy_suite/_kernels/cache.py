@@ -27,11 +27,15 @@ from pathlib import Path
 
 import llvmlite
 import numba
-from numba.core.caching import CompileResultCacheImpl, FunctionCache, _CacheLocator
 
 from . import link_only
 
-__all__ = ["KernelCache", "SOURCES", "source_tag"]
+try:
+    from numba.core.caching import CompileResultCacheImpl, FunctionCache, _CacheLocator
+except ImportError:  # pragma: no cover - a numba whose caching module differs: no disk cache at all
+    CompileResultCacheImpl = FunctionCache = _CacheLocator = None
+
+__all__ = ["KernelCache", "SOURCES", "available", "source_tag"]
 
 #: The directory whose ``*.py`` files the cache is keyed on.
 SOURCES = Path(__file__).resolve().parent
@@ -58,7 +62,13 @@ def source_tag() -> str:
     return _TAG
 
 
-class _SourceHashLocator(_CacheLocator):
+def available() -> bool:
+    """Whether numba's caching classes are as expected; if not, kernels are not cached on disk
+    (compiled in every process) rather than cached without the source key."""
+    return _CacheLocator is not None
+
+
+class _SourceHashLocator(_CacheLocator or object):
     """numba's locator for a function (in-tree ``__pycache__``, ``NUMBA_CACHE_DIR``...) with the
     source tag appended to its directory."""
 
@@ -100,13 +110,13 @@ def _prune_siblings(parent: str) -> None:
             shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
 
 
-class _Impl(CompileResultCacheImpl):
+class _Impl(CompileResultCacheImpl or object):
     def __init__(self, py_func):
         super().__init__(py_func)
         self._locator = _SourceHashLocator(self._locator)
 
 
-class KernelCache(FunctionCache):
+class KernelCache(FunctionCache or object):
     """numba's ``FunctionCache`` with its files under the source-tag directory (module docstring)."""
 
     _impl_class = _Impl

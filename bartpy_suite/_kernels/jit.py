@@ -34,8 +34,7 @@ from numba import njit
 from numba.core import types
 from numba.core.registry import CPUDispatcher
 
-from . import link_only
-from .cache import KernelCache
+from . import cache, link_only
 from .compile_gc import fewer_collections
 
 __all__ = ["kernel", "helper"]
@@ -63,8 +62,10 @@ class KernelDispatcher(CPUDispatcher):
             return super().compile(sig)
 
     def enable_caching(self):
-        """Cache on disk, under the directory of the current kernel sources (``cache.py``)."""
-        self._cache = KernelCache(self.py_func)
+        """Cache on disk, under the directory of the current kernel sources (``cache.py``); not at
+        all if numba's caching classes are not the expected ones (never a cache without that key)."""
+        if cache.available():
+            self._cache = cache.KernelCache(self.py_func)
 
     def get_call_template(self, args, kws):
         """Type a compiled call with one signature per argument kind: constants as their plain
