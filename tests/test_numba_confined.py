@@ -152,7 +152,7 @@ def test_numba_is_numbas_after_a_fit_and_patched_inside_package_compiles(tmp_pat
         out["helper_link_only"] = [is_link_only(c.library) for c in toymod.filled.overloads.values()]
         out["patched"] = sorted(name.rsplit(".", 2)[-2] + "." + name.rsplit(".", 1)[-1] for name in patched_names())
         print("RESULT " + json.dumps(out))
-    ''', cache=tmp_path / "toy_cache")
+    ''')  # the package's kernels: its usual cache (loaded if filled); toymod's: a fresh tmp_path/__pycache__
     assert run["after_import"] == [] and run["after_fit"] == [] and run["after_toy"] == []
     assert run["total"] == 0.5 * (0 + 1 + 2 + 3 + 4)
     # both toy functions compiled (an empty cache), each with every override in place
