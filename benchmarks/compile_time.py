@@ -23,13 +23,21 @@ is inflated by other processes and the CPU seconds are the figure to compare.
 
 Each fit: CART ``y ~ x1 + x2`` on cgm1998 (800 rows); on 200 simulated rows with 5 predictors,
 BART ``y ~ .`` with 20 trees, the soft tree ``y ~ x0 + x1``, classification CART ``c ~ x0 + x1``
-and multinomial BART ``c ~ x0 + x1 + x2`` with 20 trees (``c`` has three classes);
+multinomial BART ``c ~ x0 + x1 + x2`` with 20 trees (``c`` has three classes) and probit BART
+``b ~ x0 + x1 + x2`` with 20 trees (``b`` has two);
 ``chains=1, draws=5, tune=5`` and a prediction of 5 rows.
+
+``--separate`` runs each model in a pair of processes of its own (its first fit with nothing
+compiled before it); ``model:sampler`` picks a sampler other than the first of ``SAMPLERS``;
+``--plain-numba`` measures the package compiling with numba as shipped (what dropping the overrides
+of ``_kernels/link_only.py`` and ``config_hash.py`` would cost).
 
 Run::
 
     python3 benchmarks/compile_time.py --out benchmarks/results/compile_time.md
     python3 benchmarks/compile_time.py --source before=/tmp/base --source after=. --samplers default
+    python3 benchmarks/compile_time.py --models cart:tempered,bart:grow_prune,probit,multiclass,soft --separate \
+        --samplers default --no-speed
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ SAMPLERS = {
     "bart": ("grow_prune", "cgm", "pg", "ctmc", "tempered"),  # the default first
     "soft": ("hmc_dfi", "hmc_df"),  # the default first
     "cart_class": ("cgm",),  # classification CART (Dirichlet leaves)
+    "probit": ("grow_prune",),  # probit BART (two classes)
     "multiclass": ("grow_prune",),  # multinomial BART (log-linear trees)
 }
 
@@ -89,6 +98,10 @@ if plan.get("profile"):
 
     event.register("numba:compile", Compiles())
 t = clock()
+if plan.get("plain_numba"):
+    # an untested numba version as the package sees it: no overrides at all (link_only.TESTED_NUMBA)
+    import numba
+    numba.__version__ = "0.0.0"
 import numpy as np
 import pandas as pd
 import bartpy_suite as bps
@@ -100,6 +113,7 @@ x = rng.uniform(size=(200, 5))
 sim = pd.DataFrame(x, columns=[f"x{j}" for j in range(5)])
 sim["y"] = 10 * np.sin(np.pi * x[:, 0] * x[:, 1]) + 20 * (x[:, 2] - 0.5) ** 2 + rng.standard_normal(200)
 sim["c"] = pd.Categorical(np.select([x[:, 0] > 0.6, x[:, 1] > 0.5], ["a", "b"], "c"))
+sim["b"] = pd.Categorical(np.where(x[:, 0] + x[:, 1] > 1.0, "yes", "no"))
 def fit_and_predict(model, sampler):
     common = dict(sampler=sampler, chains=1, draws=5, tune=5, seed=0, progress=False)
     if model == "cart":
@@ -110,6 +124,8 @@ def fit_and_predict(model, sampler):
         fit, data = bps.soft_tree("y ~ x0 + x1", data=sim, **common), sim
     elif model == "cart_class":
         fit, data = bps.cart("c ~ x0 + x1", data=sim, **common), sim
+    elif model == "probit":
+        fit, data = bps.bart("b ~ x0 + x1 + x2", data=sim, trees=20, threads=1, **common), sim
     else:
         fit, data = bps.bart("c ~ x0 + x1 + x2", data=sim, trees=20, threads=1, **common), sim
     fit.predict(data.head(5))
@@ -195,16 +211,29 @@ def run_child(source: Path, cache: str, plan: dict, timeout: float) -> dict:
     raise RuntimeError(f"child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
 
 
-def measure(label: str, source: Path, models: list[str], which: str, args) -> dict:
+def plan_fits(models: list[str], which: str) -> list[tuple[str, str]]:
+    """(model, sampler) pairs in the order run: ``model:sampler`` as given, a bare model with its
+    default sampler (``which="default"``) or every sampler of ``SAMPLERS`` (``which="all"``)."""
     fits = []
-    for model in models:
-        samplers = SAMPLERS[model] if which == "all" else SAMPLERS[model][:1]
-        fits += [(model, s) for s in samplers]
+    for item in models:
+        model, _, sampler = item.partition(":")
+        if sampler:
+            fits.append((model, sampler))
+        else:
+            samplers = SAMPLERS[model] if which == "all" else SAMPLERS[model][:1]
+            fits += [(model, s) for s in samplers]
+    return fits
+
+
+def measure(label: str, source: Path, models: list[str], which: str, args) -> dict:
+    fits = plan_fits(models, which)
     record = {"label": label, "source": str(source)}
     with tempfile.TemporaryDirectory(prefix="numba_cold_") as cache:
-        cold = run_child(source, cache, {"fits": fits, "speed": False, "profile": args.profile}, args.timeout)
+        cold = run_child(source, cache, {"fits": fits, "speed": False, "profile": args.profile,
+                                         "plain_numba": args.plain_numba}, args.timeout)
         warm = run_child(source, cache, {"fits": fits, "speed": not args.no_speed, "repeats": args.repeats,
-                                         "cart_steps": args.cart_steps, "bart_sweeps": args.bart_sweeps},
+                                         "cart_steps": args.cart_steps, "bart_sweeps": args.bart_sweeps,
+                                         "plain_numba": args.plain_numba},
                          args.timeout)
     record.update(cold=cold, warm=warm)
     return record
@@ -276,12 +305,18 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--source", action="append", default=None,
                     help="label=DIR of a source tree to measure (repeatable; default current=this checkout)")
-    ap.add_argument("--models", default="cart,bart", help="comma separated: " + ", ".join(SAMPLERS))
+    ap.add_argument("--models", default="cart,bart",
+                    help="comma separated, each a model or model:sampler; models: " + ", ".join(SAMPLERS))
+    ap.add_argument("--separate", action="store_true",
+                    help="each model in fresh processes with an empty cache of its own (its first fit alone)")
     ap.add_argument("--samplers", choices=("default", "all"), default="all",
                     help="default: each model's default sampler only; all: every sampler of the model in turn")
     ap.add_argument("--profile", action="store_true",
                     help="record numba's compile events in the cold run: CPU seconds per kernel, repeated signatures")
     ap.add_argument("--no-speed", action="store_true", help="skip the speed-per-sweep measurement")
+    ap.add_argument("--plain-numba", action="store_true",
+                    help="make the package see an untested numba version, so that it compiles with numba "
+                         "as shipped (no link-only or config_hash overrides): what dropping them would cost")
     ap.add_argument("--repeats", type=int, default=3, help="speed: best of this many runs")
     ap.add_argument("--cart-steps", type=int, default=100_000, help="speed: MH steps per CART timing run")
     ap.add_argument("--bart-sweeps", type=int, default=200, help="speed: sweeps per BART timing run")
@@ -291,21 +326,28 @@ def main(argv=None) -> int:
 
     sources = args.source or [f"current={REPO}"]
     models = [m.strip() for m in args.models.split(",") if m.strip()]
-    bad = [m for m in models if m not in SAMPLERS]
+    bad = [m for m in models if m.partition(":")[0] not in SAMPLERS]
     if bad:
         ap.error(f"unknown model: {', '.join(bad)}; choose from {', '.join(SAMPLERS)}")
     import numba
 
-    header = [f"Machine: {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}, Python "
-              f"{platform.python_version()}, numba {numba.__version__}."]
+    header = [f"Command: `python3 benchmarks/compile_time.py {' '.join(argv if argv is not None else sys.argv[1:])}`",
+              "",
+              f"Machine: {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}, Python "
+              f"{platform.python_version()}, numba {numba.__version__}; load average "
+              f"{', '.join(f'{v:.1f}' for v in os.getloadavg())} at the start."]
     records = []
     for item in sources:
         label, _, path = item.partition("=")
         if not path:
             ap.error(f"--source wants label=DIR, got {item!r}")
-        rec = measure(label, Path(path).resolve(), models, args.samplers, args)
-        records.append(rec)
-        print(json.dumps(rec), flush=True)
+        # --separate: every model in a fresh pair of processes with a cache of its own, so that each
+        # row is that model's first fit with nothing compiled before it
+        groups = [[m] for m in models] if args.separate else [models]
+        for group in groups:
+            rec = measure(label, Path(path).resolve(), group, args.samplers, args)
+            records.append(rec)
+            print(json.dumps(rec), flush=True)
     text = report(records, header)
     print(text)
     if args.out:

@@ -1,4 +1,5 @@
-"""Cheaper hashing and comparison of numba's compile flags, with the same results.
+"""Cheaper hashing and comparison of numba's compile flags, with the same results, while this
+package compiles.
 
 While typing a call of one of numba's ``@overload`` functions (``np.empty``, ``min``, ``int``...),
 numba looks up its compiled implementations in a dict keyed by ``(context, args, kws, flags)``,
@@ -11,28 +12,31 @@ At 7-8 microseconds each that was about 0.5 CPU s of a first fit; the replacemen
 
 The replacements return exactly what numba's do: the hash is computed once per class, and two
 flags of the same class are compared through the options they set, each unset option standing for
-its default. They are installed only if numba's methods are the ones this was written against
-(numba 0.65 to 0.68); ``tests/test_config_hash.py`` checks both against the originals.
+its default. So a dict filled while they are in place is looked up the same way after they are
+gone. They are not installed on import: ``link_only.compiling`` puts them on ``TargetConfig`` for
+the duration of one of this package's compilations and puts numba's own back afterwards (issue
+29). They exist only if numba's methods are the ones this was written against (numba 0.65 to
+0.68); ``tests/test_config_hash.py`` checks both against the originals.
 """
 
 from __future__ import annotations
 
-__all__ = ["installed"]
+from collections.abc import Callable
+
+__all__ = ["replacements"]
 
 
-def _install() -> bool:
+def _build() -> list[tuple[type, str, Callable]]:
     try:
         from numba.core.targetconfig import TargetConfig
     except ImportError:  # pragma: no cover - numba always has it today
-        return False
-    if "_bartpy_original_methods" in TargetConfig.__dict__:  # installed by an earlier import
-        return True
+        return []
     original_hash = TargetConfig.__dict__.get("__hash__")
     original_eq = TargetConfig.__dict__.get("__eq__")
     expected = "numba.core.targetconfig"
     if (getattr(original_hash, "__module__", None) != expected or getattr(original_eq, "__module__", None) != expected
             or "_values" not in getattr(TargetConfig, "__slots__", ())):
-        return False
+        return []
     class_hash: dict[type, int] = {}
 
     def __hash__(self) -> int:
@@ -55,15 +59,19 @@ def _install() -> bool:
                 return False
         return True
 
-    TargetConfig.__hash__ = __hash__
-    TargetConfig.__eq__ = __eq__
-    TargetConfig._bartpy_original_methods = (original_hash, original_eq)
-    return True
+    return [(TargetConfig, "__hash__", __hash__), (TargetConfig, "__eq__", __eq__)]
 
 
-_INSTALLED = _install()
+_REPLACEMENTS = _build()
 
 
-def installed() -> bool:
-    """Whether the replacements are in place (numba's methods were the expected ones)."""
-    return _INSTALLED
+def replacements() -> list[tuple[type, str, Callable]]:
+    """``(class, attribute, replacement)`` for ``TargetConfig.__hash__`` and ``__eq__``.
+
+    Returns
+    -------
+    list of tuple
+        Empty if numba's methods are not the ones these replace (another numba version): numba's
+        own are then used throughout.
+    """
+    return list(_REPLACEMENTS)

@@ -19,8 +19,11 @@ class below sends a Python call to a twin of the same function compiled the usua
 not cached). A test or a debugging session can therefore call any helper. Fitting, prediction and
 the posterior call only ``kernel`` functions from Python (``tests/test_kernel_entry_points.py``);
 the twins serve the single-move and single-rate methods the exact tests use. Compiling a kernel or
-a helper marks the compilation as this package's (``link_only.compiling``), so its wrapper-less
-callees get no machine code of their own.
+a helper (or loading it from the cache) runs inside ``link_only.compiling``: numba's compiler lock
+held, the link-only and ``config_hash`` overrides in place for that compilation only, so its
+wrapper-less callees get no machine code of their own while numba stays as shipped for everyone
+else. The disk cache of both is keyed on the sources of all of ``_kernels/`` (``cache.py``), so
+editing a helper recompiles the kernels that link it.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from numba import njit
 from numba.core import types
 from numba.core.registry import CPUDispatcher
 
-from . import config_hash, link_only  # noqa: F401 (config_hash: installed on import)
+from . import cache, link_only
 from .compile_gc import fewer_collections
 
 __all__ = ["kernel", "helper"]
@@ -49,11 +52,20 @@ def _one_kind(arg_type):
 
 class KernelDispatcher(CPUDispatcher):
     """A numba dispatcher whose compilations count as this package's (``link_only.compiling``):
-    callees without wrappers are kept as IR for linking, not turned into machine code."""
+    callees without wrappers are kept as IR for linking, not turned into machine code. Its disk
+    cache is keyed on the kernel sources (``cache.KernelCache``)."""
 
     def compile(self, sig):
+        # Every path to a compilation or a cache load (a Python call, typing a compiled caller,
+        # unpickling) goes through ``compile``, so the overrides are in place for all of them.
         with fewer_collections(), link_only.compiling():
             return super().compile(sig)
+
+    def enable_caching(self):
+        """Cache on disk, under the directory of the current kernel sources (``cache.py``); not at
+        all if numba's caching classes are not the expected ones (never a cache without that key)."""
+        if cache.available():
+            self._cache = cache.KernelCache(self.py_func)
 
     def get_call_template(self, args, kws):
         """Type a compiled call with one signature per argument kind: constants as their plain

@@ -18,28 +18,67 @@ are bit-identical and the speed per sweep unchanged, while the first CART fit co
 less time (53.5 -> 36.6 CPU s, ``benchmarks/results/compile_time.md``, issue 11 section 1).
 numba's own ``overload`` implementations keep their C callback wrappers and are compiled as usual.
 
-The switch is a small set of overrides of numba's ``CPUCodeLibrary`` and ``CPUContext`` that act
-only on libraries marked link-only, and marking happens only inside ``compiling``. If numba's
-internals differ from what the overrides expect (``available()`` is False), nothing is patched and
-every function is compiled the usual way (checked against numba 0.65 and 0.68, whose code
-libraries are identical; ``tests/test_link_only.py`` fails if the overrides are not installed).
+The switch is a small set of overrides of numba's ``CPUCodeLibrary``, ``CPUContext`` and
+``CompileResult`` (and ``config_hash``'s of ``TargetConfig``) that act only on libraries marked
+link-only. They are in place only inside ``compiling``, which this package's dispatchers enter
+around every compilation and cache load (``jit.KernelDispatcher.compile``): the outermost block
+puts them on the classes and puts numba's own back when it ends, so numba behaves as shipped for
+every other compilation in the process (issue 29). The block holds numba's compiler lock
+(``numba.core.compiler_lock.global_compiler_lock``, a reentrant lock that numba's own
+``Dispatcher.compile`` takes for every compilation and cache load): while the classes are patched
+no other thread can compile, so another thread's ``@numba.njit`` waits for the package's compile
+to end and then compiles with numba unchanged. That adds no waiting that numba did not already
+impose, since numba compiles one function at a time anyway.
+
+If numba is not a version the overrides were checked against (``TESTED_NUMBA``) or its internals
+differ from what they expect (``available()`` is False), nothing is ever patched and every
+function is compiled the usual way: slower to compile, the same draws. ``tests/test_link_only.py``,
+``test_numba_confined.py`` (the confinement, with a CART fit, and the fallback),
+``test_kernel_cache.py`` and ``test_config_hash.py`` pass with numba 0.65.1, 0.66.0, 0.67.0 and
+0.68.1 (llvmlite 0.47-0.50, numpy 2.4); ``pyproject.toml`` pins ``numba>=0.65,<0.69`` to match.
 """
 
 from __future__ import annotations
 
 import ctypes
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["available", "compiling", "is_link_only"]
+from numba.core.compiler_lock import global_compiler_lock
+
+from . import config_hash
+
+__all__ = ["TESTED_NUMBA", "available", "compiling", "in_scope", "is_link_only", "numba_is_tested", "patched_names"]
+
+#: numba versions (major, minor), from first to last, the overrides were checked against.
+TESTED_NUMBA = ((0, 65), (0, 68))
 
 _LINK_ONLY_KIND = "bartpy_suite.link_only"
 _ENV_PREFIX = "_ZN08NumbaEnv"
-_state = threading.local()
+_MISSING = object()
+_state = threading.local()  # per thread: depth of this package's compilations (``in_scope``)
+_installed_depth = 0  # compilations holding the overrides in place; changed only under the compiler lock
+_saved: list[tuple[type, str, object]] = []
+
+
+def numba_is_tested(version: str | None = None) -> bool:
+    """Whether numba ``version`` (default: the one imported) is in ``TESTED_NUMBA``."""
+    if version is None:
+        import numba
+
+        version = numba.__version__
+    try:
+        major_minor = tuple(int(part) for part in version.split(".")[:2])
+    except ValueError:  # not "major.minor...": unknown
+        return False
+    return TESTED_NUMBA[0] <= major_minor <= TESTED_NUMBA[1]
 
 
 def _numba_internals():
     """numba's classes and functions the overrides replace, or None if any is missing."""
+    if not numba_is_tested():
+        return None
     try:
         import llvmlite.binding as llvm
         from numba import _dynfunc
@@ -72,10 +111,11 @@ def _has_entry(module, name: str) -> bool:
         return False
 
 
-def _install() -> bool:
+def _build() -> list[tuple[type, str, object]]:
+    """``(owner, attribute, replacement)`` for every override, or [] if numba is not as expected."""
     internals = _numba_internals()
     if internals is None:
-        return False
+        return []
     llvm, dynfunc, library_cls, context_cls, result_cls, lookup_environment = internals
     finalize_final_module = library_cls._finalize_final_module
     optimize_final_module = library_cls._optimize_final_module
@@ -150,13 +190,12 @@ def _install() -> bool:
             return []
         return find_referenced_environments(self)
 
-    library_cls._finalize_final_module = _finalize_final_module
-    library_cls._optimize_final_module = _optimize_final_module
-    library_cls.serialize_using_object_code = _serialize_using_object_code
-    library_cls._unserialize = classmethod(_unserialize)
-    context_cls.get_executable = _get_executable
-    result_cls._find_referenced_environments = _find_referenced_environments_
-    return True
+    return [(library_cls, "_finalize_final_module", _finalize_final_module),
+            (library_cls, "_optimize_final_module", _optimize_final_module),
+            (library_cls, "serialize_using_object_code", _serialize_using_object_code),
+            (library_cls, "_unserialize", classmethod(_unserialize)),
+            (context_cls, "get_executable", _get_executable),
+            (result_cls, "_find_referenced_environments", _find_referenced_environments_)]
 
 
 def in_scope() -> bool:
@@ -164,20 +203,54 @@ def in_scope() -> bool:
     return getattr(_state, "depth", 0) > 0
 
 
+def _put_in_place() -> None:
+    for owner, name, replacement in _OVERRIDES:
+        _saved.append((owner, name, owner.__dict__.get(name, _MISSING)))
+        setattr(owner, name, replacement)
+
+
+def _put_back() -> None:
+    # numba's own objects back exactly as they were in each class's namespace (an inherited
+    # attribute is deleted again rather than copied down).
+    while _saved:
+        owner, name, original = _saved.pop()
+        if original is _MISSING:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, original)
+
+
 @contextmanager
-def compiling():
-    """Mark the compilations inside the block (on this thread) as this package's."""
-    depth = getattr(_state, "depth", 0)
-    _state.depth = depth + 1
-    try:
-        yield
-    finally:
-        _state.depth = depth
+def compiling() -> Iterator[None]:
+    """Compile inside the block as this package: numba's compiler lock held, the overrides in
+    place (entered first on any thread; nested blocks reuse them) and numba's own methods back
+    when the outermost block ends, also on an error. Wrapper-less functions compiled on this
+    thread inside the block are finalised link-only."""
+    global _installed_depth
+    with global_compiler_lock:
+        depth = getattr(_state, "depth", 0)
+        if _installed_depth == 0:
+            _put_in_place()
+        _installed_depth += 1
+        _state.depth = depth + 1
+        try:
+            yield
+        finally:
+            _state.depth = depth
+            _installed_depth -= 1
+            if _installed_depth == 0:
+                _put_back()
 
 
-_AVAILABLE = _install()
+_LINK_ONLY_OVERRIDES = _build()
+_OVERRIDES = _LINK_ONLY_OVERRIDES + (config_hash.replacements() if numba_is_tested() else [])
 
 
 def available() -> bool:
-    """Whether the link-only overrides are installed (numba's internals are as expected)."""
-    return _AVAILABLE
+    """Whether the link-only overrides exist for this numba (installed only inside ``compiling``)."""
+    return bool(_LINK_ONLY_OVERRIDES)
+
+
+def patched_names() -> list[str]:
+    """``Class.attribute`` of every numba attribute ``compiling`` replaces while it runs."""
+    return [f"{owner.__module__}.{owner.__qualname__}.{name}" for owner, name, _ in _OVERRIDES]
