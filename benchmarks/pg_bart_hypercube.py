@@ -196,7 +196,7 @@ def main() -> None:
         k = PAPER_COLUMN.get(sampler)
         return "-" if k is None else PAPER_ESS[d][k]
 
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         "# PG-BART table 1, BART with one tree (`benchmarks/pg_bart_hypercube.py`)",
         "",
