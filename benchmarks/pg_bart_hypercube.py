@@ -105,6 +105,27 @@ def partitions(f: np.ndarray) -> list:
     return out
 
 
+def rules_by_path(var: np.ndarray, cut: np.ndarray, left: np.ndarray, right: np.ndarray) -> dict:
+    """{path: (var, cut)} of a tree's nodes (path "" is the root, then "0"/"1" per left/right step;
+    leaves map to (-1, 0))."""
+    out, stack = {}, [(0, "")]
+    while stack:
+        node, path = stack.pop()
+        if var[node] < 0:
+            out[path] = (-1, 0)
+            continue
+        out[path] = (int(var[node]), int(cut[node]))
+        stack += [(int(left[node]), path + "0"), (int(right[node]), path + "1")]
+    return out
+
+
+def shallowest_change(a: dict, b: dict) -> int:
+    """Depth of the shallowest node whose rule (or leaf status) differs between two trees; -1 if
+    they are the same tree."""
+    depths = [len(p) for p in set(a) | set(b) if a.get(p) != b.get(p)]
+    return min(depths) if depths else -1
+
+
 def chain_stats(y, truth, f, sigma, root_var, root_cut) -> dict:
     loglik = (-0.5 * ((y[None, :] - f) / sigma[:, None]) ** 2 - np.log(sigma)[:, None]).sum(axis=1)
     loglik -= 0.5 * y.size * np.log(2 * np.pi)
@@ -143,11 +164,17 @@ def fit_chains(d: int, s: int, sampler: str, grid: str, args) -> list[dict]:
     f_all = fit.function_samples().reshape(args.chains, args.draws, -1)
     sigma = fit.posterior["sigma"].values
     arrays = fit.tree_arrays()
-    root_var = arrays["split_var"].values[:, :, 0, 0]
-    root_cut = arrays["split_cut"].values[:, :, 0, 0]
+    var, cut = arrays["split_var"].values[:, :, 0], arrays["split_cut"].values[:, :, 0]
+    left, right = arrays["left_child"].values[:, :, 0], arrays["right_child"].values[:, :, 0]
+    root_var, root_cut = var[:, :, 0], cut[:, :, 0]
     out = []
     for c in range(args.chains):
         rec = chain_stats(y, truth, f_all[c], sigma[c], root_var[c], root_cut[c])
+        rules = [rules_by_path(var[c, k], cut[c, k], left[c, k], right[c, k]) for k in range(args.draws)]
+        changes = [shallowest_change(rules[k - 1], rules[k]) for k in range(1, args.draws)]
+        moved = [x for x in changes if x >= 0]
+        rec["tree_changed"] = len(moved) / len(changes)
+        rec["change_depth"] = float(np.mean(moved)) if moved else float("nan")
         rec.update(wall=wall / args.chains, leaves=float(fit.posterior["n_leaves"].values[c].mean()),
                    depth=float(fit.posterior["mean_depth"].values[c].mean()))
         if sampler in ("pg", "pg_as"):
@@ -225,11 +252,18 @@ def main() -> None:
           f"{a['ess_bulk']:.1f}", f"{a['bulk_min']:.1f}-{a['bulk_max']:.1f}", paper(d, sampler),
           f"{a['wall']:.1f}", f"{a['leaves']:.1f} ({2 ** d})", f"{a['depth']:.1f}", f"{a['rmse_truth']:.3f}",
           f"{a['loglik']:.1f}"] for d, grid, sampler, a in rows])
-    lines += ["", "Diagnostics of `pg` (means over kept iterations, chains and data sets):", ""]
+    lines += ["", "Where the trees change (means over kept iterations, chains and data sets; the particle "
+              "columns for `pg` only):", ""]
+
+    def particle(a, key, fmt):
+        return format(a[key], fmt) if key in a else "-"
+
     lines += markdown_table(
-        ["D", "grid", "sampler", "kept ref", "partition changed", "root changed", "stages", "last-stage ESS (of C)"],
-        [[d, grid, sampler, f"{a['kept_ref']:.3f}", f"{a['partition_changed']:.3f}", f"{a['root_changed']:.3f}",
-          f"{a['stages']:.1f}", f"{a['last_ess']:.2f}"] for d, grid, sampler, a in rows if sampler.startswith("pg")])
+        ["D", "grid", "sampler", "tree changed", "partition changed", "root changed", "depth of shallowest change",
+         "kept ref", "stages", "last-stage ESS (of C)"],
+        [[d, grid, sampler, f"{a['tree_changed']:.3f}", f"{a['partition_changed']:.3f}", f"{a['root_changed']:.3f}",
+          f"{a['change_depth']:.2f}", particle(a, "kept_ref", ".3f"), particle(a, "stages", ".1f"),
+          particle(a, "last_ess", ".2f")] for d, grid, sampler, a in rows])
     emit(lines, args.out)
     if args.json:
         with open(args.json, "w") as fh:
