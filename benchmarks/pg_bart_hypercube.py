@@ -153,6 +153,8 @@ def fit_chains(d: int, s: int, sampler: str, grid: str, args) -> list[dict]:
     if sampler in ("pg", "pg_as"):
         options = {"particles": args.particles, "resampling": args.resampling,
                    "ancestor_sampling": sampler == "pg_as"}
+        if args.ess_threshold < 1.0:
+            options["ess_threshold"] = args.ess_threshold
     t0 = time.perf_counter()
     with paper_grid(grid):
         fit = bps.bart("y ~ .", data=df, trees=1, sampler=sampler.replace("pg_as", "pg"), chains=args.chains,
@@ -198,6 +200,8 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--particles", type=int, default=10)
     parser.add_argument("--resampling", default="multinomial", choices=["multinomial", "systematic"])
+    parser.add_argument("--ess-threshold", type=float, default=1.0,
+                        help="pg: resample only when the weights' ESS is at most this fraction of C (1: always)")
     parser.add_argument("--out", default=None)
     parser.add_argument("--json", default=None, help="also write the per-chain records here")
     args = parser.parse_args()
@@ -232,12 +236,12 @@ def main() -> None:
     lines = [
         "# PG-BART table 1, BART with one tree (`benchmarks/pg_bart_hypercube.py`)",
         "",
-        f"Command: `PYTHONPATH=$PWD python3 benchmarks/pg_bart_hypercube.py --out "
-        f"benchmarks/results/pg_bart_hypercube.md` (settings: D = {args.dims}, {args.datasets} data sets "
-        f"(seeds 1000 D + 0..{args.datasets - 1}) x {args.chains} chains (fit seed = data-set index), "
-        f"{args.tune} + {args.draws} iterations, m = 1, alpha 0.95, beta per D, min_leaf_size 1, "
-        f"{N_CUTS} cut points, pg with {args.particles} particles and {args.resampling} resampling at every "
-        f"stage). Machine: {platform.machine()}, Python {platform.python_version()}, shared 2-core host; "
+        f"Command: `PYTHONPATH=$PWD python3 {' '.join(sys.argv)}` (settings: D = {args.dims}, "
+        f"{args.datasets} data sets (seeds 1000 D + 0..{args.datasets - 1}) x {args.chains} chains (fit seed = "
+        f"data-set index), {args.tune} + {args.draws} iterations, m = 1, alpha 0.95, beta per D, min_leaf_size 1, "
+        f"{N_CUTS} cut points, pg with {args.particles} particles and {args.resampling} resampling "
+        + ("at every stage" if args.ess_threshold >= 1 else f"when the ESS is at most {args.ess_threshold} C")
+        + f"). Machine: {platform.machine()}, Python {platform.python_version()}, shared 2-core host; "
         f"run {now}.",
         "",
         f"ESS of the log-likelihood of {args.draws} kept draws per chain: mean over the chains (single-chain ESS, "
