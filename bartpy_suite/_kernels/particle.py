@@ -512,7 +512,8 @@ def ancestor_draw(rng, cur, pc, work, stage, n_dec, xt, is_cat, nbins, y, ycls, 
 
 
 @helper
-def csmc_update(rng, ref, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, hyper, scratch, scheme, ancestor, fstate):
+def csmc_update(rng, ref, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, hyper, scratch, scheme, ancestor, fstate,
+                ess_threshold):
     """Particle Gibbs update of the tree ``ref`` (Algorithm 2): conditional SMC with particle 0
     clamped to ``ref``, then ``ref`` is overwritten by a particle drawn from the final weights
     (``fstate`` gets its leaf-term sums). Returns True if ``ref``'s partition may have changed.
@@ -521,6 +522,15 @@ def csmc_update(rng, ref, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, hyper, s
     reference's ancestor is drawn by ``ancestor_draw`` instead of being kept, and particle 0
     applies T*'s decision of the stage to the partial tree it inherits; ``pc`` is a one-particle
     scratch set. Without it ``ancestor`` is None, and numba compiles none of that.
+
+    ``ess_threshold`` >= 1 resamples before every stage (Algorithm 2 line 15). Below 1 the
+    particles are resampled before a stage only when the Kish ESS of their weights is at most
+    ``ess_threshold`` times their number (pgbart's ``--ess_threshold``); otherwise every particle,
+    the clamped one included, keeps its own path and its weight accumulates. The decision is a
+    symmetric function of the whole particle system, so the update still leaves pi(T) invariant
+    (checked against the enumerated posteriors in ``tests/test_pg_ess_threshold.py``); fewer
+    resampling steps keep the free particles' own early decisions alive, which is what lets the
+    top of the tree change (``benchmarks/results/pg_bart_hypercube.md``).
 
     ``ref`` must hold its leaf terms (lm, b) under the current response ``y`` only where the
     caller reads them afterwards; the replay recomputes every node it splits. ``work.out``
@@ -542,7 +552,7 @@ def csmc_update(rng, ref, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, hyper, s
     ess = float(n_part)
     switched = False
     while not _all_done(cur, n_part):
-        if stages > 0:
+        if stages > 0 and (ess_threshold >= 1.0 or ess <= ess_threshold * n_part):
             ref_anc = 0
             if ancestor is not None:
                 ref_anc = ancestor_draw(rng, cur, pc, work, stages, n_dec, xt, is_cat, nbins, y, ycls, hyper,

@@ -22,7 +22,7 @@ S_STAGES = 2
 
 @kernel
 def run_pg_cart_chain(rng, tree, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, scheme,
-                      ancestor, first_iter, n_iter, tune, thin, draws, out_stats, store, order):
+                      ancestor, ess_threshold, first_iter, n_iter, tune, thin, draws, out_stats, store, order):
     """Advance a particle Gibbs CART chain by up to ``n_iter`` iterations (one conditional SMC
     update of the tree, Algorithm 2, then the leaf parameters at kept iterations).
 
@@ -32,7 +32,8 @@ def run_pg_cart_chain(rng, tree, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, h
     """
     for step in range(n_iter):
         it = first_iter + step
-        csmc_update(rng, tree, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, hyper, scratch, scheme, ancestor, fstate)
+        csmc_update(rng, tree, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, hyper, scratch, scheme, ancestor, fstate,
+                    ess_threshold)
         if it < tune or (it - tune) % thin != 0:
             continue
         d = (it - tune) // thin
@@ -48,7 +49,8 @@ def run_pg_cart_chain(rng, tree, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, h
 
 
 @helper(inline=True)
-def pg_bart_sweep(rng, forest, state, pa, pb, pc, work, xt, is_cat, nbins, scratch, scheme, ancestor, stats):
+def pg_bart_sweep(rng, forest, state, pa, pb, pc, work, xt, is_cat, nbins, scratch, scheme, ancestor, ess_threshold,
+                  stats):
     """One backfitting sweep (Algorithm 1) with a conditional SMC update of every tree against
     its partial residual (Algorithm 2), then sigma (or the probit latents). ``stats`` gets the
     means over the trees of (last-stage ESS, clamped particle returned, stages)."""
@@ -58,7 +60,7 @@ def pg_bart_sweep(rng, forest, state, pa, pb, pc, work, xt, is_cat, nbins, scrat
     for j in range(n_trees):
         tree = prepare_tree(state, forest, j)
         changed = csmc_update(rng, tree, pa, pb, pc, work, xt, is_cat, nbins, state.resid, state.ycls, state.hyper,
-                              scratch, scheme, ancestor, state.fstate)
+                              scratch, scheme, ancestor, state.fstate, ess_threshold)
         stats[S_ESS] += work.out[0] / n_trees
         stats[S_KEPT_REFERENCE] += work.out[2] / n_trees
         stats[S_STAGES] += work.out[1] / n_trees
@@ -67,14 +69,16 @@ def pg_bart_sweep(rng, forest, state, pa, pb, pc, work, xt, is_cat, nbins, scrat
 
 
 @kernel
-def run_pg_bart_chain(rng, forest, state, pa, pb, pc, work, xt, is_cat, nbins, scratch, scheme, ancestor, first_iter,
-                      n_iter, tune, thin, out_sigma, out_stats, out_leaves, out_depth, store, nodes, order):
+def run_pg_bart_chain(rng, forest, state, pa, pb, pc, work, xt, is_cat, nbins, scratch, scheme, ancestor,
+                      ess_threshold, first_iter, n_iter, tune, thin, out_sigma, out_stats, out_leaves, out_depth, store,
+                      nodes, order):
     """Advance a particle Gibbs BART chain by up to ``n_iter`` sweeps (see ``run_bart_chain``
     for the recording and the pending-draw protocol)."""
     stats = np.zeros(3)
     for step in range(n_iter):
         it = first_iter + step
-        pg_bart_sweep(rng, forest, state, pa, pb, pc, work, xt, is_cat, nbins, scratch, scheme, ancestor, stats)
+        pg_bart_sweep(rng, forest, state, pa, pb, pc, work, xt, is_cat, nbins, scratch, scheme, ancestor, ess_threshold,
+                      stats)
         if it < tune or (it - tune) % thin != 0:
             continue
         d = (it - tune) // thin

@@ -5,6 +5,7 @@ xarray, arviz-base, arviz-stats, pandas); never ``models``, ``formula`` or ``api
 object is duck-typed (``transform``, ``to_json``).
 """
 
+from .coda_ess import coda_ess
 from .fit import Fit
 
-__all__ = ["Fit"]
+__all__ = ["Fit", "coda_ess"]

@@ -3,7 +3,9 @@ Algorithm 2) for Bayesian CART and BART, and ``smc`` (the top-down particle filt
 Lakshminarayanan, Roy & Teh 2013) for Bayesian CART.
 
 ``pg`` options: ``particles`` (N, default 10), ``resampling`` ("systematic", the
-conditional systematic scheme, or "multinomial") and ``ancestor_sampling`` (particle Gibbs with
+conditional systematic scheme, or "multinomial"), ``ess_threshold`` (resample before a stage only
+when the weights' Kish ESS is at most this fraction of the particles; default 1, every stage as in
+the paper) and ``ancestor_sampling`` (particle Gibbs with
 ancestor sampling, Lindsten, Jordan & Schon 2014: at each stage the reference's ancestor is
 redrawn among all particles, weighted by how well each partial tree completed with the
 reference's remaining decisions explains the data; default False). Statistics per kept draw:
@@ -81,8 +83,13 @@ class _PgChain(_ParticleSets):
     """What the particle Gibbs chains of CART and BART share: the settings and the statistics."""
 
     def _init_pg(self, particles: int, resampling: str, ancestor_sampling: bool, n_rows: int,
-                 n_classes: int = 1) -> None:
+                 n_classes: int = 1, ess_threshold: float = 1.0) -> None:
+        if ancestor_sampling and ess_threshold < 1.0:
+            raise ArgumentError("sampler options 'ancestor_sampling' and 'ess_threshold' < 1 do not combine (ancestor "
+                                "sampling redraws the reference's ancestor at every resampling stage); set one of them "
+                                "to its default")
         self.scheme = RESAMPLING_NAMES.index(resampling)
+        self.ess_threshold = float(ess_threshold)
         # None, not False, without ancestor sampling: the kernels then compile none of it
         self.ancestor = True if ancestor_sampling else None
         self._init_particles(particles, n_rows, self.capacity, n_classes)
@@ -113,9 +120,9 @@ class PgCartChain(_PgChain, TreeChain):
     """
 
     def __init__(self, problem: CartProblem, particles: int, resampling: str, rng: np.random.Generator,
-                 ancestor_sampling: bool = False):
+                 ancestor_sampling: bool = False, ess_threshold: float = 1.0):
         TreeChain.__init__(self, problem, rng)
-        self._init_pg(particles, resampling, ancestor_sampling, self.y.shape[0], self.n_classes)
+        self._init_pg(particles, resampling, ancestor_sampling, self.y.shape[0], self.n_classes, ess_threshold)
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
         """Advance ``n_iter`` particle Gibbs iterations, recording kept draws."""
@@ -124,7 +131,8 @@ class PgCartChain(_PgChain, TreeChain):
             steps, pending = run_pg_cart_chain(
                 self.rng, self.tree, self.pa, self.pb, self.pc, self.work, self.codes, self.is_categorical,
                 self.nbins, self.y, self.ycls, self.hyper, self.fstate, self.scratch, self.scheme, self.ancestor,
-                first_iter + done, n_iter - done, tune, thin, self.draws, self.stats, self.store, self.order,
+                self.ess_threshold, first_iter + done, n_iter - done, tune, thin, self.draws, self.stats, self.store,
+                self.order,
             )
             done += steps
             if pending >= 0:
@@ -144,15 +152,15 @@ class PgBartChain(_PgChain, ForestChain):
     """
 
     def __init__(self, problem: BartProblem, particles: int, resampling: str, rng: np.random.Generator,
-                 ancestor_sampling: bool = False):
+                 ancestor_sampling: bool = False, ess_threshold: float = 1.0):
         ForestChain.__init__(self, problem, rng)
-        self._init_pg(particles, resampling, ancestor_sampling, self.resid.shape[0])
+        self._init_pg(particles, resampling, ancestor_sampling, self.resid.shape[0], ess_threshold=ess_threshold)
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
         """Advance ``n_iter`` sweeps, recording kept draws."""
         self.run_kernel(run_pg_bart_chain, (self.rng, self.forest, self.state, self.pa, self.pb, self.pc, self.work,
                                             self.codes, self.is_categorical, self.nbins, self.scratch, self.scheme,
-                                            self.ancestor),
+                                            self.ancestor, self.ess_threshold),
                         (self.stats,), first_iter, n_iter, tune, thin)
 
     def sweep(self) -> np.ndarray:
@@ -160,7 +168,8 @@ class PgBartChain(_PgChain, ForestChain):
         stages) means over the trees."""
         stats = np.zeros(3)
         pg_bart_sweep(self.rng, self.forest, self.state, self.pa, self.pb, self.pc, self.work, self.codes,
-                      self.is_categorical, self.nbins, self.scratch, self.scheme, self.ancestor, stats)
+                      self.is_categorical, self.nbins, self.scratch, self.scheme, self.ancestor, self.ess_threshold,
+                      stats)
         return stats
 
 
@@ -282,6 +291,11 @@ ANCESTOR_SAMPLING = Option("ancestor_sampling", False, _check_bool,
                            "reference's ancestor at every stage (default False; each stage then completes every "
                            "particle with the reference's remaining decisions, a cost of about the reference's "
                            "stages / 2 particle updates per stage)")
+PG_ESS_THRESHOLD = Option("ess_threshold", 1.0, _check_threshold,
+                          "resample the particles before a stage only when their weights' Kish ESS is at most this "
+                          "fraction of the particles (default 1: before every stage, the PG-BART paper's Algorithm 2; "
+                          "below 1 the free particles keep their own early decisions longer, so the top of the tree "
+                          "can change; not with ancestor_sampling)")
 PROPOSAL = Option("proposal", "prior", _choice(PROPOSAL_NAMES),
                   "node proposal: 'prior' (default; the weights are likelihood ratios) or 'optimal' (one-step "
                   "optimal: every rule scored by prior x likelihood ratio, 2^levels scores for a factor)")
@@ -299,7 +313,8 @@ def _build_pg(chain_type):
 
 
 def _make_pg_chain(problem, options, rng, chain_type):
-    return chain_type(problem, options["particles"], options["resampling"], rng, options["ancestor_sampling"])
+    return chain_type(problem, options["particles"], options["resampling"], rng, options["ancestor_sampling"],
+                      options["ess_threshold"])
 
 
 def _pg_missing_split(options) -> str | None:
@@ -323,7 +338,7 @@ PG = register(SamplerSpec(
     name="pg", family="particle",
     description="particle Gibbs: conditional SMC over whole trees (PG-BART, Algorithm 2)",
     builders={"cart": _build_pg(PgCartChain), "bart": _build_pg(PgBartChain)},
-    options=(PARTICLES, RESAMPLING, ANCESTOR_SAMPLING),
+    options=(PARTICLES, RESAMPLING, ANCESTOR_SAMPLING, PG_ESS_THRESHOLD),
     statistics={"cart": _PG_STATS, "bart": _PG_STATS}, missing_split=_pg_missing_split,
 ))
 
