@@ -76,6 +76,75 @@ RUN_PARAMETERS_DOC = """    likelihood : bool
 """
 
 
+#: Samplers whose rule prior takes DART's split-variable weights (``sparse=True``).
+SPARSE_SAMPLERS = ("grow_prune", "cgm")
+
+#: numpydoc entries of the DART keywords of ``bps.bart`` and ``bps.cart``.
+SPARSE_PARAMETERS_DOC = """    sparse : bool
+        DART (Linero 2018): split variables drawn with probabilities s ~ Dirichlet(theta/p, ...)
+        instead of uniformly, theta / (theta + rho) ~ Beta(sparse_a, sparse_b); s and theta are
+        redrawn by Gibbs after every sweep from iteration ``tune // 2`` on, and recorded as the
+        posterior variables ``split_probs`` and ``sparse_alpha``
+        (``fit.variable_inclusion()``). Samplers ``"grow_prune"`` and ``"cgm"``; at least two
+        predictors (a factor counts as one).
+    sparse_a, sparse_b : float
+        Beta prior of theta / (theta + rho) (Linero's defaults 0.5 and 1; a = 1 is close to
+        the uniform rule prior, smaller a asks for more sparsity).
+    sparse_rho : float or None
+        Scale of theta (default: the number of predictors p; rho < p asks for more sparsity).
+"""
+
+
+def with_sparse_parameters(cls):
+    """Class decorator: put :data:`SPARSE_PARAMETERS_DOC` where the model's docstring names it."""
+    marker = "    (and the DART keywords: ``models._base.SPARSE_PARAMETERS_DOC``)\n"
+    if marker not in (cls.__doc__ or ""):
+        raise ValueError(f"{cls.__name__}'s docstring lacks the DART-keywords placeholder")
+    cls.__doc__ = cls.__doc__.replace(marker, SPARSE_PARAMETERS_DOC)
+    return cls
+
+
+def check_sparse(sparse, sparse_a, sparse_b, sparse_rho, sampler: str) -> tuple | None:
+    """Validated DART keywords: ``(a, b, rho)`` (rho None: the number of predictors) or None.
+
+    Raises
+    ------
+    ArgumentError
+        A bad value, or ``sparse=True`` with a sampler outside ``SPARSE_SAMPLERS``.
+    """
+    a = check.check_positive("sparse_a", sparse_a)
+    b = check.check_positive("sparse_b", sparse_b)
+    rho = None if sparse_rho is None else check.check_positive("sparse_rho", sparse_rho)
+    if not check.check_bool("sparse", sparse):
+        return None
+    if sampler not in SPARSE_SAMPLERS:
+        raise ArgumentError(
+            f"sparse=True (DART) is not available with sampler {sampler!r}; samplers that support it: "
+            f"{', '.join(repr(s) for s in SPARSE_SAMPLERS)}"
+        )
+    return a, b, rho
+
+
+def sparse_settings(sparse: tuple | None, names: list) -> tuple | None:
+    """The ``(a, b, rho)`` a problem carries for a fit with these predictors (rho defaulting to
+    their number), or None without DART.
+
+    Raises
+    ------
+    ArgumentError
+        DART with a single predictor (s would be the constant 1).
+    """
+    if sparse is None:
+        return None
+    if len(names) < 2:
+        raise ArgumentError(
+            f"sparse=True (DART) chooses among predictors, but this fit has one ({names[0]!r}); "
+            "add predictors or leave sparse=False"
+        )
+    a, b, rho = sparse
+    return a, b, float(len(names)) if rho is None else rho
+
+
 def with_run_parameters(cls):
     """Class decorator: end the ``Parameters`` section of the model's docstring with
     :data:`RUN_PARAMETERS_DOC` (the placeholder line names it in the source)."""
