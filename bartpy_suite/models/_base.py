@@ -85,7 +85,11 @@ SPARSE_PARAMETERS_DOC = """    sparse : bool
         instead of uniformly, theta / (theta + rho) ~ Beta(sparse_a, sparse_b); s and theta are
         redrawn by Gibbs after every sweep from iteration ``tune // 2`` on, and recorded as the
         posterior variables ``split_probs`` and ``sparse_alpha``
-        (``fit.variable_inclusion()``). Samplers ``"grow_prune"`` and ``"cgm"``; at least two
+        (``fit.variable_inclusion()``). s is drawn from Linero's conditional Dirichlet(theta/p +
+        split counts), which treats every predictor as available at every split: exact with
+        continuous predictors at nodes of at least 2 ``min_leaf_size`` rows, an approximation
+        (BART3's and bartz's default) with binary or few-level predictors, where it leans to
+        larger theta (less sparsity). Samplers ``"grow_prune"`` and ``"cgm"``; at least two
         predictors (a factor counts as one).
     sparse_a, sparse_b : float
         Beta prior of theta / (theta + rho) (Linero's defaults 0.5 and 1; a = 1 is close to
@@ -104,38 +108,38 @@ def with_sparse_parameters(cls):
     return cls
 
 
-def check_sparse(sparse, sparse_a, sparse_b, sparse_rho, sampler: str) -> tuple | None:
+def check_sparse(sparse, sparse_a, sparse_b, sparse_rho) -> tuple | None:
     """Validated DART keywords: ``(a, b, rho)`` (rho None: the number of predictors) or None.
 
     Raises
     ------
     ArgumentError
-        A bad value, or ``sparse=True`` with a sampler outside ``SPARSE_SAMPLERS``.
+        A bad value.
     """
     a = check.check_positive("sparse_a", sparse_a)
     b = check.check_positive("sparse_b", sparse_b)
     rho = None if sparse_rho is None else check.check_positive("sparse_rho", sparse_rho)
-    if not check.check_bool("sparse", sparse):
+    return (a, b, rho) if check.check_bool("sparse", sparse) else None
+
+
+def sparse_settings(sparse: tuple | None, names: list, sampler: str) -> tuple | None:
+    """The ``(a, b, rho)`` a problem carries for a fit with these predictors (rho defaulting to
+    their number), or None without DART. Checked at fit time, so that a model can be built with
+    ``sparse=True`` and its sampler set afterwards (scikit-learn's ``set_params``).
+
+    Raises
+    ------
+    ArgumentError
+        DART with a sampler outside ``SPARSE_SAMPLERS``, or with a single predictor (s would be
+        the constant 1).
+    """
+    if sparse is None:
         return None
     if sampler not in SPARSE_SAMPLERS:
         raise ArgumentError(
             f"sparse=True (DART) is not available with sampler {sampler!r}; samplers that support it: "
             f"{', '.join(repr(s) for s in SPARSE_SAMPLERS)}"
         )
-    return a, b, rho
-
-
-def sparse_settings(sparse: tuple | None, names: list) -> tuple | None:
-    """The ``(a, b, rho)`` a problem carries for a fit with these predictors (rho defaulting to
-    their number), or None without DART.
-
-    Raises
-    ------
-    ArgumentError
-        DART with a single predictor (s would be the constant 1).
-    """
-    if sparse is None:
-        return None
     if len(names) < 2:
         raise ArgumentError(
             f"sparse=True (DART) chooses among predictors, but this fit has one ({names[0]!r}); "

@@ -161,7 +161,7 @@ class BART(TreeModel):
         self.sigma = None if sigma is None else check.check_positive("sigma", sigma)
         self.link = check.check_choice("link", link, LINKS)
         # DART: (a, b, rho or None) when on (rho defaults to p, known at fit time), else None
-        self._sparse = check_sparse(sparse, sparse_a, sparse_b, sparse_rho, self.spec.name)
+        self._sparse = check_sparse(sparse, sparse_a, sparse_b, sparse_rho)
         self.sparse, self.sparse_a, self.sparse_b, self.sparse_rho = (self._sparse is not None, sparse_a, sparse_b,
                                                                       sparse_rho)
 
@@ -179,7 +179,7 @@ class BART(TreeModel):
         bartpy_suite.posterior.Fit
         """
         x, y, is_cat, names, binned = self._prepare(X, y, is_categorical, n_levels, predictor_names, na_action)
-        sparse = sparse_settings(self._sparse, names)
+        sparse = sparse_settings(self._sparse, names, self.spec.name)
         if class_labels is not None and (self.link == "logit" or (self.link == "auto" and len(class_labels) > 2)):
             if sparse is not None:
                 raise ArgumentError("sparse=True (DART) is not available for multinomial (logit) BART; use a binary "

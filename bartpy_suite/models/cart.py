@@ -94,7 +94,7 @@ class BayesianCART(TreeModel):
         self.lam = None if lam is None else check.check_positive("lam", lam)
         self.class_alpha = check.check_positive("class_alpha", class_alpha)
         # DART: (a, b, rho or None) when on (rho defaults to p, known at fit time), else None
-        self._sparse = check_sparse(sparse, sparse_a, sparse_b, sparse_rho, self.spec.name)
+        self._sparse = check_sparse(sparse, sparse_a, sparse_b, sparse_rho)
         self.sparse, self.sparse_a, self.sparse_b, self.sparse_rho = (self._sparse is not None, sparse_a, sparse_b,
                                                                       sparse_rho)
 
@@ -126,7 +126,7 @@ class BayesianCART(TreeModel):
         bartpy_suite.posterior.Fit
         """
         x, y, is_cat, names, binned = self._prepare(X, y, is_categorical, n_levels, predictor_names, na_action)
-        sparse = sparse_settings(self._sparse, names)
+        sparse = sparse_settings(self._sparse, names, self.spec.name)
         n = x.shape[0]
         classification = class_labels is not None
         config = self._base_config("categorical" if classification else "numeric", names, na_action)
