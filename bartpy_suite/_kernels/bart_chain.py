@@ -13,6 +13,7 @@ from .backfit import begin_sweep, draw_noise, finish_tree, prepare_tree, record_
 from .cart_chain import cart_step
 from .cart_moves import N_MOVES
 from .jit import helper, kernel
+from .sparse import S_START, forest_sparse_update, record_weights
 from .tree import H_SIGMA2, copy_into
 
 
@@ -56,6 +57,35 @@ def run_bart_chain(rng, forest, state, xt, is_cat, nbins, move_probs, change_swa
         if d >= out_sigma.shape[0]:
             continue
         out_sigma[d] = math.sqrt(state.hyper[H_SIGMA2])
+        for k in range(N_MOVES):  # not out_counts[d] = counts: see tree.copy_into
+            copy_into(out_counts[d, k], counts[k])
+        if not record_forest(forest, store, d, out_leaves, out_depth, nodes, order, scratch.stack):
+            return step + 1, d
+    return n_iter, -1
+
+
+@kernel
+def run_sparse_bart_chain(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, conf,
+                          split_count, first_iter, n_iter, tune, thin, out_sigma, out_split_probs, out_alpha,
+                          out_counts, out_leaves, out_depth, store, nodes, order):
+    """``run_bart_chain`` with DART's split-variable weights (``sparse.py``): after each sweep
+    from iteration ``conf[S_START]`` on, s and theta are redrawn; kept draws also record s
+    (``out_split_probs``) and theta (``out_alpha``). A kernel of its own, so that fits without
+    DART neither compile nor run any of it."""
+    counts = np.zeros((N_MOVES, 2), dtype=np.int64)
+    for step in range(n_iter):
+        it = first_iter + step
+        counts[:, :] = 0
+        mh_bart_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, counts)
+        if it >= conf[S_START]:
+            forest_sparse_update(rng, forest, scratch.log_s, split_count, conf)
+        if it < tune or (it - tune) % thin != 0:
+            continue
+        d = (it - tune) // thin
+        if d >= out_sigma.shape[0]:
+            continue
+        out_sigma[d] = math.sqrt(state.hyper[H_SIGMA2])
+        record_weights(scratch.log_s, conf, out_split_probs, out_alpha, d)
         for k in range(N_MOVES):  # not out_counts[d] = counts: see tree.copy_into
             copy_into(out_counts[d, k], counts[k])
         if not record_forest(forest, store, d, out_leaves, out_depth, nodes, order, scratch.stack):

@@ -29,6 +29,7 @@ from .cart_moves import (
 )
 from .jit import helper, kernel
 from .rotate import perturb_step, rotate_step
+from .sparse import S_START, record_weights, tree_sparse_update
 from .tree import M_N_INTERNAL
 
 
@@ -109,6 +110,34 @@ def run_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, cha
             continue
         out_move[d] = move
         out_accepted[d] = 1 if accepted else 0
+        if not record_cart_draw(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, draws, store, d,
+                                order):
+            return step + 1, d
+    return n_iter, -1
+
+
+@kernel
+def run_sparse_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, change_swap, rotation, fstate,
+                          scratch, conf, split_count, first_iter, n_iter, tune, thin, draws, out_move, out_accepted,
+                          out_split_probs, out_alpha, store, order):
+    """``run_cart_chain`` with DART's split-variable weights (``sparse.py``): after each
+    iteration from ``conf[S_START]`` on, s and theta are redrawn from the tree's split counts;
+    kept draws also record s (``out_split_probs``) and theta (``out_alpha``)."""
+    no_map = np.empty(0, dtype=np.uint8)
+    for step in range(n_iter):
+        it = first_iter + step
+        move, accepted = cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, change_swap, rotation,
+                                   fstate, scratch, no_map)
+        if it >= conf[S_START]:
+            tree_sparse_update(rng, tree, scratch.log_s, split_count, conf)
+        if it < tune or (it - tune) % thin != 0:
+            continue
+        d = (it - tune) // thin
+        if d >= out_move.shape[0]:
+            continue
+        out_move[d] = move
+        out_accepted[d] = 1 if accepted else 0
+        record_weights(scratch.log_s, conf, out_split_probs, out_alpha, d)
         if not record_cart_draw(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, draws, store, d,
                                 order):
             return step + 1, d

@@ -69,7 +69,7 @@ from .tree import (
     refresh_leaf_terms,
     repartition_subtree,
     rule_log_prob,
-    sample_rule,
+    sample_rule_s,
     sort_segment,
     split_leaf,
     subtree_log_prior,
@@ -336,9 +336,9 @@ def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstat
     """
     node, n_leaves = _pick_node(rng, tree, 0)
     m = int(hyper[H_MIN_LEAF])
-    v, cut = sample_rule(
+    v, cut = sample_rule_s(
         rng, xt, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m, scratch.hist, scratch.sums,
-        scratch.var_order, hyper[H_NA_SPLIT] != 0.0,
+        scratch.var_order, hyper[H_NA_SPLIT] != 0.0, scratch.log_s,
     )
     if v < 0:
         return -np.inf, -1, np.nan
@@ -640,9 +640,9 @@ def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total
     old_cut = tree.cut[root]
     log_k = 0.0
     if move == MOVE_CHANGE:
-        v, cut = sample_rule(
+        v, cut = sample_rule_s(
             rng, xt, tree.perm, tree.start[root], tree.end[root], is_cat, nbins, m, scratch.hist, scratch.sums,
-            scratch.var_order, hyper[H_NA_SPLIT] != 0.0,
+            scratch.var_order, hyper[H_NA_SPLIT] != 0.0, scratch.log_s,
         )
         c_var = 0
         c_cut = np.int64(0)

@@ -161,6 +161,9 @@ class Scratch(NamedTuple):
     cell_sum: np.ndarray  # float64[2^MAX_CELL_RULES]: their response sum
     leaf_n: np.ndarray  # int64[N]: rows per leaf of the scored subtree
     leaf_sum: np.ndarray  # float64[N]
+    # DART (``sparse.py``): log of the split-variable weights s, used by ``sample_rule_s`` and
+    # ``node_log_prior``; empty for the uniform rule prior (every sampler's default).
+    log_s: np.ndarray  # float64[p] or float64[0]
     model: tuple  # model_tag(hyper[H_MODEL]): the chain's leaf model as a type
 
 
@@ -187,9 +190,11 @@ def model_tag(code: int) -> tuple[int, ...]:
     return (0,) * int(code)
 
 
-def new_scratch(codes: np.ndarray, capacity: int, nbins: np.ndarray, n_classes: int = 1, *, model: int) -> Scratch:
+def new_scratch(codes: np.ndarray, capacity: int, nbins: np.ndarray, n_classes: int = 1, *, model: int,
+                sparse: bool = False) -> Scratch:
     """Allocate the work arrays of one chain; ``codes`` are the (p, n) binned predictors and
-    ``model`` the chain's leaf model code (``hyper[H_MODEL]``)."""
+    ``model`` the chain's leaf model code (``hyper[H_MODEL]``). ``sparse``: the chain keeps
+    DART split-variable weights (``log_s``, starting uniform)."""
     p, n_rows = codes.shape
     max_bins = max(int(np.max(nbins)) if p else 1, 1) + 1
     return Scratch(
@@ -219,6 +224,7 @@ def new_scratch(codes: np.ndarray, capacity: int, nbins: np.ndarray, n_classes: 
         cell_sum=np.zeros(1 << MAX_CELL_RULES, dtype=np.float64),
         leaf_n=np.zeros(capacity, dtype=np.int64),
         leaf_sum=np.zeros(capacity, dtype=np.float64),
+        log_s=np.full(p, -math.log(p)) if sparse and p else np.zeros(0),
         model=model_tag(model),
     )
 
@@ -580,6 +586,26 @@ def rule_log_prob(n_vars, count_v, extra_v, is_cat_v):
     return out
 
 
+@helper
+def rule_log_prob_s(log_s, counts, v, extra_v, is_cat_v):
+    """``rule_log_prob`` under DART's rule prior (``sample_rule_s``): ``log s_v - log e - log
+    count_v (- extra_v log 2)``, e the sum of s over the variables with an available rule
+    (``counts[j] > 0``, as ``node_rule_counts`` leaves them), summed in log space because the
+    smallest weights underflow."""
+    top = -np.inf
+    for j in range(counts.shape[0]):
+        if counts[j] > 0 and log_s[j] > top:
+            top = log_s[j]
+    total = 0.0
+    for j in range(counts.shape[0]):
+        if counts[j] > 0:
+            total += math.exp(log_s[j] - top)
+    out = log_s[v] - (top + math.log(total)) - math.log(counts[v])
+    if is_cat_v:
+        out -= extra_v * LOG2
+    return out
+
+
 @helper(refcounts=True)
 def _sample_level_mask(rng, xt, perm, start, end, v, nbins, m, hist, count, na=False):
     """Uniform draw of an ordered valid level subset (present levels) plus uniform bits for the
@@ -634,6 +660,36 @@ def _sample_level_mask(rng, xt, perm, start, end, v, nbins, m, hist, count, na=F
 
 
 @helper
+def _rule_on_var(rng, xt, perm, start, end, v, is_cat, nbins, m, hist, sums, na):
+    """Draw a rule on variable v uniformly among its available rules at the segment: returns
+    ``(True, cut)``, or ``(False, 0)`` when v has none (``sample_rule``)."""
+    if not is_cat[v] and (nbins[v] > 1 or na):
+        # Rejection from a uniform cut index (and bit), each check stopping early: exactly
+        # uniform over the available cuts, and usually settled after a few rows.
+        for _ in range(2):
+            if na:
+                k = int(rng.random() * nbins[v])
+                cut = numeric_cut(k, rng.random() < 0.5, nbins[v])
+            else:
+                cut = np.int64(int(rng.random() * (nbins[v] - 1)))
+            if _cut_available(xt, perm, start, end, v, cut, m):
+                return True, cut
+    count, lo, _ = var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, hist, sums, na)
+    if count > 0:
+        # var_rule_count left the code counts of v in ``hist``.
+        if is_cat[v]:
+            return True, _sample_level_mask(rng, xt, perm, start, end, v, nbins, m, hist, count, na)
+        j = int(rng.random() * count)
+        if na:
+            lo0, c0, lo1, c1 = _numeric_na_ranges(hist, nbins[v], end - start, m)
+            if j < c0:
+                return True, np.int64(lo0 + j)
+            return True, numeric_cut(lo1 + j - c0, True, nbins[v])
+        return True, np.int64(lo + j)
+    return False, np.int64(0)
+
+
+@helper
 def sample_rule(rng, xt, perm, start, end, is_cat, nbins, m, hist, sums, var_order, na=False):
     """Draw a rule from p_RULE at a segment: returns ``(v, cut)``, or ``v = -1`` if none.
 
@@ -652,29 +708,63 @@ def sample_rule(rng, xt, perm, start, end, is_cat, nbins, m, hist, sums, var_ord
     while remaining > 0:
         idx = int(rng.random() * remaining)
         v = var_order[idx]
-        if not is_cat[v] and (nbins[v] > 1 or na):
-            # Rejection from a uniform cut index (and bit), each check stopping early: exactly
-            # uniform over the available cuts, and usually settled after a few rows.
-            for _ in range(2):
-                if na:
-                    k = int(rng.random() * nbins[v])
-                    cut = numeric_cut(k, rng.random() < 0.5, nbins[v])
-                else:
-                    cut = np.int64(int(rng.random() * (nbins[v] - 1)))
-                if _cut_available(xt, perm, start, end, v, cut, m):
-                    return v, cut
-        count, lo, _ = var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, hist, sums, na)
-        if count > 0:
-            # var_rule_count left the code counts of v in ``hist``.
-            if is_cat[v]:
-                return v, _sample_level_mask(rng, xt, perm, start, end, v, nbins, m, hist, count, na)
-            j = int(rng.random() * count)
-            if na:
-                lo0, c0, lo1, c1 = _numeric_na_ranges(hist, nbins[v], end - start, m)
-                if j < c0:
-                    return v, np.int64(lo0 + j)
-                return v, numeric_cut(lo1 + j - c0, True, nbins[v])
-            return v, np.int64(lo + j)
+        ok, cut = _rule_on_var(rng, xt, perm, start, end, v, is_cat, nbins, m, hist, sums, na)
+        if ok:
+            return v, cut
+        var_order[idx] = var_order[remaining - 1]
+        remaining -= 1
+    return -1, np.int64(0)
+
+
+@helper
+def _weighted_index(rng, log_s, var_order, remaining):
+    """Index i < ``remaining`` drawn with probability proportional to ``s[var_order[i]]``
+    (weights given as logs, scaled by their largest so that none overflows)."""
+    top = -np.inf
+    for i in range(remaining):
+        w = log_s[var_order[i]]
+        if w > top:
+            top = w
+    total = 0.0
+    for i in range(remaining):
+        total += math.exp(log_s[var_order[i]] - top)
+    u = rng.random() * total
+    acc = 0.0
+    last = remaining - 1
+    for i in range(remaining):
+        w = math.exp(log_s[var_order[i]] - top)
+        if w > 0.0:
+            last = i
+            acc += w
+            if u < acc:
+                return i
+    return last  # rounding left u at the total: the last variable of positive weight
+
+
+@helper
+def sample_rule_s(rng, xt, perm, start, end, is_cat, nbins, m, hist, sums, var_order, na, log_s):
+    """``sample_rule`` under DART's rule prior: the variable drawn with probability
+    ``s_v / sum of s over the variables with an available rule`` (Linero 2018; ``log_s`` the
+    log weights, ``Scratch.log_s``), then a rule uniformly among its available ones.
+
+    Weighted draws without replacement until one variable has an available rule: the first
+    available variable drawn has exactly that probability. With an empty ``log_s`` (the uniform
+    prior) this is ``sample_rule`` itself, random numbers and all.
+    """
+    if log_s.shape[0] == 0:
+        return sample_rule(rng, xt, perm, start, end, is_cat, nbins, m, hist, sums, var_order, na)
+    p = xt.shape[0]
+    for k in range(p):
+        var_order[k] = k
+    remaining = p
+    if end - start < 2 * m:
+        return -1, np.int64(0)
+    while remaining > 0:
+        idx = _weighted_index(rng, log_s, var_order, remaining)
+        v = var_order[idx]
+        ok, cut = _rule_on_var(rng, xt, perm, start, end, v, is_cat, nbins, m, hist, sums, na)
+        if ok:
+            return v, cut
         var_order[idx] = var_order[remaining - 1]
         remaining -= 1
     return -1, np.int64(0)
@@ -912,6 +1002,8 @@ def node_log_prior(tree, node, xt, is_cat, nbins, hyper, scratch):
         scratch.codes_by_row, tree.perm, s, e, is_cat, nbins, m, scratch.hist2d, scratch.sums,
         scratch.counts, scratch.lows, scratch.extras, na,
     )
+    if scratch.log_s.shape[0] > 0:
+        return math.log(ps) + rule_log_prob_s(scratch.log_s, scratch.counts, v, scratch.extras[v], is_cat[v])
     return math.log(ps) + rule_log_prob(n_vars, scratch.counts[v], scratch.extras[v], is_cat[v])
 
 

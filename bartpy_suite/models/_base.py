@@ -81,6 +81,83 @@ RUN_PARAMETERS_DOC = """    likelihood : bool
 RUN_PARAMETERS_PLACEHOLDER = ("    **run_keywords\n        The run keywords every model shares "
                               "(``models._base.RUN_PARAMETERS_DOC``), put here at import.\n")
 
+#: Samplers whose rule prior takes DART's split-variable weights (``sparse=True``).
+SPARSE_SAMPLERS = ("grow_prune", "cgm")
+
+#: numpydoc entries of the DART keywords of ``bps.bart`` and ``bps.cart``.
+SPARSE_PARAMETERS_DOC = """    sparse : bool
+        DART (Linero 2018): split variables drawn with probabilities s ~ Dirichlet(theta/p, ...)
+        instead of uniformly, theta / (theta + rho) ~ Beta(sparse_a, sparse_b); s and theta are
+        redrawn by Gibbs after every sweep from iteration ``tune // 2`` on, and recorded as the
+        posterior variables ``split_probs`` and ``sparse_alpha``
+        (``fit.variable_inclusion()``). s is drawn from Linero's conditional Dirichlet(theta/p +
+        split counts), which treats every predictor as available at every split: exact with
+        continuous predictors at nodes of at least 2 ``min_leaf_size`` rows, an approximation
+        (BART3's and bartz's default) with binary or few-level predictors, where it leans to
+        larger theta (less sparsity). Samplers ``"grow_prune"`` and ``"cgm"``; at least two
+        predictors (a factor counts as one).
+    sparse_a, sparse_b : float
+        Beta prior of theta / (theta + rho) (Linero's defaults 0.5 and 1; a = 1 is close to
+        the uniform rule prior, smaller a asks for more sparsity).
+    sparse_rho : float or None
+        Scale of theta (default: the number of predictors p; rho < p asks for more sparsity).
+"""
+
+
+#: the entry a model's docstring holds where :data:`SPARSE_PARAMETERS_DOC` goes (well-formed
+#: numpydoc, as ``RUN_PARAMETERS_PLACEHOLDER``)
+SPARSE_PARAMETERS_PLACEHOLDER = ("    **sparse_keywords\n        The DART keywords "
+                                 "(``models._base.SPARSE_PARAMETERS_DOC``), put here at import.\n")
+
+
+def with_sparse_parameters(cls):
+    """Class decorator: put :data:`SPARSE_PARAMETERS_DOC` where the model's docstring names it."""
+    if SPARSE_PARAMETERS_PLACEHOLDER not in (cls.__doc__ or ""):
+        raise ValueError(f"{cls.__name__}'s docstring lacks the DART-keywords placeholder")
+    cls.__doc__ = cls.__doc__.replace(SPARSE_PARAMETERS_PLACEHOLDER, SPARSE_PARAMETERS_DOC)
+    return cls
+
+
+def check_sparse(sparse, sparse_a, sparse_b, sparse_rho) -> tuple | None:
+    """Validated DART keywords: ``(a, b, rho)`` (rho None: the number of predictors) or None.
+
+    Raises
+    ------
+    ArgumentError
+        A bad value.
+    """
+    a = check.check_positive("sparse_a", sparse_a)
+    b = check.check_positive("sparse_b", sparse_b)
+    rho = None if sparse_rho is None else check.check_positive("sparse_rho", sparse_rho)
+    return (a, b, rho) if check.check_bool("sparse", sparse) else None
+
+
+def sparse_settings(sparse: tuple | None, names: list, sampler: str) -> tuple | None:
+    """The ``(a, b, rho)`` a problem carries for a fit with these predictors (rho defaulting to
+    their number), or None without DART. Checked at fit time, so that a model can be built with
+    ``sparse=True`` and its sampler set afterwards (scikit-learn's ``set_params``).
+
+    Raises
+    ------
+    ArgumentError
+        DART with a sampler outside ``SPARSE_SAMPLERS``, or with a single predictor (s would be
+        the constant 1).
+    """
+    if sparse is None:
+        return None
+    if sampler not in SPARSE_SAMPLERS:
+        raise ArgumentError(
+            f"sparse=True (DART) is not available with sampler {sampler!r}; samplers that support it: "
+            f"{', '.join(repr(s) for s in SPARSE_SAMPLERS)}"
+        )
+    if len(names) < 2:
+        raise ArgumentError(
+            f"sparse=True (DART) chooses among predictors, but this fit has one ({names[0]!r}); "
+            "add predictors or leave sparse=False"
+        )
+    a, b, rho = sparse
+    return a, b, float(len(names)) if rho is None else rho
+
 
 def with_run_parameters(cls):
     """Class decorator: end the ``Parameters`` section of the model's docstring with

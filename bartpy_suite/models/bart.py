@@ -16,7 +16,15 @@ from ..errors import ArgumentError, DataError
 from ..priors import calibrate_lambda, hyper_vector, response_exponent
 from ..samplers import BartProblem
 from ..samplers.problems import MultinomialBartProblem
-from ._base import TreeModel, original_scale, plain, with_run_parameters
+from ._base import (
+    TreeModel,
+    check_sparse,
+    original_scale,
+    plain,
+    sparse_settings,
+    with_run_parameters,
+    with_sparse_parameters,
+)
 from .ordinal import check_link_for_response, fit_ordinal, ordered_response_labels, warn_unused_levels
 from .registry import register
 
@@ -87,6 +95,7 @@ def residual_sd(x: np.ndarray, y: np.ndarray, is_categorical: np.ndarray) -> flo
 
 @register
 @with_run_parameters
+@with_sparse_parameters
 class BART(TreeModel):
     """Bayesian additive regression trees.
 
@@ -139,6 +148,8 @@ class BART(TreeModel):
         Ordinal BART: the free cutpoints c_2 < ... < c_{K-1} have the prior i.i.d.
         N(0, cutpoint_sd^2) restricted to 0 < c_2 < ... < c_{K-1} (default 10: nearly flat on
         the probit scale, where f has prior sd about 1.5).
+    **sparse_keywords
+        The DART keywords (``models._base.SPARSE_PARAMETERS_DOC``), put here at import.
     **run_keywords
         The run keywords every model shares (``models._base.RUN_PARAMETERS_DOC``), put here at import.
     """
@@ -147,8 +158,9 @@ class BART(TreeModel):
 
     def __init__(self, *, trees=200, sampler="grow_prune", chains=4, draws=1000, tune=1000, thin=1, seed=None,
                  alpha=0.95, beta=2.0, k=2.0, nu=3.0, q=0.9, sigma_hat=None, max_cuts=100, min_leaf_size=5, moves=None,
-                 sampler_options=None, sigma=None, link="auto", likelihood=True, progress=True, threads=None,
-                 check_mixing=True, log_likelihood=None, executor=None, cutpoint_sd=10.0):
+                 sampler_options=None, sigma=None, link="auto", sparse=False, sparse_a=0.5, sparse_b=1.0,
+                 sparse_rho=None, likelihood=True, progress=True, threads=None, check_mixing=True,
+                 log_likelihood=None, executor=None, cutpoint_sd=10.0):
         self._init_mcmc(sampler=sampler, chains=chains, draws=draws, tune=tune, thin=thin, seed=seed, alpha=alpha,
                         beta=beta, min_leaf_size=min_leaf_size, max_cuts=max_cuts, moves=moves,
                         sampler_options=sampler_options, likelihood=likelihood, progress=progress, threads=threads,
@@ -161,6 +173,10 @@ class BART(TreeModel):
         self.sigma = None if sigma is None else check.check_positive("sigma", sigma)
         self.link = check.check_choice("link", link, LINKS)
         self.cutpoint_sd = check.check_positive("cutpoint_sd", cutpoint_sd)
+        # DART: (a, b, rho or None) when on (rho defaults to p, known at fit time), else None
+        self._sparse = check_sparse(sparse, sparse_a, sparse_b, sparse_rho)
+        self.sparse, self.sparse_a, self.sparse_b, self.sparse_rho = (self._sparse is not None, sparse_a, sparse_b,
+                                                                      sparse_rho)
 
     def fit(self, X, y, *, is_categorical=None, n_levels=None, class_labels=None, predictor_names=None, design=None,
             na_action="raise"):
@@ -177,13 +193,22 @@ class BART(TreeModel):
         """
         x, y, is_cat, names, binned = self._prepare(X, y, is_categorical, n_levels, predictor_names, na_action)
         check_link_for_response(self.link, class_labels)
+        sparse = sparse_settings(self._sparse, names, self.spec.name)
         if self.link == "ordinal":
+            if sparse is not None:
+                raise ArgumentError("sparse=True (DART) is not available for ordinal BART yet; fit it without sparse, "
+                                    "or use sparse=True with a numeric or binary response")
             return fit_ordinal(self, y, class_labels, is_cat, names, binned, design, na_action)
         if class_labels is not None and (self.link == "logit" or (self.link == "auto" and len(class_labels) > 2)):
+            if sparse is not None:
+                raise ArgumentError("sparse=True (DART) is not available for multinomial (logit) BART; use a binary "
+                                    "response with link='probit', or leave sparse=False")
             return self._fit_multinomial(y, class_labels, is_cat, names, binned, design, na_action)
         probit = class_labels is not None
         config = self._base_config("categorical" if probit else "numeric", names, na_action)
         config.update(trees=self.trees, k=self.k)
+        if sparse is not None:
+            config.update(sparse=dict(zip(("a", "b", "rho"), sparse)))
         if probit:
             ycodes = np.asarray(y, dtype=np.int64)
             if len(class_labels) != 2:
@@ -230,7 +255,7 @@ class BART(TreeModel):
                              tau2=tau * tau, model_code=MODEL_NORMAL_KNOWN_VARIANCE)
         hyper[[H_NU, H_LAM]] = self.nu, lam
         problem = BartProblem(binned.codes, is_cat, binned.nbins, ywork, hyper, self.trees, mode,
-                              center if probit else 0.0, predictor_names=tuple(names))
+                              center if probit else 0.0, predictor_names=tuple(names), sparse=sparse)
 
         def derived(posterior):
             posterior["mean_leaves"] = posterior["n_leaves"].mean(axis=2)

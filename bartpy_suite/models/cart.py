@@ -10,7 +10,15 @@ from .. import _validation as check
 from ..errors import ArgumentError, DataError
 from ..priors import DirichletLeafPrior, NormalLeafPrior, default_lambda, hyper_vector, response_exponent
 from ..samplers import CartProblem
-from ._base import TreeModel, original_scale, plain, with_run_parameters
+from ._base import (
+    TreeModel,
+    check_sparse,
+    original_scale,
+    plain,
+    sparse_settings,
+    with_run_parameters,
+    with_sparse_parameters,
+)
 from .registry import register
 
 CART_MODELS = ("mean_shift", "mean_variance_shift")
@@ -18,6 +26,7 @@ CART_MODELS = ("mean_shift", "mean_variance_shift")
 
 @register
 @with_run_parameters
+@with_sparse_parameters
 class BayesianCART(TreeModel):
     """Bayesian CART (Chipman, George & McCulloch 1998) sampled by MCMC over trees.
 
@@ -61,6 +70,8 @@ class BayesianCART(TreeModel):
     sampler_options : dict or None
         Settings of the sampler (its documented options; unknown keys are an error listing
         the valid ones).
+    **sparse_keywords
+        The DART keywords (``models._base.SPARSE_PARAMETERS_DOC``), put here at import.
     **run_keywords
         The run keywords every model shares (``models._base.RUN_PARAMETERS_DOC``), put here at import.
     """
@@ -69,8 +80,9 @@ class BayesianCART(TreeModel):
 
     def __init__(self, *, sampler="tempered", chains=4, draws=1000, tune=1000, thin=1, seed=None, alpha=0.95, beta=0.5,
                  min_leaf_size=5, max_cuts=None, model="mean_shift", a=1 / 3, mu_bar=None, nu=3.0, lam=None,
-                 class_alpha=1.0, moves=None, sampler_options=None, likelihood=True, progress=True, threads=None,
-                 check_mixing=True, log_likelihood=None, executor=None):
+                 class_alpha=1.0, moves=None, sampler_options=None, sparse=False, sparse_a=0.5, sparse_b=1.0,
+                 sparse_rho=None, likelihood=True, progress=True, threads=None, check_mixing=True,
+                 log_likelihood=None, executor=None):
         self._init_mcmc(sampler=sampler, chains=chains, draws=draws, tune=tune, thin=thin, seed=seed, alpha=alpha,
                         beta=beta, min_leaf_size=min_leaf_size, max_cuts=max_cuts, moves=moves,
                         sampler_options=sampler_options, likelihood=likelihood, progress=progress, threads=threads,
@@ -83,6 +95,10 @@ class BayesianCART(TreeModel):
         self.nu = check.check_positive("nu", nu)
         self.lam = None if lam is None else check.check_positive("lam", lam)
         self.class_alpha = check.check_positive("class_alpha", class_alpha)
+        # DART: (a, b, rho or None) when on (rho defaults to p, known at fit time), else None
+        self._sparse = check_sparse(sparse, sparse_a, sparse_b, sparse_rho)
+        self.sparse, self.sparse_a, self.sparse_b, self.sparse_rho = (self._sparse is not None, sparse_a, sparse_b,
+                                                                      sparse_rho)
 
     def fit(self, X, y, *, is_categorical=None, n_levels=None, class_labels=None, predictor_names=None, design=None,
             na_action="raise"):
@@ -112,6 +128,7 @@ class BayesianCART(TreeModel):
         bartpy_suite.posterior.Fit
         """
         x, y, is_cat, names, binned = self._prepare(X, y, is_categorical, n_levels, predictor_names, na_action)
+        sparse = sparse_settings(self._sparse, names, self.spec.name)
         n = x.shape[0]
         classification = class_labels is not None
         config = self._base_config("categorical" if classification else "numeric", names, na_action)
@@ -150,7 +167,10 @@ class BayesianCART(TreeModel):
             hyper_center, hyper_scale = center, scale  # the kernels work on (y / 2^e - center) / scale
             center, scale = original_scale(center, e, "the response's mean"), original_scale(scale, e, "its sd")
         config.update(center=center, scale=scale)
+        if sparse is not None:
+            config.update(sparse=dict(zip(("a", "b", "rho"), sparse)))
         hyper = hyper_vector(self._fit_tree_prior(na_action), leaf_prior, likelihood=self.likelihood,
                              center=hyper_center, scale=hyper_scale)
-        problem = CartProblem(binned.codes, is_cat, binned.nbins, yreg, ycls, hyper, predictor_names=tuple(names))
+        problem = CartProblem(binned.codes, is_cat, binned.nbins, yreg, ycls, hyper, predictor_names=tuple(names),
+                              sparse=sparse)
         return self._sample(problem, binned=binned, y=y, config=config, design=design)

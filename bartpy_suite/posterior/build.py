@@ -3,7 +3,9 @@
 Groups:
 
 - ``posterior``: per-draw model quantities (``sigma``, ``n_leaves``, ``depth``, ordinal BART's
-  ``cutpoints`` (chain, draw, cutpoint), ...) and ``variable_activity`` (chain, draw, predictor);
+  ``cutpoints`` (chain, draw, cutpoint), ...), ``variable_activity`` (chain, draw, predictor) and,
+  for DART fits (``sparse=True``), the split-variable weights ``split_probs`` (chain, draw,
+  predictor) and their concentration ``sparse_alpha`` (chain, draw);
 - ``sample_stats``: the sampler's statistics, named and dimensioned by its schema, plus
   ``log_posterior`` where the model records it and ``weight`` (uniform unless the sampler
   records one);
@@ -108,10 +110,11 @@ def build_fit(draws, *, statistics, coords: dict, binned, y: np.ndarray, config:
         posterior["sigma"] = sigma * scale
     posterior["variable_activity"] = variable_activity(draws.nodes["var"], tree_nodes, p)
     stats.setdefault("weight", np.ones((n_chains, n_draws)))
-    dims = {"variable_activity": ["predictor"], "x_codes": ["predictor", "obs"], "cuts": ["predictor", "cut"],
+    dims = {"variable_activity": ["predictor"], "split_probs": ["predictor"], "x_codes": ["predictor", "obs"],
+            "cuts": ["predictor", "cut"],
             "nbins": ["predictor"], "is_categorical": ["predictor"], "y": ["obs"], **schema}
     for name, arr in posterior.items():
-        if arr.ndim == 3 and name != "variable_activity":
+        if arr.ndim == 3 and name not in ("variable_activity", "split_probs"):
             dims[name] = ["tree"]
     used_coords = {"predictor": names}
     if "cutpoints" in posterior:  # ordinal BART: (chain, draw, cutpoint), labelled "a|b"

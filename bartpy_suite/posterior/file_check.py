@@ -60,7 +60,7 @@ SOFT_GROUP = "soft_trees"
 #: Variables the package reads by name: none of them may hide as a coordinate.
 READ_NAMES = frozenset({"tree_nodes", "node_var", "node_cut", "node_value", "node_sigma", "node_prob", "node_tau",
                         "node_delta", "x_scaled", "x_codes", "cuts", "nbins", "is_categorical", "y", "weight",
-                        "sigma", "variable_activity", "cutpoints"})
+                        "sigma", "variable_activity", "cutpoints", "split_probs", "sparse_alpha"})
 #: Keys of the configuration the package reads, with the JSON types they must have.
 CONFIG_TYPES = {"model_type": str, "response_kind": str, "sampler": str, "predictors": list}
 #: Keys of the design JSON (``Design.to_json``) and their JSON types.
@@ -475,6 +475,7 @@ class _Checker:
         if self.sizes["chain"] < 1 or self.sizes["draw"] < 1:
             _fail("posterior", "no draws")
         self.array("posterior", "variable_activity", "float", ("chain", "draw", "predictor"))
+        self.sparse_weights()
         w = self.array("sample_stats", "weight", "float", ("chain", "draw"))
         ok = np.isfinite(w) & (w >= 0)
         if not ok.all():
@@ -493,6 +494,23 @@ class _Checker:
                     _fail(f"sample_stats/{var}", f"shape {stats[var].shape}, expected (chain, draw, {len(names)})")
         if stats.attrs.get("ess_method", "autocorrelation") not in ("autocorrelation", "kish"):
             _fail("sample_stats.attrs['ess_method']", "expected 'autocorrelation' or 'kish'")
+
+    def sparse_weights(self) -> None:
+        """DART's ``split_probs`` (finite, in [0, 1], each draw's summing to 1) and
+        ``sparse_alpha`` (finite, > 0), when the fit has them."""
+        s = self.array("posterior", "split_probs", "float", ("chain", "draw", "predictor"), required=False)
+        if s is not None:
+            ok = (np.isfinite(s) & (s >= 0) & (s <= 1)).all(axis=2)
+            if not ok.all():
+                _fail("posterior/split_probs", f"draw {self.first(~ok)} (chain-major) holds a value that is not "
+                                               "finite and in [0, 1]")
+            # the weights are stored as exp(log s) normalised in log space: their sum is 1 to rounding
+            ok = np.abs(s.sum(axis=2) - 1.0) <= 1e-9 * s.shape[2]
+            if not ok.all():
+                _fail("posterior/split_probs", f"draw {self.first(~ok)} (chain-major) does not sum to 1")
+        alpha = self.array("posterior", "sparse_alpha", "float", ("chain", "draw"), required=False)
+        if alpha is not None and not (np.isfinite(alpha) & (alpha > 0)).all():
+            _fail("posterior/sparse_alpha", "holds a value that is not finite and > 0")
 
     def constant(self, config: dict) -> dict:
         """Binned training predictors: is_categorical, nbins, cut grids and codes."""

@@ -311,6 +311,37 @@ class Fit:
                                         "lower": q[0], "upper": q[1]}))
         return pd.concat(frames).set_index(["class", "predictor"])
 
+    def variable_inclusion(self, level: float = 0.95) -> pd.DataFrame:
+        """Posterior probability that each predictor is used, and DART's split probabilities.
+
+        ``inclusion`` is the (weighted) share of draws in which the trees split at least once on
+        the predictor, the posterior inclusion probability of Linero (2018); a factor is one
+        predictor. For a DART fit (``sparse=True``) the columns ``split_prob``, ``lower`` and
+        ``upper`` give the posterior mean of the predictor's split probability s_j and its
+        equal-tailed interval; other fits have no such columns (their rule prior is uniform).
+        The median-probability model is ``fit.variable_inclusion().query("inclusion > 0.5")``.
+
+        Parameters
+        ----------
+        level : float
+            Probability of the equal-tailed interval of ``split_prob``.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Indexed by predictor: ``inclusion`` (and ``split_prob``, ``lower``, ``upper``).
+        """
+        level = check.check_open_unit("level", level)
+        p = len(self.predictors)
+        w = self._flat_weights
+        used = (self.posterior["variable_activity"].values.reshape(-1, p) > 0).astype(float)
+        out = pd.DataFrame({"inclusion": w @ used / w.sum()}, index=pd.Index(self.predictors, name="predictor"))
+        if "split_probs" in self.posterior.dataset.data_vars:
+            s = self.posterior["split_probs"].values.reshape(-1, p)
+            q = weighted_quantiles(s, w, [(1 - level) / 2, (1 + level) / 2])
+            out["split_prob"], out["lower"], out["upper"] = w @ s / w.sum(), q[0], q[1]
+        return out
+
     def _class_split_shares(self, n_classes: int, trees_per_class: int) -> np.ndarray:
         """(samples, classes, predictors): each draw's share of split rules per class."""
         t = self._store

@@ -121,7 +121,8 @@ class ForestChain(ForestBuffers):
         m = int(hyper[_tree.H_MIN_LEAF])
         self.capacity = min(_tree.node_capacity(n, m), BART_MAX_NODES)
         self.forest = new_forest(n_trees, n, self.capacity)
-        self.scratch = _tree.new_scratch(self.codes, self.capacity, self.nbins, model=int(hyper[_tree.H_MODEL]))
+        self.scratch = _tree.new_scratch(self.codes, self.capacity, self.nbins, model=int(hyper[_tree.H_MODEL]),
+                                         sparse=getattr(problem, "sparse", None) is not None)
         self.order = np.empty(self.capacity, dtype=np.int32)
         probit = int(problem.sigma_mode) == SIGMA_PROBIT
         if probit:

@@ -20,9 +20,10 @@ from functools import partial
 import numpy as np
 
 from .. import _validation as check
-from .._kernels.bart_chain import mh_bart_sweep, run_bart_chain, run_multinomial_chain
-from .._kernels.cart_chain import run_cart_chain
+from .._kernels.bart_chain import mh_bart_sweep, run_bart_chain, run_multinomial_chain, run_sparse_bart_chain
+from .._kernels.cart_chain import run_cart_chain, run_sparse_cart_chain
 from .._kernels.cart_moves import MOVE_NAMES
+from .._kernels.sparse import S_START, new_conf
 from ..errors import ArgumentError
 from .forest import ForestChain
 from .multinomial import MultinomialChain
@@ -65,26 +66,50 @@ class CartChain(TreeChain):
     rng : numpy.random.Generator
     """
 
-    def __init__(self, codes, is_categorical, nbins, y, ycls, hyper, moves, rng, capacity=None):
-        super().__init__(CartProblem(codes, is_categorical, nbins, y, ycls, hyper), rng, capacity)
+    def __init__(self, codes, is_categorical, nbins, y, ycls, hyper, moves, rng, capacity=None, sparse=None):
+        super().__init__(CartProblem(codes, is_categorical, nbins, y, ycls, hyper, sparse=sparse), rng, capacity)
         self.move_probs = move_vector(moves)
+        # DART (``_kernels/sparse.py``): its settings and the split counts' work array
+        self.sparse_conf = None if sparse is None else new_conf(*sparse, start=0)
+        self.split_count = np.zeros(self.codes.shape[0])
 
     def allocate(self, draws: int) -> None:
         """Buffers for ``draws`` kept draws (the model's and the moves' statistics)."""
         super().allocate(draws)
         self.move = np.zeros(draws, dtype=np.int8)
         self.accepted = np.zeros(draws, dtype=np.int8)
+        if self.sparse_conf is not None:
+            self.split_probs = np.full((draws, self.codes.shape[0]), np.nan)
+            self.sparse_alpha = np.full(draws, np.nan)
+
+    def model_draws(self, kept: int) -> dict:
+        """The model's per-draw quantities, with DART's s and theta."""
+        out = super().model_draws(kept)
+        if self.sparse_conf is not None:
+            out.update(split_probs=self.split_probs[:kept].copy(), sparse_alpha=self.sparse_alpha[:kept].copy())
+        return out
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
-        """Advance ``n_iter`` MH iterations, recording kept draws (the store grows on demand)."""
+        """Advance ``n_iter`` MH iterations, recording kept draws (the store grows on demand).
+
+        With DART, s and theta are updated from iteration ``tune // 2`` on (as for BART,
+        ``BartChain.run``).
+        """
         done = 0
         while done < n_iter:
-            steps, pending = run_cart_chain(
-                self.rng, self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.hyper,
-                self.move_probs, *move_flags(self.move_probs), self.fstate, self.scratch, first_iter + done,
-                n_iter - done, tune, thin,
-                self.draws, self.move, self.accepted, self.store, self.order,
-            )
+            head = (self.rng, self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.hyper,
+                    self.move_probs, *move_flags(self.move_probs), self.fstate, self.scratch)
+            if self.sparse_conf is None:
+                steps, pending = run_cart_chain(
+                    *head, first_iter + done, n_iter - done, tune, thin,
+                    self.draws, self.move, self.accepted, self.store, self.order,
+                )
+            else:
+                self.sparse_conf[S_START] = tune // 2
+                steps, pending = run_sparse_cart_chain(
+                    *head, self.sparse_conf, self.split_count, first_iter + done, n_iter - done, tune, thin,
+                    self.draws, self.move, self.accepted, self.split_probs, self.sparse_alpha, self.store, self.order,
+                )
             done += steps
             if pending >= 0:
                 self.record_pending(pending)
@@ -108,6 +133,17 @@ class BartChain(ForestChain):
     def __init__(self, problem: BartProblem, moves: dict, rng: np.random.Generator):
         super().__init__(problem, rng)
         self.move_probs = move_vector(moves)
+        # DART (``_kernels/sparse.py``): its settings and the split counts' work array
+        self.sparse_conf = None if problem.sparse is None else new_conf(*problem.sparse, start=0)
+        self.split_count = np.zeros(self.codes.shape[0])
+
+    def model_buffers(self, draws: int) -> dict:
+        """sigma, and with DART s (``split_probs``) and theta (``sparse_alpha``)."""
+        out = super().model_buffers(draws)
+        if self.sparse_conf is not None:
+            out.update(split_probs=np.full((draws, self.codes.shape[0]), np.nan),
+                       sparse_alpha=np.full(draws, np.nan))
+        return out
 
     def allocate(self, draws: int) -> None:
         """Buffers for ``draws`` kept draws (the model's and the moves' statistics)."""
@@ -122,10 +158,20 @@ class BartChain(ForestChain):
         return counts
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
-        """Advance ``n_iter`` sweeps, recording kept draws (the store grows on demand)."""
-        self.run_kernel(run_bart_chain, (self.rng, self.forest, self.state, self.codes, self.is_categorical,
-                                         self.nbins, self.move_probs, *move_flags(self.move_probs), self.scratch),
-                        (self.counts,), first_iter, n_iter, tune, thin)
+        """Advance ``n_iter`` sweeps, recording kept draws (the store grows on demand).
+
+        With DART, s and theta are updated from iteration ``tune // 2`` on, as BART3 and bartz
+        switch it on: the first sweeps grow trees from stumps with splits close to uniformly
+        placed, and counts from them would pull s towards whichever variables came first.
+        """
+        args = (self.rng, self.forest, self.state, self.codes, self.is_categorical, self.nbins, self.move_probs,
+                *move_flags(self.move_probs), self.scratch)
+        if self.sparse_conf is None:
+            self.run_kernel(run_bart_chain, args, (self.counts,), first_iter, n_iter, tune, thin)
+            return
+        self.sparse_conf[S_START] = tune // 2
+        self.run_kernel(run_sparse_bart_chain, (*args, self.sparse_conf, self.split_count), (self.counts,),
+                        first_iter, n_iter, tune, thin)
 
     def sampler_stats(self, kept: int) -> dict:
         """Proposals and acceptances per move type over the trees of each kept sweep."""
@@ -176,7 +222,8 @@ def _check_moves(defaults: dict, sampler: str, name: str, value) -> dict:
 
 def _build_cart(problem: CartProblem, options: dict, rng) -> CartChain:
     p = problem
-    return CartChain(p.codes, p.is_categorical, p.nbins, p.y, p.ycls, p.hyper, options["moves"], rng)
+    return CartChain(p.codes, p.is_categorical, p.nbins, p.y, p.ycls, p.hyper, options["moves"], rng,
+                     sparse=p.sparse)
 
 
 def _build_bart(problem: BartProblem, options: dict, rng) -> BartChain:

@@ -29,6 +29,8 @@ class CartProblem:
         Kernel hyperparameters (``priors.hyper_vector``).
     predictor_names : tuple of str
         The predictors' names, for a sampler's messages about one of them (empty: by index).
+    sparse : tuple of float or None
+        DART's ``(a, b, rho)`` (``_kernels/sparse.py``), or None for the uniform rule prior.
     """
 
     model: ClassVar[str] = "cart"
@@ -39,6 +41,7 @@ class CartProblem:
     ycls: np.ndarray
     hyper: np.ndarray
     predictor_names: tuple = ()
+    sparse: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,8 @@ class BartProblem:
         Fixed part of f outside the trees (the probit offset Phi^-1(mean y)).
     predictor_names : tuple of str
         The predictors' names, for a sampler's messages about one of them (empty: by index).
+    sparse : tuple of float or None
+        DART's ``(a, b, rho)`` (``_kernels/sparse.py``), or None for the uniform rule prior.
     """
 
     model: ClassVar[str] = "bart"
@@ -72,6 +77,7 @@ class BartProblem:
     sigma_mode: int
     offset: float = 0.0
     predictor_names: tuple = ()
+    sparse: tuple | None = None
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,8 @@ class TreeChain:
         self.capacity = capacity or _tree.node_capacity(n, m)
         self.tree = _tree.new_tree(n, self.capacity, self.n_classes)
         self.scratch = _tree.new_scratch(self.codes, self.capacity, self.nbins, self.n_classes,
-                                         model=int(self.hyper[_tree.H_MODEL]))
+                                         model=int(self.hyper[_tree.H_MODEL]),
+                                         sparse=getattr(problem, "sparse", None) is not None)
         self.order = np.empty(self.capacity, dtype=np.int32)
         self.fstate = np.zeros(2)
         self.draws = None
