@@ -13,6 +13,7 @@ from .backfit import begin_sweep, draw_noise, finish_tree, prepare_tree, record_
 from .cart_chain import cart_step
 from .cart_moves import N_MOVES
 from .jit import helper, kernel
+from .kept import kept_draw
 from .sparse import S_START, forest_sparse_update, record_weights
 from .tree import H_SIGMA2, copy_into
 
@@ -51,10 +52,8 @@ def run_bart_chain(rng, forest, state, xt, is_cat, nbins, move_probs, change_swa
         it = first_iter + step
         counts[:, :] = 0
         mh_bart_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, counts)
-        if it < tune or (it - tune) % thin != 0:
-            continue
-        d = (it - tune) // thin
-        if d >= out_sigma.shape[0]:
+        d = kept_draw(it, tune, thin, out_sigma.shape[0])
+        if d < 0:
             continue
         out_sigma[d] = math.sqrt(state.hyper[H_SIGMA2])
         for k in range(N_MOVES):  # not out_counts[d] = counts: see tree.copy_into
@@ -79,10 +78,8 @@ def run_sparse_bart_chain(rng, forest, state, xt, is_cat, nbins, move_probs, cha
         mh_bart_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, counts)
         if it >= conf[S_START]:
             forest_sparse_update(rng, forest, scratch.log_s, split_count, conf)
-        if it < tune or (it - tune) % thin != 0:
-            continue
-        d = (it - tune) // thin
-        if d >= out_sigma.shape[0]:
+        d = kept_draw(it, tune, thin, out_sigma.shape[0])
+        if d < 0:
             continue
         out_sigma[d] = math.sqrt(state.hyper[H_SIGMA2])
         record_weights(scratch.log_s, conf, out_split_probs, out_alpha, d)
@@ -123,10 +120,8 @@ def run_multinomial_chain(rng, forest, state, xt, is_cat, nbins, move_probs, cha
         it = first_iter + step
         counts[:, :] = 0
         mh_multinomial_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, counts)
-        if it < tune or (it - tune) % thin != 0:
-            continue
-        d = (it - tune) // thin
-        if d >= out_counts.shape[0]:
+        d = kept_draw(it, tune, thin, out_counts.shape[0])
+        if d < 0:
             continue
         for k in range(N_MOVES):  # not out_counts[d] = counts: see tree.copy_into
             copy_into(out_counts[d, k], counts[k])

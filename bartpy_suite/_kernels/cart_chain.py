@@ -28,6 +28,7 @@ from .cart_moves import (
     undo_grow,
 )
 from .jit import helper, kernel
+from .kept import kept_draw
 from .rotate import perturb_step, rotate_step
 from .sparse import S_START, record_weights, tree_sparse_update
 from .tree import M_N_INTERNAL
@@ -103,10 +104,8 @@ def run_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, cha
         move, accepted = cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, change_swap, rotation,
                                    fstate,
                                    scratch, no_map)
-        if it < tune or (it - tune) % thin != 0:
-            continue
-        d = (it - tune) // thin
-        if d >= out_move.shape[0]:
+        d = kept_draw(it, tune, thin, out_move.shape[0])
+        if d < 0:
             continue
         out_move[d] = move
         out_accepted[d] = 1 if accepted else 0
@@ -130,10 +129,8 @@ def run_sparse_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_pro
                                    fstate, scratch, no_map)
         if it >= conf[S_START]:
             tree_sparse_update(rng, tree, scratch.log_s, split_count, conf)
-        if it < tune or (it - tune) % thin != 0:
-            continue
-        d = (it - tune) // thin
-        if d >= out_move.shape[0]:
+        d = kept_draw(it, tune, thin, out_move.shape[0])
+        if d < 0:
             continue
         out_move[d] = move
         out_accepted[d] = 1 if accepted else 0

@@ -14,6 +14,7 @@ from .backfit import begin_sweep, draw_noise, finish_tree, prepare_tree, record_
 from .cart_draws import record_cart_draw
 from .ctmc import compute_all_rates, event_step, mh_event_rate, run_for_time, total_rate
 from .jit import helper, kernel
+from .kept import kept_draw
 from .tree import H_SIGMA2
 
 
@@ -40,10 +41,8 @@ def run_ctmc_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, sc
             kind = event_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam_bd, mh_rates)
             lam_bd = total_rate(tree, cs)
             lam = lam_bd + mh_event_rate(tree, mh_rates)
-        if it < tune or (it - tune) % thin != 0:
-            continue
-        d = (it - tune) // thin
-        if d >= out_weight.shape[0]:
+        d = kept_draw(it, tune, thin, out_weight.shape[0])
+        if d < 0:
             continue
         out_weight[d] = 1.0 / lam if lam > 0.0 else 1.0
         out_rate[d] = lam
@@ -93,10 +92,8 @@ def run_ctmc_bart_chain(rng, forest, state, xt, is_cat, nbins, scratch, cs, hori
         used = horizon[0]
         if adapt and (it < tune or it == 0) and sweep_out[1] > 0.0:
             horizon[0] = n_trees / sweep_out[1]
-        if it < tune or (it - tune) % thin != 0:
-            continue
-        d = (it - tune) // thin
-        if d >= out_sigma.shape[0]:
+        d = kept_draw(it, tune, thin, out_sigma.shape[0])
+        if d < 0:
             continue
         out_sigma[d] = math.sqrt(state.hyper[H_SIGMA2])
         out_jumps[d] = sweep_out[0] / n_trees

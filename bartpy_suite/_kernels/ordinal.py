@@ -51,6 +51,7 @@ from .backfit import begin_sweep, finish_tree, prepare_tree, record_forest, trun
 from .cart_chain import cart_step
 from .cart_moves import N_MOVES
 from .jit import helper, kernel
+from .kept import kept_draw
 from .tree import H_LIKELIHOOD, copy_into
 
 O_PRIOR_SD = 0  # prior sd s of the free cutpoints
@@ -291,10 +292,8 @@ def run_ordinal_chain(rng, forest, state, ost, xt, is_cat, nbins, move_probs, ch
             if (it + 1) % ADAPT_EVERY == 0:
                 adapt_step(ost)
             continue
-        if (it - tune) % thin != 0:
-            continue
-        d = (it - tune) // thin
-        if d >= out_cut.shape[0]:
+        d = kept_draw(it, tune, thin, out_cut.shape[0])
+        if d < 0:
             continue
         for k in range(1, n_cut - 1):
             out_cut[d, k - 1] = ost.cut[k]

@@ -11,6 +11,7 @@ import numpy as np
 from .backfit import begin_sweep, draw_noise, finish_tree, prepare_tree, record_forest
 from .cart_draws import record_cart_draw
 from .jit import helper, kernel
+from .kept import kept_draw
 from .particle import csmc_update, particle_view
 from .tree import F_B_SUM, F_LM_SUM, H_SIGMA2, copy_into
 
@@ -34,10 +35,8 @@ def run_pg_cart_chain(rng, tree, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, h
         it = first_iter + step
         csmc_update(rng, tree, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, hyper, scratch, scheme, ancestor, fstate,
                     ess_threshold)
-        if it < tune or (it - tune) % thin != 0:
-            continue
-        d = (it - tune) // thin
-        if d >= out_stats.shape[0]:
+        d = kept_draw(it, tune, thin, out_stats.shape[0])
+        if d < 0:
             continue
         out_stats[d, S_ESS] = work.out[0]
         out_stats[d, S_KEPT_REFERENCE] = work.out[2]
@@ -79,10 +78,8 @@ def run_pg_bart_chain(rng, forest, state, pa, pb, pc, work, xt, is_cat, nbins, s
         it = first_iter + step
         pg_bart_sweep(rng, forest, state, pa, pb, pc, work, xt, is_cat, nbins, scratch, scheme, ancestor, ess_threshold,
                       stats)
-        if it < tune or (it - tune) % thin != 0:
-            continue
-        d = (it - tune) // thin
-        if d >= out_sigma.shape[0]:
+        d = kept_draw(it, tune, thin, out_sigma.shape[0])
+        if d < 0:
             continue
         out_sigma[d] = math.sqrt(state.hyper[H_SIGMA2])
         copy_into(out_stats[d], stats)  # not out_stats[d] = stats: see tree.copy_into

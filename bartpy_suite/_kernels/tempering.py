@@ -38,6 +38,7 @@ from numba.typed import List
 from .cart_chain import cart_step
 from .cart_draws import record_cart_draw
 from .jit import helper, kernel
+from .kept import kept_draw
 from .tree import (
     F_B_SUM,
     F_LM_SUM,
@@ -216,15 +217,6 @@ def tempered_iteration(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, 
     swap_round(rng, trees, fstates, slot_of, hypers, parity, xt, is_cat, nbins, n_total, scratch, n_int, n_spl,
                proposed, accepted)
     return track_round_trips(slot_of, phase)
-
-
-@helper
-def kept_draw(it, tune, thin, n_out):
-    """Draw index of iteration ``it`` if it is kept and there is room, else -1."""
-    if it < tune or (it - tune) % thin != 0:
-        return -1
-    d = (it - tune) // thin
-    return d if d < n_out else -1
 
 
 @helper

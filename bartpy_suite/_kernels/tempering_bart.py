@@ -20,8 +20,9 @@ import math
 from .backfit import SIGMA_SAMPLED, begin_sweep, finish_tree, prepare_tree, record_forest
 from .cart_chain import cart_step
 from .jit import helper, kernel
+from .kept import kept_draw
 from .likelihood import draw_inverse_gamma
-from .tempering import kept_draw, record_swaps, track_round_trips
+from .tempering import record_swaps, track_round_trips
 from .tree import H_LAM, H_LIKELIHOOD, H_NU, H_SIGMA2
 
 LOG_2PI = math.log(2.0 * math.pi)
