@@ -182,6 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--tune", type=int, help="draws discarded per chain")
     fit.add_argument("--seed", type=int, help="random seed")
     fit.add_argument("--trees", type=int, help="number of trees (--model bart only)")
+    fit.add_argument("--sparse", action="store_true", default=None,
+                     help="DART: the sparsity-inducing Dirichlet prior on the split variables (Linero 2018; "
+                          "--model bart or cart with the samplers grow_prune or cgm); the summary and the saved "
+                          "fit then hold split_probs")
     fit.add_argument("--level", type=float, help="credible level of the summary intervals")
     fit.add_argument("--levels", help="the response's classes in order, comma-separated (e.g. low,mid,high): the "
                                       "response becomes an ordered categorical, which --model bart fits by ordinal "
@@ -707,9 +711,11 @@ def _demo(args: argparse.Namespace, session: _Session) -> None:
 def _fit(args: argparse.Namespace, session: _Session) -> None:
     data_path = _existing_file(args.data, "data")
     out = _output_target(args.out, "fit", [("data", data_path)], args.force)
-    if args.trees is not None and "trees" not in {p.name for p in MODELS[args.model].keyword_parameters()}:
-        with_trees = [name for name, cls in MODELS.items() if "trees" in {p.name for p in cls.keyword_parameters()}]
-        raise CommandError(f"--trees applies to --model {' or '.join(with_trees)} only")
+    # options that only some models take: which ones is read from their keywords, not listed here
+    for option, keyword in (("--trees", "trees"), ("--sparse", "sparse")):
+        takes = [name for name, cls in MODELS.items() if keyword in {p.name for p in cls.keyword_parameters()}]
+        if getattr(args, keyword) is not None and args.model not in takes:
+            raise CommandError(f"{option} applies to --model {' or '.join(takes)} only")
     if args.model != "bart" and re.match(r"\s*Surv\s*\(", args.formula):
         raise CommandError("a 'Surv(time, event) ~ ...' formula fits survival BART: add --model bart")
     data = _read_table(args.data, "data", args, session)
@@ -717,7 +723,7 @@ def _fit(args: argparse.Namespace, session: _Session) -> None:
         data = _ordered_response(data, args.formula, args.levels)
     kwargs: dict[str, Any] = {
         key: getattr(args, key)
-        for key in ("sampler", "chains", "draws", "tune", "seed", "trees", "check_mixing")
+        for key in ("sampler", "chains", "draws", "tune", "seed", "trees", "sparse", "check_mixing")
         if getattr(args, key) is not None
     }
     kwargs.update(_progress_kwargs(args))

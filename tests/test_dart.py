@@ -253,6 +253,22 @@ def test_save_load_and_file_check(sparse_fit, tmp_path):
 
 # --- bad input ------------------------------------------------------------------------------------
 
+def test_command_line_sparse(tmp_path):
+    from test_cli import run
+
+    csv, out = tmp_path / "d.csv", tmp_path / "fit.nc"
+    _frame().to_csv(csv, index=False)
+    base = ["fit", "y ~ a + b + c + f", str(csv), "--chains", "2", "--draws", "30", "--tune", "30", "--seed", "1",
+            "--no-check-mixing", "--no-progress"]
+    status, _, err = run([*base, "--model", "bart", "--trees", "10", "--sparse", "--out", str(out)])
+    assert status == 0, err
+    fit = bps.load(out)
+    assert fit.config["sparse"]["rho"] == 4.0 and fit.posterior["split_probs"].sizes["predictor"] == 4
+    # the soft tree has no DART: the error names the models that do
+    status, _, err = run([*base, "--model", "soft_tree", "--sparse"])
+    assert status != 0 and "--sparse applies to --model" in err and "bart" in err and "cart" in err
+
+
 def test_sparse_with_one_predictor_is_an_error():
     with pytest.raises(ArgumentError, match=r"sparse=True \(DART\).*has one \('a'\)"):
         bps.bart("y ~ a", data=_frame(), trees=5, sparse=True, **KW)
