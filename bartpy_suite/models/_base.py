@@ -444,7 +444,6 @@ class TreeModel:
             "response_kind": response_kind,
             "sampler": self.spec.name,
             "sampler_options": self.sampler_options,
-            "moves": self.moves,
             "chains": self.chains,
             "draws": self.draws,
             "tune": self.tune,
