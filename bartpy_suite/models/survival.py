@@ -228,13 +228,21 @@ class SurvivalBART(BART):
             Its predictors are the time (named ``time_name``) followed by those of ``X``; its
             configuration holds the grid and the survival settings (``fit.config["survival"]``).
         """
+        t, e = check_times(time, event)
+        x, is_cat, levels, names = self._covariates(X, t, is_categorical, n_levels, predictor_names, na_action,
+                                                    time_name)
+        grid = make_grid(t, e, self.grid)
+        table = expand(t, e, grid, self.censoring)
+        return self._fit_table(x, is_cat, levels, names, time_name, event_name, t, e, table, design, na_action)
+
+    def _covariates(self, X, t, is_categorical, n_levels, predictor_names, na_action, time_name):
+        """Checked covariates of the subjects with times ``t``: ``(x, is_cat, levels, names)``
+        (``X`` with no columns, from ``Surv(t, d) ~ 1``, leaves the time as the only predictor)."""
         check.check_choice("na_action", na_action, FIT_NA_ACTIONS)
         if na_action == "split":
             self.spec.check_missing_split(self.sampler_options)
-        t, e = check_times(time, event)
         names = None if predictor_names is None else [str(n) for n in predictor_names]
         if np.ndim(X) == 2 and np.shape(X)[1] == 0:
-            # no covariates ('Surv(t, d) ~ 1'): the time is the only predictor
             if np.shape(X)[0] != t.size:
                 raise DataError(f"X has {np.shape(X)[0]} rows but time has {t.size}")
             x, is_cat, levels = np.empty((t.size, 0)), np.zeros(0, dtype=bool), np.zeros(0, dtype=np.int64)
@@ -244,9 +252,7 @@ class SurvivalBART(BART):
         names = names if names is not None else [f"x{j}" for j in range(x.shape[1])]
         if str(time_name) in names:
             raise ArgumentError(f"time_name {time_name!r} is also a predictor name; rename one of them")
-        grid = make_grid(t, e, self.grid)
-        table = expand(t, e, grid, self.censoring)
-        return self._fit_table(x, is_cat, levels, names, time_name, event_name, t, e, table, design, na_action)
+        return x, is_cat, levels, names
 
     def _fit_table(self, x, is_cat, levels, names, time_name, event_name, t, e, table: PersonPeriod, design,
                    na_action, extra: dict | None = None):
@@ -435,21 +441,9 @@ class CompetingRisksBART(SurvivalBART):
         """
         from ..posterior.survival import CompetingRisksFit
 
-        check.check_choice("na_action", na_action, FIT_NA_ACTIONS)
-        if na_action == "split":
-            self.spec.check_missing_split(self.sampler_options)
         t, codes, n_causes = check_causes(time, cause)
-        names = None if predictor_names is None else [str(n) for n in predictor_names]
-        if np.ndim(X) == 2 and np.shape(X)[1] == 0:
-            if np.shape(X)[0] != t.size:
-                raise DataError(f"X has {np.shape(X)[0]} rows but time has {t.size}")
-            x, is_cat, levels = np.empty((t.size, 0)), np.zeros(0, dtype=bool), np.zeros(0, dtype=np.int64)
-        else:
-            x, _, is_cat, levels = check_training_arrays(X, t, is_categorical, n_levels,
-                                                         self.tree_prior.min_leaf_size, na_action, names=names)
-        names = names if names is not None else [f"x{j}" for j in range(x.shape[1])]
-        if str(time_name) in names:
-            raise ArgumentError(f"time_name {time_name!r} is also a predictor name; rename one of them")
+        x, is_cat, levels, names = self._covariates(X, t, is_categorical, n_levels, predictor_names, na_action,
+                                                    time_name)
         any_event = (codes > 0).astype(np.uint8)
         grid = make_grid(t, any_event, self.grid)
         tables = expand_competing(t, codes, grid, self.censoring)
