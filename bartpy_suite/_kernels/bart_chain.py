@@ -19,8 +19,8 @@ from .tree import H_SIGMA2, copy_into
 
 
 @helper(inline=True)
-def mh_bart_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, counts):
-    """One backfitting sweep with an MH move per tree, then sigma (or the probit latents).
+def mh_tree_updates(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, counts):
+    """The trees' part of a backfitting sweep: an MH move per tree on its partial residual.
 
     ``counts[k, 0]`` / ``counts[k, 1]`` accumulate proposals / acceptances of move type k.
     """
@@ -34,6 +34,13 @@ def mh_bart_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap
             if accepted:
                 counts[move, 1] += 1
         finish_tree(rng, state, forest, j, accepted)
+
+
+@helper(inline=True)
+def mh_bart_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, counts):
+    """One backfitting sweep with an MH move per tree (``mh_tree_updates``), then sigma (or the
+    probit latents)."""
+    mh_tree_updates(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, counts)
     draw_noise(rng, state)
 
 

@@ -47,8 +47,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .backfit import begin_sweep, finish_tree, prepare_tree, record_forest, truncated_normal_above
-from .cart_chain import cart_step
+from .backfit import record_forest, truncated_normal_above
+from .bart_chain import mh_tree_updates
 from .cart_moves import N_MOVES
 from .jit import helper, kernel
 from .kept import kept_draw
@@ -258,18 +258,9 @@ def update_cut_and_latents(rng, state, ost):
 
 @helper(inline=True)
 def mh_ordinal_sweep(rng, forest, state, ost, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, counts):
-    """One backfitting sweep with an MH move per tree (as ``bart_chain.mh_bart_sweep``), then the
+    """One backfitting sweep with an MH move per tree (``bart_chain.mh_tree_updates``), then the
     cutpoints and latents; returns the cutpoint acceptances."""
-    begin_sweep(state, forest)
-    for j in range(forest.var.shape[0]):
-        tree = prepare_tree(state, forest, j)
-        move, accepted = cart_step(rng, tree, xt, is_cat, nbins, state.resid, state.ycls, state.hyper, move_probs,
-                                   change_swap, rotation, state.fstate, scratch, state.leaf_of[j])
-        if move >= 0:
-            counts[move, 0] += 1
-            if accepted:
-                counts[move, 1] += 1
-        finish_tree(rng, state, forest, j, accepted)
+    mh_tree_updates(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, counts)
     return update_cut_and_latents(rng, state, ost)
 
 
