@@ -15,6 +15,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from kernel_conventions import record_helper_calls
 
 import bartpy_suite as bps
 from bartpy_suite._kernels import jit
@@ -31,15 +32,7 @@ def test_a_helper_called_from_python_runs_its_twin():
 @pytest.fixture
 def helper_calls(monkeypatch):
     """Names of the helpers called from Python while the fixture is active."""
-    calls = []
-    original = jit.HelperDispatcher.__call__
-
-    def recording(self, *args, **kwargs):
-        calls.append(self.py_func.__qualname__)
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(jit.HelperDispatcher, "__call__", recording)
-    return calls
+    return record_helper_calls(monkeypatch)
 
 
 def _frame(n=60, classes=False):

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
+from kernel_conventions import nrt_balance, record_helper_calls
 from scipy import integrate, special, stats
 
 import bartpy_suite as bps
@@ -353,39 +354,17 @@ def test_a_formula_drops_a_level_no_row_has_with_a_warning():
 def test_an_ordinal_fit_calls_no_helper_from_python_and_releases_every_array(monkeypatch):
     """A fit and its predictions reach only ``kernel`` functions from Python (a helper's twin would
     be compiled again in every process), and numba releases every array it made or adopted."""
-    from numba.core.runtime import _nrt_python as nrt
-
-    from bartpy_suite._kernels import jit
-
     df = _frame(n=60)
     run = lambda: bps.bart("y ~ x1 + x2", data=df, trees=3, chains=1, draws=5, tune=3, seed=1,  # noqa: E731
                            progress=False, check_mixing=False, threads=1)
-    calls = []
-    original = jit.HelperDispatcher.__call__
-
-    def recording(self, *args, **kwargs):
-        calls.append(self.py_func.__qualname__)
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(jit.HelperDispatcher, "__call__", recording)
+    calls = record_helper_calls(monkeypatch)
     run().predict(df.head(5), kind="prob")
     assert calls == []
-    was_enabled = nrt.memsys_stats_enabled()
-    nrt.memsys_enable_stats()
-    try:
-        import gc
 
-        gc.collect()
-        before = (nrt.memsys_get_stats_mi_alloc(), nrt.memsys_get_stats_mi_free())
-        fit = run()
-        fit.predict(df.head(5), kind="prob")
-        del fit
-        gc.collect()
-        made = nrt.memsys_get_stats_mi_alloc() - before[0]
-        released = nrt.memsys_get_stats_mi_free() - before[1]
-    finally:
-        if not was_enabled:
-            nrt.memsys_disable_stats()
+    def fit_and_predict():
+        run().predict(df.head(5), kind="prob")
+
+    made, released = nrt_balance(fit_and_predict)
     assert made > 0 and made == released
 
 

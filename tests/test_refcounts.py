@@ -4,7 +4,6 @@ to do, and fitting any model with any sampler frees every array numba allocated 
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import subprocess
@@ -15,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from kernel_conventions import nrt_balance
 
 import bartpy_suite as bps
 
@@ -145,24 +145,13 @@ def test_a_fit_releases_every_array_numba_holds(name):
     """numba counts every meminfo it makes or adopts from a numpy array. A borrowed array kept by a
     new reference that is never released (or released twice) leaves the counts unequal once the
     fit and its predictions are gone."""
-    from numba.core.runtime import _nrt_python as nrt
-
     df = _data()
     FITS[name](df).predict(df.head(5))  # compile outside the counted window
-    was_enabled = nrt.memsys_stats_enabled()
-    nrt.memsys_enable_stats()
-    try:
-        gc.collect()
-        before = (nrt.memsys_get_stats_mi_alloc(), nrt.memsys_get_stats_mi_free())
-        fit = FITS[name](df)
-        pred = fit.predict(df.head(5))
+
+    def fit_and_predict():
+        pred = FITS[name](df).predict(df.head(5))
         assert np.asarray(pred).shape[0] == 5
-        del fit, pred
-        gc.collect()
-        made = nrt.memsys_get_stats_mi_alloc() - before[0]
-        released = nrt.memsys_get_stats_mi_free() - before[1]
-    finally:
-        if not was_enabled:
-            nrt.memsys_disable_stats()
+
+    made, released = nrt_balance(fit_and_predict)
     assert made > 0  # the fit ran compiled code on arrays
     assert made == released

@@ -18,6 +18,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from kernel_conventions import nrt_balance, record_helper_calls
 
 import bartpy_suite as bps
 from bartpy_suite._kernels.record import right_children, tree_roots
@@ -482,39 +483,18 @@ def test_against_the_shap_library_when_installed(bart_fit):
 def test_shap_calls_no_helper_from_python_and_releases_every_array(bart_fit, soft_fit, monkeypatch):
     """Only ``kernel`` functions are called from Python (a helper's twin would compile again in every
     process), and numba releases every meminfo it made (``tests/test_refcounts.py``)."""
-    import gc
-
-    from numba.core.runtime import _nrt_python as nrt
-
-    from bartpy_suite._kernels import jit
-
     new = _frame(n=5, seed=11).drop(columns="y")
     soft_new = new.drop(columns="g")
     bart_fit.shap(new)  # compiled outside the counted window
     soft_fit.shap(soft_new)
-    calls = []
-    original = jit.HelperDispatcher.__call__
+    calls = record_helper_calls(monkeypatch)
 
-    def recording(self, *args, **kwargs):
-        calls.append(self.py_func.__qualname__)
-        return original(self, *args, **kwargs)
+    def explain():
+        bart_fit.shap(new, threads=2)
+        bart_fit.shap_summary(new)
+        soft_fit.shap(soft_new)
 
-    monkeypatch.setattr(jit.HelperDispatcher, "__call__", recording)
-    was_enabled = nrt.memsys_stats_enabled()
-    nrt.memsys_enable_stats()
-    try:
-        gc.collect()
-        before = (nrt.memsys_get_stats_mi_alloc(), nrt.memsys_get_stats_mi_free())
-        ds = bart_fit.shap(new, threads=2)
-        summary = bart_fit.shap_summary(new)
-        soft_ds = soft_fit.shap(soft_new)
-        del ds, summary, soft_ds
-        gc.collect()
-        made = nrt.memsys_get_stats_mi_alloc() - before[0]
-        released = nrt.memsys_get_stats_mi_free() - before[1]
-    finally:
-        if not was_enabled:
-            nrt.memsys_disable_stats()
+    made, released = nrt_balance(explain)
     assert calls == []
     assert made > 0 and made == released
 
