@@ -256,3 +256,31 @@ def test_code_quirks_survive_a_prune_drawn_for_a_stump(sampler):
                         sampler_options=options, progress=False)
     assert np.isfinite(fit.sample_stats["log_posterior"].values).all()
     assert (fit.posterior["n_leaves"].values >= 1).all()
+
+
+def test_prior_only_parameters_with_single_run_stays():
+    # Likelihood off, the default moves (.2/.2/.6 after tune): a stay after tune runs NUTS once and
+    # keeps x' (the cheap mode). The root is never pruned, so its threshold must follow its prior
+    # U(0, 1), and sigma its InverseGamma(1.5, 1.5), and the leaf count the topology prior. 2 chains
+    # x 300 kept draws, every 3rd draw: KS and G tests, each p > 0.001.
+    rng = np.random.default_rng(1)
+    x = rng.random((30, 3))
+    fit = bps.SoftTree(sampler="hmc_dfi", chains=2, draws=300, tune=20, seed=5, alpha=0.6, beta=1.0,
+                       likelihood=False, progress=False, check_mixing=False).fit(x, rng.normal(size=30))
+    stays = fit.sample_stats["move"].values == 2
+    assert stays.mean() > 0.4 and np.all(fit.sample_stats["accepted"].values[stays] == 1)
+    counts = fit.idata["trees"]["tree_nodes"].values.reshape(-1)
+    roots = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    tau = fit.idata["soft_trees"]["node_tau"].values[roots]
+    root_split = ~np.isnan(tau)  # a stump's root has no threshold
+    tau = tau.reshape(2, -1)[:, ::3].reshape(-1)
+    tau = tau[~np.isnan(tau)]
+    assert root_split.mean() > 0.3 and tau.size > 50
+    sigma = fit.posterior["sigma"].values[:, ::3].reshape(-1)
+    checks = [stats.kstest(tau, "uniform").pvalue, stats.kstest(sigma, stats.invgamma(1.5, scale=1.5).cdf).pvalue]
+    leaves = fit.posterior["n_leaves"].values[:, ::3].reshape(-1)
+    pmf = prior_leaf_pmf(0.6, 1.0, 3)
+    expected = np.append(pmf[1:4], 1 - pmf[1:4].sum()) * leaves.size
+    observed = np.array([(leaves == k).sum() for k in range(1, 4)] + [(leaves >= 4).sum()])
+    checks.append(stats.power_divergence(observed, expected, lambda_="log-likelihood")[1])
+    assert min(checks) > 0.001, checks

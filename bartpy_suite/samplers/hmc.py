@@ -5,8 +5,9 @@ simplex and a threshold). Each iteration is the reversible-jump transition of
 
 Two ways to run the intermediate NUTS runs: ``adaptation="restart"`` with ``warmup=500`` is
 the authors' code (every run re-adapts from eps = 1 and an identity metric: about 1,000 NUTS
-transitions per iteration); the default ``adaptation="carry"`` with ``warmup=100`` carries the
-step size and the inverse metric across iterations by node and runs a fifth of the warm-up.
+transitions per iteration); the default ``adaptation="carry"`` with ``warmup=20`` carries the
+step size and the inverse metric across iterations by node, runs a 25th of the warm-up and, after
+tune, skips the second run of a stay move (always accepted there: ``_kernels.rjhmc.iteration``).
 
 Import rule: imports ``_kernels``, ``_validation``, ``errors`` and this package's modules.
 """
@@ -61,10 +62,11 @@ def _moves_option(name, value):
 
 
 OPTIONS = (
-    Option("warmup", 100, _int_option(0),
-           "NUTS warm-up transitions of each intermediate run (default 100; the authors' code: 500)"),
+    Option("warmup", 20, _int_option(0),
+           "NUTS warm-up transitions of each intermediate run (default 20; the authors' code: 500)"),
     Option("adaptation", "carry", _choice_option(("carry", "restart")),
-           "'carry' (default): step size and inverse metric carried across iterations by node; 'restart': "
+           "'carry' (default): step size and inverse metric carried across iterations by node, and one NUTS run "
+           "for a stay after tune; 'restart': "
            "every intermediate run adapts from eps = 1 and an identity metric, as the authors' code"),
     Option("max_tree_depth", 10, _int_option(1), "NUTS maximum tree depth (default 10: 1,023 leapfrog steps)"),
     Option("target_accept", 0.8, check_open_unit, "dual-averaging target acceptance statistic (default 0.8)"),
