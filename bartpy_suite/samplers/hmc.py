@@ -95,6 +95,8 @@ STATISTICS = (
     Statistic("n_leapfrog", (), "leapfrog steps of the iteration's two NUTS runs"),
     Statistic("diverging", (), "divergent NUTS transitions in the iteration"),
     Statistic("acceptance_rate", (), "mean NUTS adaptation statistic over the iteration's transitions"),
+    Statistic("accepted_total", (), "RJ moves accepted since the chain's start, tune included (the paper's "
+              "acceptance rate is the last value / (tune + iterations after tune))"),
 )
 
 
@@ -136,6 +138,7 @@ class SoftTreeChain:
         s.scal[0] = math.exp(rng.uniform(-2.0, 2.0))
         self.started = False
         self.it = np.zeros(rjhmc.N_IT)
+        self.n_accepted = 0
 
     def _allocate_state(self, cap: int) -> None:
         old = getattr(self, "cur", None)
@@ -159,7 +162,7 @@ class SoftTreeChain:
         self.stats = {"move": np.zeros(draws, dtype=np.int8), "accepted": np.zeros(draws, dtype=np.int8),
                       "log_alpha": np.zeros(draws), "step_size": np.zeros(draws), "tree_depth": np.zeros(draws),
                       "n_leapfrog": np.zeros(draws, dtype=np.int64), "diverging": np.zeros(draws, dtype=np.int64),
-                      "acceptance_rate": np.zeros(draws)}
+                      "acceptance_rate": np.zeros(draws), "accepted_total": np.zeros(draws, dtype=np.int64)}
         k = self.n_classes
         self.store = new_store(draws, 1, 16 * min(draws, 4096), n_classes=k)
         self.soft_store = new_store(draws, 1, 16 * min(draws, 4096), n_classes=self.nx)
@@ -174,6 +177,7 @@ class SoftTreeChain:
             d = (it - tune) // thin if it >= tune and (it - tune) % thin == 0 else -1
             record = 0 <= d < self.post["n_leaves"].shape[0]
             self._iteration(it < tune, start=False, record=record)
+            self.n_accepted += int(self.it[rjhmc.I_ACCEPTED])
             if record:
                 self._record(d)
 
@@ -202,6 +206,7 @@ class SoftTreeChain:
         self.stats["n_leapfrog"][d] = int(it[rjhmc.I_LEAPFROG])
         self.stats["diverging"][d] = int(it[rjhmc.I_DIVERGENT])
         self.stats["acceptance_rate"][d] = it[rjhmc.I_ACCEPT_STAT] / max(it[rjhmc.I_TRANSITIONS], 1.0)
+        self.stats["accepted_total"][d] = self.n_accepted
         self.store = grow_store(self.store, n, d)
         self.soft_store = grow_store(self.soft_store, n, d)
         f = int(self.store.fill[0])
