@@ -59,7 +59,9 @@ def run_version(path: Path, seeds: list[int]) -> list[dict]:
     """Run the timed fits with the package at ``path`` first on the import path."""
     code = CHILD.format(bench=str(ROOT / "benchmarks"), seeds=seeds, tune=TUNE, draws=DRAWS)
     env = dict(os.environ, PYTHONPATH=str(path), NUMBA_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    # cwd = the version's own root: ``python -c`` puts the working directory first on the import path
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                         cwd=str(path))
     line = [x for x in out.stdout.splitlines() if x.startswith("RESULT")][-1]
     return json.loads(line[len("RESULT"):])
 

@@ -82,15 +82,15 @@ def expit(a):
 
 @helper
 def expit_pair(a):
-    """(expit(a), expit(-a)) from one exponential, bit for bit the two calls of ``expit``: both
-    branches of ``expit`` evaluate exp(-|a|); at a = 0 both give 1/2)."""
+    """(expit(a), expit(-a)) from one exponential exp(-|a|) and one division (the gradient's
+    forward pass evaluates this for every row and internal node at every leapfrog step)."""
     if a >= 0.0:
         e = math.exp(-a)
-        d = 1.0 + e
-        return 1.0 / d, e / d
+        r = 1.0 / (1.0 + e)
+        return r, e * r
     e = math.exp(a)
-    d = 1.0 + e
-    return e / d, 1.0 / d
+    r = 1.0 / (1.0 + e)
+    return e * r, r
 
 
 @helper
@@ -217,6 +217,7 @@ def unpack(q, right, kappa, off, n_nodes, conf, tau, delta, mu):
 def route(X, right, kappa, n_nodes, tau, delta, h, mode, P, SP, SM):
     """Forward pass: reach probabilities ``P`` (n, nodes) and expit(+-a) at internal nodes."""
     n, nx = X.shape
+    inv_h = 1.0 / h
     for i in range(n):
         P[i, 0] = 1.0
         for j in range(n_nodes):
@@ -229,7 +230,7 @@ def route(X, right, kappa, n_nodes, tau, delta, h, mode, P, SP, SM):
                     z += X[i, d] * delta[j, d]
             else:
                 z = X[i, kappa[j]]
-            a = (z - tau[j]) / h
+            a = (z - tau[j]) * inv_h
             sp, sm = expit_pair(a)
             SP[i, j] = sp
             SM[i, j] = sm
@@ -350,11 +351,12 @@ def log_lik_grad(X, y, ycls, right, kappa, n_nodes, conf, w, sigma, want_grad):
 def _backward_row(X, i, right, kappa, n_nodes, mode, h, P, SP, SM, B, gtau, gdelta):
     """Add row i's contribution to d log lik / d tau and d/dDelta (spec 5, backward pass)."""
     nx = X.shape[1]
+    inv_h = 1.0 / h
     for j in range(n_nodes):
         r = right[j]
         if r < 0:
             continue
-        G = P[i, j] * SP[i, j] * SM[i, j] * (B[r] - B[j + 1]) / h
+        G = P[i, j] * SP[i, j] * SM[i, j] * (B[r] - B[j + 1]) * inv_h
         gtau[j] -= G
         if mode == MODE_DFI:
             for d in range(nx):
