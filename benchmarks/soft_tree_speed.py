@@ -12,8 +12,11 @@ timed with ``time.process_time`` (CPU seconds of the process: the machine is sha
 would measure the other sessions). The soft tree's size differs between seeds, and with it the
 cost, so the seeds are part of the measurement.
 
-Run: ``PYTHONPATH=. python3 benchmarks/soft_tree_speed.py`` (about 10 CPU minutes, mostly the
-baseline).
+Run: ``PYTHONPATH=. python3 benchmarks/soft_tree_speed.py`` (about 7 CPU minutes, mostly the
+baseline; ``SPEED_REUSE_BEFORE=1`` reuses the baseline rows stored by the previous run in
+``results/soft_tree_speed.json``, which the output then says). numba caches a kernel by its own
+source file only: after editing a helper in ``_kernels/soft_tree.py`` or ``nuts.py``, touch
+``_kernels/rjhmc.py`` (or clear ``__pycache__``) or the chain keeps the old code.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "soft_tree_speed.md"
 TUNE, DRAWS = 50, 50
+REUSED = ("; the baseline rows reused from the previous run of this script (SPEED_REUSE_BEFORE=1, "
+          "results/soft_tree_speed.json)")
 
 CHILD = r"""
 import json, sys, time, warnings
@@ -82,10 +87,18 @@ def main() -> None:
                           check=True).stdout.strip()
     t0 = time.time()
     load0 = os.getloadavg()
-    with tempfile.TemporaryDirectory() as tmp:
-        extract(base, Path(tmp))
-        before = run_version(Path(tmp), seeds)
+    raw = OUT.with_suffix(".json")
+    stored = json.loads(raw.read_text()) if raw.exists() else {}
+    reuse = os.environ.get("SPEED_REUSE_BEFORE") == "1" and stored.get("base") == base and stored.get("seeds") == seeds
+    if reuse:  # the baseline's rows of an earlier run of this script (said in the output)
+        before = stored["before"]
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            extract(base, Path(tmp))
+            before = run_version(Path(tmp), seeds)
     after = run_version(ROOT, seeds)
+    raw.write_text(json.dumps({"base": base, "seeds": seeds, "head": head, "before": before, "after": after},
+                              indent=1))
     load1 = os.getloadavg()
     lines = ["| seed | before: CPU s / iteration | after: CPU s / iteration | speed-up | before: leapfrogs / kept "
              "iteration | after | before: mean leaves | after |", "|---|---|---|---|---|---|---|---|"]
@@ -107,7 +120,8 @@ tune), on the {before[0]['rows']} breast-cancer training rows of `rjhmc_tables.s
 {base} (extracted with `git archive`); after: commit {head} (this checkout, uncommitted changes
 included if any). Machine: {platform.machine()}, {os.cpu_count()} logical CPUs shared with other
 sessions (load average {load0[0]:.1f} at the start, {load1[0]:.1f} at the end; {time.time() - t0:.0f}
-wall s for the whole run). The draws differ between the two versions (the defaults changed), so
+wall s for the whole run{REUSED if reuse else ""}). The draws differ between the two versions
+(the defaults changed), so
 the tree sizes differ too: they are reported beside the times.
 
 {chr(10).join(lines)}
