@@ -15,7 +15,7 @@ Environment settings (the paper's lengths, 10 chains x 1,000 iterations x 1,002 
 transitions, do not fit the shared machine):
 
     AGREE_SETS (default iris,breast_cancer), AGREE_SAMPLERS (hmc_df,hmc_dfi), AGREE_CHAINS (10),
-    AGREE_TUNE (50), AGREE_DRAWS (50), AGREE_WARMUP (default setting's warm-up, 100),
+    AGREE_TUNE (50), AGREE_DRAWS (50), AGREE_WARMUP (default setting's warm-up: the package default, 20),
     AGREE_FAITHFUL_WARMUP (500), AGREE_MAX_DEPTH (10), AGREE_H (cgm only: "h_init,h_final"
     overriding table 4)
 
@@ -78,7 +78,7 @@ def main():
     sets = os.environ.get("AGREE_SETS", "iris,breast_cancer").split(",")
     samplers = os.environ.get("AGREE_SAMPLERS", "hmc_df,hmc_dfi").split(",")
     chains, tune, draws = env("AGREE_CHAINS", 10), env("AGREE_TUNE", 50), env("AGREE_DRAWS", 50)
-    warmup, faithful_warmup, depth = env("AGREE_WARMUP", 100), env("AGREE_FAITHFUL_WARMUP", 500), env(
+    warmup, faithful_warmup, depth = env("AGREE_WARMUP", 20), env("AGREE_FAITHFUL_WARMUP", 500), env(
         "AGREE_MAX_DEPTH", 10)
     settings = [(f"default (carry, warmup {warmup})", {"warmup": warmup, "max_tree_depth": depth}),
                 (f"faithful (restart, warmup {faithful_warmup})",

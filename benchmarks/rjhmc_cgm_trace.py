@@ -25,6 +25,7 @@ import numpy as np
 import bartpy_suite as bps
 from bartpy_suite._kernels import rjhmc
 from bartpy_suite._kernels import soft_tree as st
+from bartpy_suite.models._base import spawn_generators
 from bartpy_suite.samplers.hmc import OPTIONS, SoftTreeChain
 from bartpy_suite.samplers.problems import SoftTreeProblem
 
@@ -46,7 +47,9 @@ def setup(sampler, h_i, h_f, a_s, b_s, opts, seed=1):
     options = {o.name: o.default for o in OPTIONS}
     options.update(opts)
     mode = st.MODE_DFI if sampler == "hmc_dfi" else st.MODE_DF
-    return SoftTreeChain(problem, options, np.random.default_rng(seed), mode), xs, y, (xt - low) / width, yt
+    # chain 0's generator of a fit with this seed: the trace is that Fit's chain 0 (see
+    # tests/test_soft_tree.py::test_fit_path_is_the_chain_run_by_hand)
+    return SoftTreeChain(problem, options, spawn_generators(seed, 1)[0], mode), xs, y, (xt - low) / width, yt
 
 
 def predictions(chain, x, h):

@@ -256,3 +256,75 @@ def test_code_quirks_survive_a_prune_drawn_for_a_stump(sampler):
                         sampler_options=options, progress=False)
     assert np.isfinite(fit.sample_stats["log_posterior"].values).all()
     assert (fit.posterior["n_leaves"].values >= 1).all()
+
+
+def test_prior_only_parameters_with_single_run_stays():
+    # Likelihood off, the default moves (.2/.2/.6 after tune): a stay after tune runs NUTS once and
+    # keeps x' (the cheap mode). The root is never pruned, so its threshold must follow its prior
+    # U(0, 1), and sigma its InverseGamma(1.5, 1.5), and the leaf count the topology prior. 2 chains
+    # x 300 kept draws, every 3rd draw: KS and G tests, each p > 0.001.
+    rng = np.random.default_rng(1)
+    x = rng.random((30, 3))
+    fit = bps.SoftTree(sampler="hmc_dfi", chains=2, draws=300, tune=20, seed=5, alpha=0.6, beta=1.0,
+                       likelihood=False, progress=False, check_mixing=False).fit(x, rng.normal(size=30))
+    stays = fit.sample_stats["move"].values == 2
+    assert stays.mean() > 0.4 and np.all(fit.sample_stats["accepted"].values[stays] == 1)
+    counts = fit.idata["trees"]["tree_nodes"].values.reshape(-1)
+    roots = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    tau = fit.idata["soft_trees"]["node_tau"].values[roots]
+    root_split = ~np.isnan(tau)  # a stump's root has no threshold
+    tau = tau.reshape(2, -1)[:, ::3].reshape(-1)
+    tau = tau[~np.isnan(tau)]
+    assert root_split.mean() > 0.3 and tau.size > 50
+    sigma = fit.posterior["sigma"].values[:, ::3].reshape(-1)
+    checks = [stats.kstest(tau, "uniform").pvalue, stats.kstest(sigma, stats.invgamma(1.5, scale=1.5).cdf).pvalue]
+    leaves = fit.posterior["n_leaves"].values[:, ::3].reshape(-1)
+    pmf = prior_leaf_pmf(0.6, 1.0, 3)
+    expected = np.append(pmf[1:4], 1 - pmf[1:4].sum()) * leaves.size
+    observed = np.array([(leaves == k).sum() for k in range(1, 4)] + [(leaves >= 4).sum()])
+    checks.append(stats.power_divergence(observed, expected, lambda_="log-likelihood")[1])
+    assert min(checks) > 0.001, checks
+
+
+def test_fit_path_is_the_chain_run_by_hand():
+    # The CGM diagnosis compared a Fit (bps.soft_tree) with a chain driven iteration by iteration
+    # (benchmarks/rjhmc_cgm_trace.py). Both must be the same chain: same generator (chain 0 of the
+    # seed), same problem; the Fit's last draw must be the hand-run chain's current tree, and its
+    # prediction the soft mean of that tree at h_final. Exact up to 1e-12 (same arithmetic).
+    from bartpy_suite._kernels import soft_tree as kst
+    from bartpy_suite.models._base import spawn_generators
+    from bartpy_suite.samplers.hmc import OPTIONS, SoftTreeChain
+    from bartpy_suite.samplers.problems import SoftTreeProblem
+
+    cgm = bps.datasets.load("cgm_rjhmc")
+    train = cgm[cgm["split"] == "train"].head(80)
+    x, y = train[["x0", "x1"]].to_numpy(float), train["y"].to_numpy(float)
+    tune, draws, seed = 6, 4, 7
+    fit = bps.SoftTree(sampler="hmc_dfi", chains=1, tune=tune, draws=draws, seed=seed, h_init=0.01, h_final=0.001,
+                       alpha=0.45, beta=2.5, standardize=False, progress=False, check_mixing=False).fit(x, y)
+    low, width = x.min(0), x.max(0) - x.min(0)
+    xs = (x - low) / width
+    conf = np.zeros(kst.N_CONF)
+    conf[[kst.C_LIK, kst.C_MU_SCALE, kst.C_SIG_A, kst.C_SIG_B, kst.C_CLASS_ALPHA, kst.C_CLASS_CONST]] = \
+        1, 1, 1.5, 1.5, 1, 1
+    problem = SoftTreeProblem(xs, y, np.zeros(len(y), dtype=np.int64), 0, conf, 0.45, 2.5, 0.01, 0.001)
+    chain = SoftTreeChain(problem, {o.name: o.default for o in OPTIONS}, spawn_generators(seed, 1)[0],
+                          kst.MODE_DFI)
+    chain.allocate(draws)
+    for it in range(tune + draws):
+        chain.run(it, 1, tune, 1)
+    s = chain.cur
+    n = int(s.nn[0])
+    counts = fit.idata["trees"]["tree_nodes"].values.reshape(-1)
+    last = slice(int(counts[:-1].sum()), int(counts.sum()))
+    tau = fit.idata["soft_trees"]["node_tau"].values[last]
+    assert counts[-1] == n
+    np.testing.assert_allclose(tau[s.right[:n] >= 0], s.tau[:n][s.right[:n] >= 0], rtol=0, atol=1e-12)
+    assert fit.posterior["sigma"].values[0, -1] == pytest.approx(s.scal[0], abs=1e-12)
+    work = kst.new_work(len(y), chain.cap, 2, 0)
+    leaves = s.right[:n] < 0
+    phi = np.empty((len(y), int(leaves.sum())))
+    kst.leaf_probabilities(xs, s.right, s.kappa, n, s.tau, s.delta, 0.001, kst.MODE_DFI, work.P, work.SP, work.SM, phi)
+    draws_f = soft.samples(fit, soft.scaled_x(fit, None)[0])
+    np.testing.assert_allclose(draws_f[-1], phi @ s.mu[:n][leaves], rtol=0, atol=1e-9)
+    assert int(fit.sample_stats["accepted_total"].values[0, -1]) == chain.n_accepted

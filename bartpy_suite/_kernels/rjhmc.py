@@ -385,6 +385,9 @@ def iteration(cur, x1, prop, xs, warm, rc, ad, conf, X, y, ycls, off, bufs, work
     the log likelihood, log prior and log p(T) of the state the iteration leaves. ``init_step``
     as in ``nuts.run``.
 
+    After tune, in the cheap mode (``rc[R_CARRY]``), a stay runs NUTS once (x' is kept: eq. 18
+    accepts every stay there, so the second run is only a further NUTS kernel on the same target).
+
     With ``start``, instead, the chain's first NUTS run on ``cur`` (spec 2.5) and nothing else.
     The one kernel serves both (and the energies) so that the NUTS code is optimised and turned
     into machine code once, not once per kernel that calls it (issue 11, section 1).
@@ -417,6 +420,14 @@ def iteration(cur, x1, prop, xs, warm, rc, ad, conf, X, y, ycls, off, bufs, work
     # first NUTS run on T: x -> x'
     copy_state(cur, x1)
     nuts_on(x1, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, rs, init_step)
+    if move == MOVE_STAY and not warm and rc[R_CARRY] != 0.0:
+        # After tune a stay is always accepted (eq. 18 telescopes to S_m(x') - S_m(x') = 0, spec
+        # 2.4), so the code's second run on the same T is one more NUTS transition kernel on the
+        # same target: the cheap mode keeps x' and skips it (a third of the post-tune NUTS work
+        # at the default .2/.2/.6 moves). The faithful mode (restart) runs it, as the code.
+        copy_state(x1, cur)
+        _finish(cur, rs, MOVE_STAY, True, 0.0, record, conf, h_f, X, y, ycls, off, q0, g0, work, alpha_s, beta_s, it)
+        return u_x
     _, ll1, lp1 = state_energy(x1, conf, h_f, X, y, ycls, off, q0, g0, work)
     s_x1 = lik * ll1 + lp1
     # T* and x'' (warm start: survivors keep x' values by node; new coordinates from the prior)
@@ -448,6 +459,15 @@ def iteration(cur, x1, prop, xs, warm, rc, ad, conf, X, y, ycls, off, bufs, work
         for j in range(cur.nn[0]):
             for d in range(cur.minv.shape[1]):
                 cur.minv[j, d] = x1.minv[j, d]
+    _finish(cur, rs, move, accepted, log_alpha, record, conf, h_f, X, y, ycls, off, q0, g0, work, alpha_s, beta_s,
+            it)
+    return u_x
+
+
+@helper(inline=True)
+def _finish(cur, rs, move, accepted, log_alpha, record, conf, h_f, X, y, ycls, off, q0, g0, work, alpha_s, beta_s,
+            it):
+    """Fill the iteration's statistics ``it`` (and with ``record`` the energies of the state left)."""
     it[I_MOVE] = move
     it[I_ACCEPTED] = 1.0 if accepted else 0.0
     it[I_LOG_ALPHA] = log_alpha
@@ -460,4 +480,3 @@ def iteration(cur, x1, prop, xs, warm, rc, ad, conf, X, y, ycls, off, bufs, work
     if record:
         _, it[I_LOG_LIK], it[I_LOG_PRIOR] = state_energy(cur, conf, h_f, X, y, ycls, off, q0, g0, work)
         it[I_LOG_TREE_PRIOR] = log_tree_prior(cur, alpha_s, beta_s)
-    return u_x

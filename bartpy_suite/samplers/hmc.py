@@ -5,8 +5,9 @@ simplex and a threshold). Each iteration is the reversible-jump transition of
 
 Two ways to run the intermediate NUTS runs: ``adaptation="restart"`` with ``warmup=500`` is
 the authors' code (every run re-adapts from eps = 1 and an identity metric: about 1,000 NUTS
-transitions per iteration); the default ``adaptation="carry"`` with ``warmup=100`` carries the
-step size and the inverse metric across iterations by node and runs a fifth of the warm-up.
+transitions per iteration); the default ``adaptation="carry"`` with ``warmup=20`` carries the
+step size and the inverse metric across iterations by node, runs a 25th of the warm-up and, after
+tune, skips the second run of a stay move (always accepted there: ``_kernels.rjhmc.iteration``).
 
 Import rule: imports ``_kernels``, ``_validation``, ``errors`` and this package's modules.
 """
@@ -61,10 +62,11 @@ def _moves_option(name, value):
 
 
 OPTIONS = (
-    Option("warmup", 100, _int_option(0),
-           "NUTS warm-up transitions of each intermediate run (default 100; the authors' code: 500)"),
+    Option("warmup", 20, _int_option(0),
+           "NUTS warm-up transitions of each intermediate run (default 20; the authors' code: 500)"),
     Option("adaptation", "carry", _choice_option(("carry", "restart")),
-           "'carry' (default): step size and inverse metric carried across iterations by node; 'restart': "
+           "'carry' (default): step size and inverse metric carried across iterations by node, and one NUTS run "
+           "for a stay after tune; 'restart': "
            "every intermediate run adapts from eps = 1 and an identity metric, as the authors' code"),
     Option("max_tree_depth", 10, _int_option(1), "NUTS maximum tree depth (default 10: 1,023 leapfrog steps)"),
     Option("target_accept", 0.8, check_open_unit, "dual-averaging target acceptance statistic (default 0.8)"),
@@ -93,6 +95,8 @@ STATISTICS = (
     Statistic("n_leapfrog", (), "leapfrog steps of the iteration's two NUTS runs"),
     Statistic("diverging", (), "divergent NUTS transitions in the iteration"),
     Statistic("acceptance_rate", (), "mean NUTS adaptation statistic over the iteration's transitions"),
+    Statistic("accepted_total", (), "RJ moves accepted since the chain's start, tune included (the paper's "
+              "acceptance rate is the last value / (tune + iterations after tune))"),
 )
 
 
@@ -134,6 +138,7 @@ class SoftTreeChain:
         s.scal[0] = math.exp(rng.uniform(-2.0, 2.0))
         self.started = False
         self.it = np.zeros(rjhmc.N_IT)
+        self.n_accepted = 0
 
     def _allocate_state(self, cap: int) -> None:
         old = getattr(self, "cur", None)
@@ -157,7 +162,7 @@ class SoftTreeChain:
         self.stats = {"move": np.zeros(draws, dtype=np.int8), "accepted": np.zeros(draws, dtype=np.int8),
                       "log_alpha": np.zeros(draws), "step_size": np.zeros(draws), "tree_depth": np.zeros(draws),
                       "n_leapfrog": np.zeros(draws, dtype=np.int64), "diverging": np.zeros(draws, dtype=np.int64),
-                      "acceptance_rate": np.zeros(draws)}
+                      "acceptance_rate": np.zeros(draws), "accepted_total": np.zeros(draws, dtype=np.int64)}
         k = self.n_classes
         self.store = new_store(draws, 1, 16 * min(draws, 4096), n_classes=k)
         self.soft_store = new_store(draws, 1, 16 * min(draws, 4096), n_classes=self.nx)
@@ -172,6 +177,7 @@ class SoftTreeChain:
             d = (it - tune) // thin if it >= tune and (it - tune) % thin == 0 else -1
             record = 0 <= d < self.post["n_leaves"].shape[0]
             self._iteration(it < tune, start=False, record=record)
+            self.n_accepted += int(self.it[rjhmc.I_ACCEPTED])
             if record:
                 self._record(d)
 
@@ -200,6 +206,7 @@ class SoftTreeChain:
         self.stats["n_leapfrog"][d] = int(it[rjhmc.I_LEAPFROG])
         self.stats["diverging"][d] = int(it[rjhmc.I_DIVERGENT])
         self.stats["acceptance_rate"][d] = it[rjhmc.I_ACCEPT_STAT] / max(it[rjhmc.I_TRANSITIONS], 1.0)
+        self.stats["accepted_total"][d] = self.n_accepted
         self.store = grow_store(self.store, n, d)
         self.soft_store = grow_store(self.soft_store, n, d)
         f = int(self.store.fill[0])
