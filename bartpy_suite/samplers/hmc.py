@@ -21,6 +21,7 @@ import numpy as np
 
 from .._kernels import nuts, rjhmc
 from .._kernels import soft_tree as st
+from .._kernels.kept import kept_draw
 from .._kernels.record import grow_store, new_store, trim_store
 from .._validation import check_choice, check_int_at_least, check_moves, check_open_unit
 from ..errors import ArgumentError
@@ -174,8 +175,9 @@ class SoftTreeChain:
         for it in range(first_iter, first_iter + n_iter):
             if int(self.cur.nn[0]) + 2 > self.cap:
                 self._allocate_state(2 * self.cap + 1)
-            d = (it - tune) // thin if it >= tune and (it - tune) % thin == 0 else -1
-            record = 0 <= d < self.post["n_leaves"].shape[0]
+            # the kernels' rule, run as plain Python (the helper's twin would compile in every process)
+            d = kept_draw.py_func(it, tune, thin, self.post["n_leaves"].shape[0])
+            record = d >= 0
             self._iteration(it < tune, start=False, record=record)
             self.n_accepted += int(self.it[rjhmc.I_ACCEPTED])
             if record:
