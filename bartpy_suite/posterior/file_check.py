@@ -361,6 +361,12 @@ class _Checker:
         for key in ("time_name", "event_name"):
             if not isinstance(s.get(key), str):
                 _fail(where, f"survival.{key} must be a column name (text)")
+        if "cause" in s or "causes" in s:  # a cause fit of CompetingRisksBART: cause c of J
+            cause, causes = s.get("cause"), s.get("causes")
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (cause, causes)) \
+                    or not 1 <= cause <= causes:
+                _fail(where, f"survival.cause {cause!r} of survival.causes {causes!r}, expected whole numbers "
+                             "1 <= cause <= causes")
         if binned["is_cat"][0] or config["response_kind"] != "categorical" or config["model_type"] != "bart":
             _fail(where, "a survival fit is BART of a 0/1 response with the numeric time as predictor 0")
 
