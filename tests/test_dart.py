@@ -275,6 +275,19 @@ def test_sparse_bad_settings():
         bps.BART(sparse="yes")
 
 
+def test_sparse_rho_that_would_under_or_overflow_theta_is_refused():
+    """theta = rho lambda / (1 - lambda) reaches 1999 rho on the lambda grid and the Dirichlet draw
+    divides by theta / p: before the bounds, sparse_rho=1e305 recorded NaN split probabilities and
+    an infinite sparse_alpha for every draw (a fit that saved but failed its own file check), and
+    1e-306 with p = 2 underflows every Gamma variate of an empty forest to log 0 (NaN weights)."""
+    for rho in (1e305, 1e-306):
+        with pytest.raises(ArgumentError, match=r"sparse_rho=.*p = 2 predictors"):
+            bps.bart("y ~ a + b", data=_frame(), trees=3, sparse=True, sparse_rho=rho, **KW)
+    edge = bps.bart("y ~ a + b", data=_frame(), trees=3, sparse=True, sparse_rho=1e300, **KW)
+    assert np.isfinite(edge.posterior["split_probs"].values).all()
+    assert np.isfinite(edge.posterior["sparse_alpha"].values).all()
+
+
 def test_sparse_multinomial_is_an_error():
     df = _frame()
     df["k"] = pd.Categorical(np.array(["p", "q", "r"])[np.arange(len(df)) % 3])
