@@ -686,16 +686,23 @@ class _Checker:
         if leaf_model == "probit" and classes != 2:
             _fail(f"constant_data.attrs[{CONFIG_ATTR!r}]", f"probit BART with {classes} class labels, expected 2")
         if leaf_model == "ordinal":
-            self.cutpoints(classes)
+            self.cutpoints(classes, config["class_labels"])
 
-    def cutpoints(self, classes: int) -> None:
+    def cutpoints(self, classes: int, class_labels: list) -> None:
         """Ordinal BART's cutpoints (chain, draw, cutpoint): K - 1 per draw, the first 0 (the
         model's constraint), finite and strictly increasing along the cutpoint axis (the class
-        probabilities are differences of Phi at consecutive cutpoints)."""
+        probabilities are differences of Phi at consecutive cutpoints); the ``cutpoint`` labels,
+        which name the summary's rows, ``"a|b"`` for consecutive class labels a, b."""
         where = "posterior/cutpoints"
         cut = self.array("posterior", "cutpoints", "float", ("chain", "draw", "cutpoint"), local=("cutpoint",))
         if cut.shape[2] != classes - 1:
             _fail(where, f"{cut.shape[2]} cutpoints per draw, the configuration's {classes} classes need {classes - 1}")
+        coords = self.idata["posterior"].dataset.coords
+        if "cutpoint" in coords:
+            expected = [f"{a}|{b}" for a, b in zip(map(str, class_labels), map(str, class_labels[1:]))]
+            labels = [str(v) for v in coords["cutpoint"].values]
+            if labels != expected:
+                _fail("posterior/cutpoint", f"labels {labels}, expected {expected} from the class labels")
         flat = cut.reshape(-1, cut.shape[2])
         if not np.isfinite(flat).all():
             _fail(where, f"draw {self.first(~np.isfinite(flat).all(axis=1))} (chain-major) holds a non-finite cutpoint")
