@@ -288,6 +288,15 @@ def test_sparse_rho_that_would_under_or_overflow_theta_is_refused():
     assert np.isfinite(edge.posterior["sparse_alpha"].values).all()
 
 
+def test_sparse_survival_is_an_error_of_the_package():
+    """The DART guide says survival BART does not take sparse=True; bps.bart passed the keyword on
+    to SurvivalBART, whose constructor raised a bare TypeError."""
+    df = _frame().assign(t=lambda d: 1.0 + (np.arange(len(d)) % 5), d=lambda d: np.arange(len(d)) % 2)
+    for keywords in ({"sparse": True}, {"sparse_rho": 2.0}):
+        with pytest.raises(ArgumentError, match=r"sparse=True \(DART\) is not available for survival BART"):
+            bps.bart("Surv(t, d) ~ a + b", data=df, trees=3, **keywords, **KW)
+
+
 def test_sparse_multinomial_is_an_error():
     df = _frame()
     df["k"] = pd.Categorical(np.array(["p", "q", "r"])[np.arange(len(df)) % 3])
