@@ -357,3 +357,15 @@ if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
     os.environ["PYTHONPATH"] = _environment()["PYTHONPATH"]
     measure_costs(args.costs.resolve(), args.sections)
+
+
+def test_the_docs_hold_no_merge_leftovers():
+    """mkdocs copies every file under docs/ into the site: a merge's backup (samplers.md.orig, an
+    older samplers page, was committed once) or a conflict marker would be published."""
+    leftovers = sorted(str(p.relative_to(ROOT)) for pattern in ("*.orig", "*.rej", "*.BACKUP.*", "*.LOCAL.*",
+                                                                 "*.REMOTE.*", "*.BASE.*")
+                       for p in (ROOT / "docs").rglob(pattern))
+    assert leftovers == []
+    marked = [str(p.relative_to(ROOT)) for p in [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]
+              if p.is_file() and any(line.startswith(("<<<<<<< ", ">>>>>>> ")) for line in p.read_text().splitlines())]
+    assert marked == []
