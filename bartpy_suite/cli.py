@@ -929,8 +929,8 @@ _SCALE_TEXT = {
 
 #: ordinal BART's values are on the latent probit scale too, but its classes come from the cutpoints
 _ORDINAL_SCALE_TEXT = ("on the latent cumulative-probit scale: base + the values of a row = eta(x), "
-                       "P(class k or above) = Phi(eta(x) - c_k) with the fit's cutpoints (posterior variable "
-                       "cutpoints, c_1 = 0), so P(above the first class) = Phi(eta(x))")
+                       "P(y <= class k) = Phi(c_k - eta(x)) with the fit's cutpoints 0 = c_1 < c_2 < ... "
+                       "(posterior variable cutpoints), so P(above the first class) = Phi(eta(x))")
 
 
 def _shap(args: argparse.Namespace, session: _Session) -> None:
