@@ -21,7 +21,9 @@ over nodes or trees), everything the package reads from a file:
   predictor's levels, leaf values finite, leaf sigmas positive, leaf probabilities in [0, 1];
 * per model: tree counts (one for CART and soft trees, ``trees`` for BART, ``trees`` per class for
   multinomial BART), class counts, draw weights finite, >= 0 and not all 0; ordinal BART's
-  ``cutpoints``: K - 1 per draw, the first 0, finite and strictly increasing.
+  ``cutpoints``: K - 1 per draw, the first 0, finite and strictly increasing, their ``cutpoint``
+  labels "a|b" of consecutive class labels; DART's ``split_probs`` and ``sparse_alpha``; a survival
+  fit's grid and names, and a competing-risks cause fit's ``cause`` (1..``causes``).
 
 Any failure raises one :class:`~bartpy_suite.errors.FitFileError` naming the file, the first bad
 array (``group/variable``) and what is wrong. Files that netCDF cannot read (truncated, not netCDF)
