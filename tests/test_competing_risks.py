@@ -218,3 +218,16 @@ def test_the_file_check_reads_the_cause_settings(two_small_fits, tmp_path, cause
     tree.to_netcdf(edited, engine="netcdf4")
     with pytest.raises(FitFileError, match="survival.cause"):
         bps.load(edited)
+
+
+def test_a_single_cause_fit_does_not_predict_survival_on_its_own(two_small_fits):
+    """A cause fit's trees model P(cause c | at risk, no earlier cause at that time): its own
+    "survival" prod(1 - p_c) is not the survival of any outcome (for c > 1 not even cause-specific),
+    yet Fit.predict returned it as S(t). It now points to CompetingRisksFit."""
+    first, _ = two_small_fits
+    new = pd.DataFrame({"x0": [0.5]})
+    for c, f in enumerate(first.fits, start=1):
+        for kind in ("survival", "hazard", "median"):
+            with pytest.raises(ArgumentError, match=rf"cause {c} of 2 of competing-risks BART.*CompetingRisksFit"):
+                f.predict(new, kind=kind)
+    assert np.isfinite(first.predict(new, kind="survival").to_numpy(dtype=float)).all()

@@ -187,6 +187,14 @@ def predict(fit, newdata, kind: str = "survival", level: float = 0.95, samples: 
     if not is_survival_fit(fit):
         raise ArgumentError(f"kind={kind!r} needs a survival fit, made from a formula 'Surv(time, event) ~ ...' "
                             "(or SurvivalBART().fit); this fit models an ordinary response")
+    cause = settings(fit).get("cause")
+    if cause is not None:
+        causes = settings(fit).get("causes")
+        raise ArgumentError(
+            f"this is the fit of cause {cause} of {causes} of competing-risks BART: its trees model the probability "
+            f"of cause {cause} at rows with no event of an earlier cause, so a survival curve, hazard or median of "
+            f"its own is not that of any outcome; pass all {causes} cause fits, in cause order, to "
+            "bartpy_suite.posterior.survival.CompetingRisksFit([...]) and predict kind='cif' or 'survival' there")
     if kind not in KINDS:
         raise ArgumentError(f"a survival fit predicts kind='survival', 'hazard', 'cumhaz', 'median' or 'rmst'; got "
                             f"kind={kind!r} (the probit scale of the person-period rows is not a prediction of "
