@@ -251,6 +251,34 @@ def test_save_load_and_file_check(sparse_fit, tmp_path):
     refused("sparse_alpha", negative_alpha, r"posterior/sparse_alpha.*not finite and > 0")
 
 
+def test_the_file_check_reads_the_dart_settings(sparse_fit):
+    """config["sparse"] (a, b, rho) describes the fit's prior (variable_inclusion's columns exist
+    for DART fits only): a, b and rho finite and > 0, and the DART variables present with it and
+    absent without it. Before, any JSON value passed."""
+    import json
+
+    from bartpy_suite.posterior.fit import CONFIG_ATTR
+
+    def edited(change, drop=()):
+        tree = sparse_fit.idata.copy(deep=True)
+        config = json.loads(tree["constant_data"].attrs[CONFIG_ATTR])
+        change(config)
+        tree["constant_data"].attrs[CONFIG_ATTR] = json.dumps(config)
+        if drop:
+            tree["posterior"] = tree["posterior"].to_dataset().drop_vars(list(drop))
+        return tree
+
+    file_check.check_fit(edited(lambda c: None), "same.nc")
+    for bad in ({"a": 0.5, "b": 1.0, "rho": 0}, {"a": -1, "b": 1.0, "rho": 3.0}, {"a": 0.5, "b": "x", "rho": 3.0},
+                {"a": 0.5, "b": 1.0}, 5, [0.5, 1.0, 3.0], {"a": 0.5, "b": 1.0, "rho": True}):
+        with pytest.raises(FitFileError, match=r"bartpy_suite_config.*sparse"):
+            file_check.check_fit(edited(lambda c, bad=bad: c.update(sparse=bad)), "edited.nc")
+    with pytest.raises(FitFileError, match="posterior/split_probs: variable missing"):
+        file_check.check_fit(edited(lambda c: None, drop=("split_probs",)), "edited.nc")
+    with pytest.raises(FitFileError, match="posterior/split_probs: present without config"):
+        file_check.check_fit(edited(lambda c: c.pop("sparse")), "edited.nc")
+
+
 # --- bad input ------------------------------------------------------------------------------------
 
 def test_sparse_with_one_predictor_is_an_error():

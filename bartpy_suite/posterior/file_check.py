@@ -301,6 +301,7 @@ class _Checker:
         self.design(config)
         p = self.sizes["predictor"] = len(config["predictors"])
         self.draw_groups()
+        self.sparse_settings(config)
         binned = self.constant(config)
         self.design_levels(binned)
         classes = self.observed(config)
@@ -519,6 +520,25 @@ class _Checker:
         alpha = self.array("posterior", "sparse_alpha", "float", ("chain", "draw"), required=False)
         if alpha is not None and not (np.isfinite(alpha) & (alpha > 0)).all():
             _fail("posterior/sparse_alpha", "holds a value that is not finite and > 0")
+
+    def sparse_settings(self, config: dict) -> None:
+        """DART's prior settings ``config["sparse"]`` ({a, b, rho}, each finite and > 0) go with the
+        DART variables: both present or both absent."""
+        where = f"constant_data.attrs[{CONFIG_ATTR!r}]"
+        held = self.idata["posterior"].dataset.data_vars
+        if "sparse" not in config:
+            for name in ("split_probs", "sparse_alpha"):
+                if name in held:
+                    _fail(f"posterior/{name}", "present without config['sparse'] (the DART settings)")
+            return
+        s = config["sparse"]
+        if not isinstance(s, dict) or set(s) != {"a", "b", "rho"} or \
+                not all(_finite_number(v) and v > 0 for v in s.values()):
+            _fail(where, f"sparse is {s!r}, expected DART's settings {{'a': ..., 'b': ..., 'rho': ...}}, each a "
+                         "finite number > 0")
+        for name in ("split_probs", "sparse_alpha"):
+            if name not in held:
+                _fail(f"posterior/{name}", "variable missing (config['sparse'] says the fit is DART)")
 
     def constant(self, config: dict) -> dict:
         """Binned training predictors: is_categorical, nbins, cut grids and codes."""
