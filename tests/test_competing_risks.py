@@ -231,3 +231,15 @@ def test_a_single_cause_fit_does_not_predict_survival_on_its_own(two_small_fits)
             with pytest.raises(ArgumentError, match=rf"cause {c} of 2 of competing-risks BART.*CompetingRisksFit"):
                 f.predict(new, kind=kind)
     assert np.isfinite(first.predict(new, kind="survival").to_numpy(dtype=float)).all()
+
+
+def test_a_cause_column_of_the_wrong_shape_is_named():
+    """A (n, 1) cause array was reported as "time has 80 values but event has 80"; it now says
+    what is wrong with which argument (and the same for survival BART's event)."""
+    from bartpy_suite.models.survival import SurvivalBART
+
+    time = np.arange(1.0, 11.0)
+    with pytest.raises(DataError, match=r"cause must hold one code per subject \(a 1-D array\); got shape \(10, 1\)"):
+        CompetingRisksBART(draws=2, tune=2, chains=1, **QUIET).fit(np.empty((10, 0)), time, np.ones((10, 1)))
+    with pytest.raises(DataError, match=r"event must hold one value per subject \(a 1-D array\); got shape \(10, 1\)"):
+        SurvivalBART(draws=2, tune=2, chains=1, **QUIET).fit(np.empty((10, 0)), time, np.ones((10, 1)))
