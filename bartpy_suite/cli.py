@@ -845,7 +845,8 @@ def _add_shap_parser(commands) -> None:
             "of the base value (the mean prediction over the training rows); fits with one explanation "
             "per class (classification CART, multinomial BART) name the columns shap_<predictor>_<class>_... "
             "and base_<class>. Regression fits are explained on the response scale, probit BART on the "
-            "latent probit scale, multinomial BART on each class's log-linear scale, classification CART "
+            "latent probit scale, ordinal BART on its latent cumulative-probit scale, multinomial BART on "
+            "each class's log-linear scale, classification CART "
             "on each class's probability (a note on standard error says which)."
         ),
         epilog=EXIT_CODES_EPILOG,
@@ -932,6 +933,12 @@ _SCALE_TEXT = {
 }
 
 
+#: ordinal BART's values are on the latent probit scale too, but its classes come from the cutpoints
+_ORDINAL_SCALE_TEXT = ("on the latent cumulative-probit scale: base + the values of a row = eta(x), "
+                       "P(y <= class k) = Phi(c_k - eta(x)) with the fit's cutpoints 0 = c_1 < c_2 < ... "
+                       "(posterior variable cutpoints), so P(above the first class) = Phi(eta(x))")
+
+
 def _shap(args: argparse.Namespace, session: _Session) -> None:
     fit_path = _existing_file(args.fit, "fit")
     data_path = _existing_file(args.data, "data")
@@ -953,7 +960,8 @@ def _shap(args: argparse.Namespace, session: _Session) -> None:
     with session.timed_stage(f"explaining {len(data)} rows"):
         table, scale = shap_table(fit, data, level=SHAP_LEVEL if args.level is None else args.level,
                                   max_draws=args.max_draws)
-    print(f"{PROG}: SHAP values {_SCALE_TEXT.get(scale, scale)}", file=sys.stderr)
+    text = _ORDINAL_SCALE_TEXT if fit.config.get("leaf_model") == "ordinal" else _SCALE_TEXT.get(scale, scale)
+    print(f"{PROG}: SHAP values {text}", file=sys.stderr)
     if out is None:
         table.to_csv(sys.stdout, index=False, lineterminator="\n")
         return

@@ -95,6 +95,31 @@ def test_shap_probit_fit_says_latent_scale(files):
     assert list(pd.read_csv(io.StringIO(stdout)).columns)[:3] == ["shap_a_mean", "shap_a_lower", "shap_a_upper"]
 
 
+def test_shap_ordinal_fit_names_the_cumulative_probit_scale(files, tmp_path):
+    """An ordinal fit is explained on its latent eta, but P(class k) is Phi(c_{k+1} - eta) -
+    Phi(c_k - eta): the note once said probit BART's "P(second class) = Phi(f(x))", which is wrong
+    for it. Checked against the fit itself: P(above the first class) = Phi(eta) per draw (c_1 = 0)."""
+    from scipy.stats import norm
+
+    train = _frame(120, seed=1)
+    train["y"] = pd.Categorical(pd.cut(train["y"], [-np.inf, 1.5, 3.5, np.inf], labels=["lo", "mid", "hi"]),
+                                ordered=True)
+    fit = bps.bart("y ~ a + b", data=train, trees=5, chains=1, draws=6, tune=6, seed=7, **QUIET)
+    assert fit.config["leaf_model"] == "ordinal"
+    path = tmp_path / "ordinal.nc"
+    fit.to_netcdf(path)
+    status, stdout, stderr = run(["shap", str(path), str(files["new"])])
+    assert status == 0, stderr
+    assert "P(second class)" not in stderr
+    assert "P(above the first class) = Phi(eta(x))" in stderr and "cutpoints" in stderr
+    new = pd.read_csv(files["new"])
+    values = fit.shap(new)
+    eta = (values["shap"].sum("predictor") + values["base"]).transpose("chain", "draw", ...).values
+    prob = fit.predict(new, kind="prob", samples=True)
+    assert prob.dims[:3] == ("chain", "draw", "obs") and prob.shape[-1] == 3
+    np.testing.assert_allclose(norm.cdf(eta), 1.0 - prob.values[..., 0], rtol=0, atol=1e-9)
+
+
 def test_shap_table_class_columns():
     """Classification CART explains each class's probability: one column set per class."""
     df = _frame(80, seed=6)

@@ -92,3 +92,16 @@ def test_bad_input_names_the_problem():
         coda_ess(np.ones((2, 1)))
     with pytest.raises(ArgumentError, match="shape"):
         coda_ess(np.ones((2, 2, 2)))
+
+
+def test_the_flat_chain_threshold_is_rs_all_equal_tolerance():
+    """coda's ``identical(all.equal(sd(residuals(lm(x ~ z))), 0), TRUE)`` holds when the residual sd
+    is at most all.equal's tolerance sqrt(.Machine$double.eps) = 1.4901e-8 (above it the relative
+    difference |sd - 0| / sd = 1 fails). A chain with residual sd 1.495e-8 therefore gets an AR
+    fit in R; the module once used 1.5e-8 and returned ESS 0 for it."""
+    z = np.arange(1.0, LH.size + 1.0)
+    resid = LH - np.polyval(np.polyfit(z, LH, 1), z)
+    unit = resid / np.std(resid, ddof=1)
+    assert spectrum0_ar(1.495e-8 * unit)[0] > 0.0
+    assert coda_ess(1.495e-8 * unit) == pytest.approx(coda_ess(unit), rel=1e-6)  # ESS is scale-free
+    assert spectrum0_ar(1.48e-8 * unit) == (0.0, 0)

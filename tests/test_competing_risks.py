@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import bartpy_suite as bps
-from bartpy_suite.errors import DataError
+from bartpy_suite.errors import ArgumentError, DataError
 from bartpy_suite.models.survival import CompetingRisksBART, expand_competing
 from bartpy_suite.posterior.survival import CompetingRisksFit
 
@@ -159,3 +159,87 @@ def test_covariate_rows_and_samples(crisk):
     with pytest.warns(bps.errors.BartpySuiteWarning, match="largest observed time"):
         beyond = fit.predict(new, times=[df["t"].max() + 1])
     assert beyond.isna().all().all()
+
+
+@pytest.fixture(scope="module")
+def two_small_fits():
+    """Two tiny 2-cause fits of the same covariate, on different times (so different grids)."""
+    rng = np.random.default_rng(8)
+    x = rng.uniform(size=(60, 1))
+    time = rng.integers(1, 8, 60).astype(float)
+    cause = np.tile([0, 1, 2], 20)
+    kw = dict(trees=3, chains=1, draws=4, tune=4, seed=2, **QUIET)
+    return CompetingRisksBART(**kw).fit(x, time, cause), CompetingRisksBART(**kw).fit(x, time + 0.5, cause)
+
+
+def test_the_cause_fits_must_come_in_cause_order_from_one_model(two_small_fits, tmp_path):
+    """``CompetingRisksFit(fits)`` is how saved cause fits come back together (the survival guide):
+    cause c's fit conditions on no event of causes 1..c-1, so a swapped, repeated, missing or
+    foreign fit gives wrong incidences. Before the check each case below predicted numbers."""
+    first, other = two_small_fits
+    new = pd.DataFrame({"x0": [0.5]})
+    paths = []
+    for c, f in enumerate(first.fits, start=1):
+        paths.append(tmp_path / f"cause{c}.nc")
+        f.to_netcdf(paths[-1])
+    back = CompetingRisksFit([bps.load(p) for p in paths])
+    pd.testing.assert_frame_equal(back.predict(new, kind="cif"), first.predict(new, kind="cif"))
+    with pytest.raises(ArgumentError, match=r"fits\[0\] is the fit of cause 2 of 2, expected cause 1"):
+        CompetingRisksFit(first.fits[::-1])
+    with pytest.raises(ArgumentError, match=r"fits\[1\] is the fit of cause 1 of 2, expected cause 2"):
+        CompetingRisksFit([first.fits[0], first.fits[0]])
+    with pytest.raises(ArgumentError, match="1 fit given for 2 causes"):
+        CompetingRisksFit(first.fits[:1])
+    with pytest.raises(ArgumentError, match=r"fits\[1\] .*grid"):
+        CompetingRisksFit([first.fits[0], other.fits[1]])
+    plain = bps.bart("y ~ x1", data=pd.DataFrame({"y": np.arange(20.0), "x1": np.arange(20.0) % 7}), trees=2,
+                     chains=1, draws=4, tune=4, seed=1, **QUIET)
+    with pytest.raises(ArgumentError, match=r"fits\[0\] is not a cause fit of CompetingRisksBART"):
+        CompetingRisksFit([plain, plain])
+
+
+@pytest.mark.parametrize("cause, causes", [("1", 2), (0, 2), (3, 2), (1, 0), (True, 2)])
+def test_the_file_check_reads_the_cause_settings(two_small_fits, tmp_path, cause, causes):
+    import json
+
+    import xarray as xr
+
+    from bartpy_suite.errors import FitFileError
+    from bartpy_suite.posterior.fit import CONFIG_ATTR
+
+    first, _ = two_small_fits
+    path, edited = tmp_path / "cause.nc", tmp_path / "edited.nc"
+    first.fits[0].to_netcdf(path)
+    with xr.open_datatree(path, engine="netcdf4") as tree:
+        tree = tree.load()
+    config = json.loads(tree["constant_data"].attrs[CONFIG_ATTR])
+    config["survival"].update(cause=cause, causes=causes)
+    tree["constant_data"].attrs[CONFIG_ATTR] = json.dumps(config)
+    tree.to_netcdf(edited, engine="netcdf4")
+    with pytest.raises(FitFileError, match="survival.cause"):
+        bps.load(edited)
+
+
+def test_a_single_cause_fit_does_not_predict_survival_on_its_own(two_small_fits):
+    """A cause fit's trees model P(cause c | at risk, no earlier cause at that time): its own
+    "survival" prod(1 - p_c) is not the survival of any outcome (for c > 1 not even cause-specific),
+    yet Fit.predict returned it as S(t). It now points to CompetingRisksFit."""
+    first, _ = two_small_fits
+    new = pd.DataFrame({"x0": [0.5]})
+    for c, f in enumerate(first.fits, start=1):
+        for kind in ("survival", "hazard", "median"):
+            with pytest.raises(ArgumentError, match=rf"cause {c} of 2 of competing-risks BART.*CompetingRisksFit"):
+                f.predict(new, kind=kind)
+    assert np.isfinite(first.predict(new, kind="survival").to_numpy(dtype=float)).all()
+
+
+def test_a_cause_column_of_the_wrong_shape_is_named():
+    """A (n, 1) cause array was reported as "time has 80 values but event has 80"; it now says
+    what is wrong with which argument (and the same for survival BART's event)."""
+    from bartpy_suite.models.survival import SurvivalBART
+
+    time = np.arange(1.0, 11.0)
+    with pytest.raises(DataError, match=r"cause must hold one code per subject \(a 1-D array\); got shape \(10, 1\)"):
+        CompetingRisksBART(draws=2, tune=2, chains=1, **QUIET).fit(np.empty((10, 0)), time, np.ones((10, 1)))
+    with pytest.raises(DataError, match=r"event must hold one value per subject \(a 1-D array\); got shape \(10, 1\)"):
+        SurvivalBART(draws=2, tune=2, chains=1, **QUIET).fit(np.empty((10, 0)), time, np.ones((10, 1)))

@@ -251,6 +251,34 @@ def test_save_load_and_file_check(sparse_fit, tmp_path):
     refused("sparse_alpha", negative_alpha, r"posterior/sparse_alpha.*not finite and > 0")
 
 
+def test_the_file_check_reads_the_dart_settings(sparse_fit):
+    """config["sparse"] (a, b, rho) describes the fit's prior (variable_inclusion's columns exist
+    for DART fits only): a, b and rho finite and > 0, and the DART variables present with it and
+    absent without it. Before, any JSON value passed."""
+    import json
+
+    from bartpy_suite.posterior.fit import CONFIG_ATTR
+
+    def edited(change, drop=()):
+        tree = sparse_fit.idata.copy(deep=True)
+        config = json.loads(tree["constant_data"].attrs[CONFIG_ATTR])
+        change(config)
+        tree["constant_data"].attrs[CONFIG_ATTR] = json.dumps(config)
+        if drop:
+            tree["posterior"] = tree["posterior"].to_dataset().drop_vars(list(drop))
+        return tree
+
+    file_check.check_fit(edited(lambda c: None), "same.nc")
+    for bad in ({"a": 0.5, "b": 1.0, "rho": 0}, {"a": -1, "b": 1.0, "rho": 3.0}, {"a": 0.5, "b": "x", "rho": 3.0},
+                {"a": 0.5, "b": 1.0}, 5, [0.5, 1.0, 3.0], {"a": 0.5, "b": 1.0, "rho": True}):
+        with pytest.raises(FitFileError, match=r"bartpy_suite_config.*sparse"):
+            file_check.check_fit(edited(lambda c, bad=bad: c.update(sparse=bad)), "edited.nc")
+    with pytest.raises(FitFileError, match="posterior/split_probs: variable missing"):
+        file_check.check_fit(edited(lambda c: None, drop=("split_probs",)), "edited.nc")
+    with pytest.raises(FitFileError, match="posterior/split_probs: present without config"):
+        file_check.check_fit(edited(lambda c: c.pop("sparse")), "edited.nc")
+
+
 # --- bad input ------------------------------------------------------------------------------------
 
 def test_command_line_sparse(tmp_path):
@@ -289,6 +317,28 @@ def test_sparse_bad_settings():
         bps.BayesianCART(sampler="cgm", sparse=True, sparse_rho=float("inf"))
     with pytest.raises(ArgumentError, match="sparse"):
         bps.BART(sparse="yes")
+
+
+def test_sparse_rho_that_would_under_or_overflow_theta_is_refused():
+    """theta = rho lambda / (1 - lambda) reaches 1999 rho on the lambda grid and the Dirichlet draw
+    divides by theta / p: before the bounds, sparse_rho=1e305 recorded NaN split probabilities and
+    an infinite sparse_alpha for every draw (a fit that saved but failed its own file check), and
+    1e-306 with p = 2 underflows every Gamma variate of an empty forest to log 0 (NaN weights)."""
+    for rho in (1e305, 1e-306):
+        with pytest.raises(ArgumentError, match=r"sparse_rho=.*p = 2 predictors"):
+            bps.bart("y ~ a + b", data=_frame(), trees=3, sparse=True, sparse_rho=rho, **KW)
+    edge = bps.bart("y ~ a + b", data=_frame(), trees=3, sparse=True, sparse_rho=1e300, **KW)
+    assert np.isfinite(edge.posterior["split_probs"].values).all()
+    assert np.isfinite(edge.posterior["sparse_alpha"].values).all()
+
+
+def test_sparse_survival_is_an_error_of_the_package():
+    """The DART guide says survival BART does not take sparse=True; bps.bart passed the keyword on
+    to SurvivalBART, whose constructor raised a bare TypeError."""
+    df = _frame().assign(t=lambda d: 1.0 + (np.arange(len(d)) % 5), d=lambda d: np.arange(len(d)) % 2)
+    for keywords in ({"sparse": True}, {"sparse_rho": 2.0}):
+        with pytest.raises(ArgumentError, match=r"sparse=True \(DART\) is not available for survival BART"):
+            bps.bart("Surv(t, d) ~ a + b", data=df, trees=3, **keywords, **KW)
 
 
 def test_sparse_multinomial_is_an_error():

@@ -7,9 +7,9 @@ mutation loop runs in a child process (this file run as a script) and the test c
 exit code and its last line, ``OK <examples> <loaded> <refused>``. The child prints each mutation
 before trying it, so after a crash the last printed mutation is the culprit.
 
-The default run tries ``EXAMPLES`` mutations over four fits (BART regression, multinomial BART,
+The default run tries ``EXAMPLES`` mutations over six fits (BART regression, multinomial BART,
 CART classification with the ``tempered`` sampler's ``rung_trees`` group, a soft classification
-tree); the ``slow`` test tries ``SLOW_EXAMPLES`` per seed over several seeds.
+tree, ordinal BART, DART BART); the ``slow`` test tries ``SLOW_EXAMPLES`` per seed over several seeds.
 
 Run the child by hand: ``python tests/test_fit_file_fuzz.py <folder of .nc files> <examples> <seed>``.
 """
@@ -41,7 +41,7 @@ JSON_VALUES = (None, True, -1, 0, 1, 2, 3, 10**9, -0.5, 1e300, "x", "", "split",
 
 
 def _fits(folder: str) -> None:
-    """Save the four small fits the child attacks."""
+    """Save the six small fits the child attacks."""
     import pandas as pd
 
     import bartpy_suite as bps
@@ -58,6 +58,11 @@ def _fits(folder: str) -> None:
         bps.cart("k ~ x1 + x2", data=df, sampler="tempered", sampler_options={"store_rungs": True, "rungs": 2},
                  **kw).to_netcdf(os.path.join(folder, "tempered.nc"), log_likelihood=True)
         bps.soft_tree("k ~ x1 + u", data=df, sampler="hmc_dfi", **kw).to_netcdf(os.path.join(folder, "soft.nc"))
+        # this session's variables: ordinal BART's cutpoints, DART's split_probs and sparse_alpha
+        df["o"] = pd.Categorical(np.array(["lo", "mid", "hi"])[rng.integers(0, 3, len(df))],
+                                 categories=["lo", "mid", "hi"], ordered=True)
+        bps.bart("o ~ x1 + x2", data=df, trees=2, **kw).to_netcdf(os.path.join(folder, "ordinal.nc"))
+        bps.bart("y ~ x1 + x2", data=df, trees=2, sparse=True, **kw).to_netcdf(os.path.join(folder, "dart.nc"))
 
 
 # --- the child -------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -260,3 +261,61 @@ def test_unknown_numba_compiles_plainly(tmp_path):
     assert run["seen"] and all(s == [] for s in run["seen"])
     assert run["after"] == []
     assert run["helper_link_only"] == [False]
+
+
+def _numbas_own(saved: dict) -> list[str]:
+    """Names of the overridden attributes that are not what numba had before (identity)."""
+    return [f"{owner.__name__}.{name}" for (owner, name), value in saved.items()
+            if owner.__dict__.get(name, link_only._MISSING) is not value]
+
+
+def _lock_is_free() -> bool:
+    """Whether another thread can take numba's compiler lock (within 5 s)."""
+    from numba.core.compiler_lock import global_compiler_lock
+
+    taken = threading.Event()
+
+    def take():
+        with global_compiler_lock:
+            taken.set()
+
+    worker = threading.Thread(target=take, daemon=True)
+    worker.start()
+    return taken.wait(5.0)
+
+
+@pytest.mark.skipif(not link_only.available(), reason="numba's internals differ; nothing is patched")
+@pytest.mark.parametrize("where", ["after the overrides went in", "halfway through them"])
+def test_an_interrupt_while_compiling_starts_leaves_numba_as_it_was_and_the_lock_free(monkeypatch, where):
+    """A KeyboardInterrupt landing right after ``compiling`` put the overrides in place (before its
+    bookkeeping) or between two of them: numba's own methods are back, ``in_scope`` is False and
+    the compiler lock is free. Before the fix the first case left every override in place for
+    good (the depth counter was never raised, so no later block put them back)."""
+    saved = {(owner, name): owner.__dict__.get(name, link_only._MISSING) for owner, name, _ in link_only._OVERRIDES}
+    if where == "after the overrides went in":
+        real = link_only._put_in_place
+
+        def interrupted():
+            real()
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(link_only, "_put_in_place", interrupted)
+    else:
+        class Refuses(type):
+            def __setattr__(cls, name, value):
+                raise KeyboardInterrupt
+
+        boom = Refuses("Boom", (), {})
+        half = len(link_only._OVERRIDES) // 2
+        monkeypatch.setattr(link_only, "_OVERRIDES", [*link_only._OVERRIDES[:half], (boom, "attr", None),
+                                                      *link_only._OVERRIDES[half:]])
+    with pytest.raises(KeyboardInterrupt):
+        with link_only.compiling():
+            pass
+    monkeypatch.undo()
+    assert _numbas_own(saved) == []
+    assert not link_only.in_scope()
+    assert _lock_is_free()
+    with link_only.compiling():  # and the next block works as usual
+        assert CPUContext.__dict__["get_executable"] is not saved[(CPUContext, "get_executable")]
+    assert _numbas_own(saved) == []

@@ -321,6 +321,23 @@ def test_save_and_load_round_trip_and_the_file_check(ordinal_fit, tmp_path):
         file_check.check_fit(missing, "edited.nc")
 
 
+def test_the_file_check_reads_the_cutpoint_labels(ordinal_fit, tmp_path):
+    """The summary names each free cutpoint by the file's ``cutpoint`` coordinate: repeated labels
+    lost a row of it silently (the later overwrote the earlier) and permuted ones put one cutpoint's
+    numbers under another's name."""
+    path = tmp_path / "ordinal.nc"
+    ordinal_fit.to_netcdf(path)
+    with xr.open_datatree(path, engine="netcdf4") as tree:
+        saved = tree.load()
+    labels = [str(v) for v in saved["posterior"].dataset["cutpoint"].values]
+    assert labels == ["low|mid", "mid|high", "high|top"]
+    for bad in (["low|mid", "x", "x"], ["low|mid", "high|top", "mid|high"]):
+        tree = saved.copy(deep=True)
+        tree["posterior"] = xr.DataTree(tree["posterior"].to_dataset().assign_coords(cutpoint=bad))
+        with pytest.raises(FitFileError, match="posterior/cutpoint: labels"):
+            file_check.check_fit(tree, "edited.nc")
+
+
 # --- bad input ---------------------------------------------------------------------------------------
 def test_bad_input_gets_clear_errors():
     x = np.random.default_rng(0).uniform(size=(30, 1))

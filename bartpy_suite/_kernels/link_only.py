@@ -58,7 +58,6 @@ _LINK_ONLY_KIND = "bartpy_suite.link_only"
 _ENV_PREFIX = "_ZN08NumbaEnv"
 _MISSING = object()
 _state = threading.local()  # per thread: depth of this package's compilations (``in_scope``)
-_installed_depth = 0  # compilations holding the overrides in place; changed only under the compiler lock
 _saved: list[tuple[type, str, object]] = []
 
 
@@ -204,6 +203,7 @@ def in_scope() -> bool:
 
 
 def _put_in_place() -> None:
+    _put_back()  # what an interrupted _put_back left in place (a KeyboardInterrupt inside it)
     for owner, name, replacement in _OVERRIDES:
         _saved.append((owner, name, owner.__dict__.get(name, _MISSING)))
         setattr(owner, name, replacement)
@@ -212,12 +212,16 @@ def _put_in_place() -> None:
 def _put_back() -> None:
     # numba's own objects back exactly as they were in each class's namespace (an inherited
     # attribute is deleted again rather than copied down).
+    # Each entry leaves _saved only once restored, so an interrupted pass leaves the rest for the
+    # next one.
     while _saved:
-        owner, name, original = _saved.pop()
+        owner, name, original = _saved[-1]
         if original is _MISSING:
-            delattr(owner, name)
+            if name in owner.__dict__:
+                delattr(owner, name)
         else:
             setattr(owner, name, original)
+        _saved.pop()
 
 
 @contextmanager
@@ -226,19 +230,21 @@ def compiling() -> Iterator[None]:
     place (entered first on any thread; nested blocks reuse them) and numba's own methods back
     when the outermost block ends, also on an error. Wrapper-less functions compiled on this
     thread inside the block are finalised link-only."""
-    global _installed_depth
+    # The block holds the (reentrant) compiler lock from entry to exit, so one thread at a time is
+    # inside and its own depth tells the outermost block. Everything that changes numba happens
+    # inside the try: a KeyboardInterrupt landing anywhere after the lock is taken (even halfway
+    # through _put_in_place, whose _saved entries are appended before each replacement) still
+    # puts numba's methods back, and the with statement releases the lock.
     with global_compiler_lock:
         depth = getattr(_state, "depth", 0)
-        if _installed_depth == 0:
-            _put_in_place()
-        _installed_depth += 1
-        _state.depth = depth + 1
         try:
+            _state.depth = depth + 1
+            if depth == 0:
+                _put_in_place()
             yield
         finally:
             _state.depth = depth
-            _installed_depth -= 1
-            if _installed_depth == 0:
+            if depth == 0:
                 _put_back()
 
 

@@ -84,6 +84,11 @@ RUN_PARAMETERS_PLACEHOLDER = ("    **run_keywords\n        The run keywords ever
 #: Samplers whose rule prior takes DART's split-variable weights (``sparse=True``).
 SPARSE_SAMPLERS = ("grow_prune", "cgm")
 
+#: Bounds of DART's sparse_rho: at least ``SPARSE_RHO_MIN_PER_P`` times the number of predictors,
+#: at most ``SPARSE_RHO_MAX`` (``sparse_settings`` says why).
+SPARSE_RHO_MIN_PER_P = 1e-290
+SPARSE_RHO_MAX = 1e300
+
 #: numpydoc entries of the DART keywords of ``bps.bart`` and ``bps.cart``.
 SPARSE_PARAMETERS_DOC = """    sparse : bool
         DART (Linero 2018): split variables drawn with probabilities s ~ Dirichlet(theta/p, ...)
@@ -100,7 +105,8 @@ SPARSE_PARAMETERS_DOC = """    sparse : bool
         Beta prior of theta / (theta + rho) (Linero's defaults 0.5 and 1; a = 1 is close to
         the uniform rule prior, smaller a asks for more sparsity).
     sparse_rho : float or None
-        Scale of theta (default: the number of predictors p; rho < p asks for more sparsity).
+        Scale of theta (default: the number of predictors p; rho < p asks for more sparsity);
+        between 1e-290 p and 1e300, where theta and the weights stay finite.
 """
 
 
@@ -140,8 +146,8 @@ def sparse_settings(sparse: tuple | None, names: list, sampler: str) -> tuple | 
     Raises
     ------
     ArgumentError
-        DART with a sampler outside ``SPARSE_SAMPLERS``, or with a single predictor (s would be
-        the constant 1).
+        DART with a sampler outside ``SPARSE_SAMPLERS``, with a single predictor (s would be
+        the constant 1), or a rho outside ``SPARSE_RHO_MIN_PER_P`` p .. ``SPARSE_RHO_MAX``.
     """
     if sparse is None:
         return None
@@ -156,7 +162,17 @@ def sparse_settings(sparse: tuple | None, names: list, sampler: str) -> tuple | 
             "add predictors or leave sparse=False"
         )
     a, b, rho = sparse
-    return a, b, float(len(names)) if rho is None else rho
+    rho = float(len(names)) if rho is None else rho
+    # theta = rho lambda / (1 - lambda) reaches (2 N_GRID - 1) rho on the lambda grid, and the
+    # Dirichlet draw divides log U by theta / p >= rho / (p (2 N_GRID - 1)): outside these bounds
+    # theta overflows or every Gamma variate of an empty forest underflows (NaN weights)
+    if not SPARSE_RHO_MIN_PER_P * len(names) <= rho <= SPARSE_RHO_MAX:
+        raise ArgumentError(
+            f"sparse_rho={rho!r} is outside {SPARSE_RHO_MIN_PER_P:g} p .. {SPARSE_RHO_MAX:g} (p = {len(names)} "
+            "predictors), where theta or the Dirichlet weights under- or overflow; a rho far below p already "
+            "asks for the most sparsity, one far above p for none"
+        )
+    return a, b, rho
 
 
 def with_run_parameters(cls):

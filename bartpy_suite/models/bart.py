@@ -273,6 +273,12 @@ class BART(TreeModel):
             # 'Surv(time, event) ~ ...': discrete-time survival BART (models/survival.py)
             from .survival import SurvivalBART
 
+            dart = {key: keywords[key] for key in ("sparse", "sparse_a", "sparse_b", "sparse_rho") if key in keywords}
+            if dart and dart != {"sparse": False}:  # SurvivalBART has no DART keywords: say so, not TypeError
+                raise ArgumentError("sparse=True (DART) is not available for survival BART (a 'Surv(time, event) ~ "
+                                    f"...' formula; got {', '.join(f'{k}={v!r}' for k, v in dart.items())}); leave "
+                                    "the sparse keywords out")
+            keywords.pop("sparse", None)
             return SurvivalBART.from_formula(formula, data, na_action=na_action, **keywords)
         ordered, unused = ordered_response_labels(formula, data)
         if cls is BART and ordered and keywords.get("link", "auto") in ("auto", "ordinal"):

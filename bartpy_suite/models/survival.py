@@ -71,7 +71,9 @@ def check_times(time, event) -> tuple[np.ndarray, np.ndarray]:
     """
     t = np.asarray(time, dtype=np.float64).reshape(-1)
     e = np.asarray(event)
-    if e.ndim != 1 or e.shape[0] != t.shape[0]:
+    if e.ndim != 1:
+        raise DataError(f"event must hold one value per subject (a 1-D array); got shape {e.shape}")
+    if e.shape[0] != t.shape[0]:
         raise DataError(f"time has {t.shape[0]} values but event has {e.size}; give one of each per subject")
     bad = ~np.isfinite(t)
     if bad.any():
@@ -340,6 +342,8 @@ def check_causes(time, cause) -> tuple[np.ndarray, np.ndarray, int]:
     estimated: renumber the causes).
     """
     c = np.asarray(cause)
+    if c.ndim != 1:
+        raise DataError(f"cause must hold one code per subject (a 1-D array); got shape {c.shape}")
     if c.dtype == bool:
         codes = c.astype(np.uint8)
     else:

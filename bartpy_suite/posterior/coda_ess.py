@@ -20,7 +20,7 @@ For one chain x_1..x_n, ``coda::effectiveSize`` is ``n * var(x) / spectrum0.ar(x
 * the spectral density at frequency zero is ``spec = var.pred / (1 - sum_k phi_k)^2``.
 
 A series whose residuals about a least-squares line in time have zero standard deviation
-(``all.equal(sd, 0)``: below 1.5e-8 in absolute value) has ``spec = 0`` and ESS 0, as in CODA.
+(``all.equal(sd, 0)``: sd at most sqrt(machine epsilon) = 1.49e-8) has ``spec = 0`` and ESS 0, as in CODA.
 Several chains (CODA's ``mcmc.list``) give the **sum** of the per-chain values, as
 ``effectiveSize`` does.
 
@@ -35,9 +35,10 @@ import numpy as np
 
 from ..errors import ArgumentError
 
-# R's all.equal(x, 0) on a scalar: the mean absolute difference must exceed 1.5e-8 (target 0:
-# absolute, not relative, comparison).
-_ALL_EQUAL_TOLERANCE = 1.5e-8
+# R's all.equal(sd, 0) (target sd, current 0) with its default tolerance sqrt(.Machine$double.eps):
+# for sd above the tolerance the comparison is relative (|sd - 0| / sd = 1, not equal); at or below
+# it absolute (sd <= tolerance: equal).
+_ALL_EQUAL_TOLERANCE = math.sqrt(np.finfo(np.float64).eps)  # 1.4901161193847656e-08
 
 
 def _autocovariance(x: np.ndarray, max_lag: int) -> np.ndarray:
@@ -103,7 +104,7 @@ def spectrum0_ar(x) -> tuple[float, int]:
     xc = x - x.mean()
     slope = float(np.dot(zc, xc)) / float(np.dot(zc, zc))
     resid = xc - slope * zc
-    if abs(float(np.std(resid, ddof=1))) < _ALL_EQUAL_TOLERANCE:
+    if abs(float(np.std(resid, ddof=1))) <= _ALL_EQUAL_TOLERANCE:
         return 0.0, 0
     order_max = min(n - 1, int(math.floor(10.0 * math.log10(n))))
     r = _autocovariance(xc, order_max)

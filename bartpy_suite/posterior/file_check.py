@@ -21,7 +21,9 @@ over nodes or trees), everything the package reads from a file:
   predictor's levels, leaf values finite, leaf sigmas positive, leaf probabilities in [0, 1];
 * per model: tree counts (one for CART and soft trees, ``trees`` for BART, ``trees`` per class for
   multinomial BART), class counts, draw weights finite, >= 0 and not all 0; ordinal BART's
-  ``cutpoints``: K - 1 per draw, the first 0, finite and strictly increasing.
+  ``cutpoints``: K - 1 per draw, the first 0, finite and strictly increasing, their ``cutpoint``
+  labels "a|b" of consecutive class labels; DART's ``split_probs`` and ``sparse_alpha``; a survival
+  fit's grid and names, and a competing-risks cause fit's ``cause`` (1..``causes``).
 
 Any failure raises one :class:`~bartpy_suite.errors.FitFileError` naming the file, the first bad
 array (``group/variable``) and what is wrong. Files that netCDF cannot read (truncated, not netCDF)
@@ -299,6 +301,7 @@ class _Checker:
         self.design(config)
         p = self.sizes["predictor"] = len(config["predictors"])
         self.draw_groups()
+        self.sparse_settings(config)
         binned = self.constant(config)
         self.design_levels(binned)
         classes = self.observed(config)
@@ -361,6 +364,12 @@ class _Checker:
         for key in ("time_name", "event_name"):
             if not isinstance(s.get(key), str):
                 _fail(where, f"survival.{key} must be a column name (text)")
+        if "cause" in s or "causes" in s:  # a cause fit of CompetingRisksBART: cause c of J
+            cause, causes = s.get("cause"), s.get("causes")
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (cause, causes)) \
+                    or not 1 <= cause <= causes:
+                _fail(where, f"survival.cause {cause!r} of survival.causes {causes!r}, expected whole numbers "
+                             "1 <= cause <= causes")
         if binned["is_cat"][0] or config["response_kind"] != "categorical" or config["model_type"] != "bart":
             _fail(where, "a survival fit is BART of a 0/1 response with the numeric time as predictor 0")
 
@@ -511,6 +520,25 @@ class _Checker:
         alpha = self.array("posterior", "sparse_alpha", "float", ("chain", "draw"), required=False)
         if alpha is not None and not (np.isfinite(alpha) & (alpha > 0)).all():
             _fail("posterior/sparse_alpha", "holds a value that is not finite and > 0")
+
+    def sparse_settings(self, config: dict) -> None:
+        """DART's prior settings ``config["sparse"]`` ({a, b, rho}, each finite and > 0) go with the
+        DART variables: both present or both absent."""
+        where = f"constant_data.attrs[{CONFIG_ATTR!r}]"
+        held = self.idata["posterior"].dataset.data_vars
+        if "sparse" not in config:
+            for name in ("split_probs", "sparse_alpha"):
+                if name in held:
+                    _fail(f"posterior/{name}", "present without config['sparse'] (the DART settings)")
+            return
+        s = config["sparse"]
+        if not isinstance(s, dict) or set(s) != {"a", "b", "rho"} or \
+                not all(_finite_number(v) and v > 0 for v in s.values()):
+            _fail(where, f"sparse is {s!r}, expected DART's settings {{'a': ..., 'b': ..., 'rho': ...}}, each a "
+                         "finite number > 0")
+        for name in ("split_probs", "sparse_alpha"):
+            if name not in held:
+                _fail(f"posterior/{name}", "variable missing (config['sparse'] says the fit is DART)")
 
     def constant(self, config: dict) -> dict:
         """Binned training predictors: is_categorical, nbins, cut grids and codes."""
@@ -680,16 +708,23 @@ class _Checker:
         if leaf_model == "probit" and classes != 2:
             _fail(f"constant_data.attrs[{CONFIG_ATTR!r}]", f"probit BART with {classes} class labels, expected 2")
         if leaf_model == "ordinal":
-            self.cutpoints(classes)
+            self.cutpoints(classes, config["class_labels"])
 
-    def cutpoints(self, classes: int) -> None:
+    def cutpoints(self, classes: int, class_labels: list) -> None:
         """Ordinal BART's cutpoints (chain, draw, cutpoint): K - 1 per draw, the first 0 (the
         model's constraint), finite and strictly increasing along the cutpoint axis (the class
-        probabilities are differences of Phi at consecutive cutpoints)."""
+        probabilities are differences of Phi at consecutive cutpoints); the ``cutpoint`` labels,
+        which name the summary's rows, ``"a|b"`` for consecutive class labels a, b."""
         where = "posterior/cutpoints"
         cut = self.array("posterior", "cutpoints", "float", ("chain", "draw", "cutpoint"), local=("cutpoint",))
         if cut.shape[2] != classes - 1:
             _fail(where, f"{cut.shape[2]} cutpoints per draw, the configuration's {classes} classes need {classes - 1}")
+        coords = self.idata["posterior"].dataset.coords
+        if "cutpoint" in coords:
+            expected = [f"{a}|{b}" for a, b in zip(map(str, class_labels), map(str, class_labels[1:]))]
+            labels = [str(v) for v in coords["cutpoint"].values]
+            if labels != expected:
+                _fail("posterior/cutpoint", f"labels {labels}, expected {expected} from the class labels")
         flat = cut.reshape(-1, cut.shape[2])
         if not np.isfinite(flat).all():
             _fail(where, f"draw {self.first(~np.isfinite(flat).all(axis=1))} (chain-major) holds a non-finite cutpoint")

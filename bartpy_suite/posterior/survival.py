@@ -187,6 +187,14 @@ def predict(fit, newdata, kind: str = "survival", level: float = 0.95, samples: 
     if not is_survival_fit(fit):
         raise ArgumentError(f"kind={kind!r} needs a survival fit, made from a formula 'Surv(time, event) ~ ...' "
                             "(or SurvivalBART().fit); this fit models an ordinary response")
+    cause = settings(fit).get("cause")
+    if cause is not None:
+        causes = settings(fit).get("causes")
+        raise ArgumentError(
+            f"this is the fit of cause {cause} of {causes} of competing-risks BART: its trees model the probability "
+            f"of cause {cause} at rows with no event of an earlier cause, so a survival curve, hazard or median of "
+            f"its own is not that of any outcome; pass all {causes} cause fits, in cause order, to "
+            "bartpy_suite.posterior.survival.CompetingRisksFit([...]) and predict kind='cif' or 'survival' there")
     if kind not in KINDS:
         raise ArgumentError(f"a survival fit predicts kind='survival', 'hazard', 'cumhaz', 'median' or 'rmst'; got "
                             f"kind={kind!r} (the probit scale of the person-period rows is not a prediction of "
@@ -270,6 +278,36 @@ class CompetingRisksFit:
         if not self.fits or len(shapes) != 1:
             raise ArgumentError("a competing-risks fit needs one cause fit per cause, all with the same chains and "
                                 "draws (they are paired draw by draw)")
+        self._check_causes()
+
+    def _check_causes(self) -> None:
+        """The fits are CompetingRisksBART's cause fits 1..J of one model, in cause order: cause c's
+        model conditions on no event of causes 1..c-1, and the incidences combine the fits on one
+        grid, so a swapped, repeated, missing or foreign fit would give wrong numbers silently."""
+        hint = ("pass the cause fits of one CompetingRisksBART fit in cause order (its .fits, or those files "
+                "loaded with bps.load)")
+        first = None
+        for c, f in enumerate(self.fits, start=1):
+            s = f.config.get("survival")
+            if not isinstance(s, dict) or "cause" not in s or "causes" not in s:
+                raise ArgumentError(f"fits[{c - 1}] is not a cause fit of CompetingRisksBART; {hint}")
+            if s["causes"] != len(self.fits):
+                n = len(self.fits)
+                raise ArgumentError(f"{n} fit{'s' if n != 1 else ''} given for {s['causes']} causes "
+                                    f"(fits[{c - 1}] is the fit of cause {s['cause']} of {s['causes']}); {hint}")
+            if s["cause"] != c:
+                raise ArgumentError(f"fits[{c - 1}] is the fit of cause {s['cause']} of {s['causes']}, expected "
+                                    f"cause {c}; {hint}")
+            if first is None:
+                first = s
+                continue
+            for key in ("grid", "max_time", "time_name", "any_events"):
+                if s.get(key) != first.get(key):
+                    raise ArgumentError(f"fits[{c - 1}] has another survival {key} than fits[0] ({s.get(key)!r} vs "
+                                        f"{first.get(key)!r}): it comes from another model; {hint}")
+            if f.predictors != self.fits[0].predictors:
+                raise ArgumentError(f"fits[{c - 1}] has other predictors than fits[0] ({f.predictors} vs "
+                                    f"{self.fits[0].predictors}); {hint}")
 
     @property
     def causes(self) -> int:
