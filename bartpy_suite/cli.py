@@ -720,6 +720,9 @@ def _fit(args: argparse.Namespace, session: _Session) -> None:
         raise CommandError("a 'Surv(time, event) ~ ...' formula fits survival BART: add --model bart")
     data = _read_table(args.data, "data", args, session)
     if args.levels is not None:
+        if args.model != "bart":
+            raise CommandError("--levels makes the response ordered, which only ordinal BART uses: add --model bart "
+                               f"(--model {args.model} would fit an unordered classification)")
         data = _ordered_response(data, args.formula, args.levels)
     kwargs: dict[str, Any] = {
         key: getattr(args, key)

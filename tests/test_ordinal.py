@@ -408,6 +408,10 @@ def test_the_command_line_fits_an_ordinal_response_given_its_levels(tmp_path, ca
     capsys.readouterr()
     assert main(["fit", "y ~ x1 + x2", str(csv), "--levels", "low,mid,high", *common]) == 2
     assert "holds 'top', not among --levels low,mid,high" in capsys.readouterr().err
+    # only ordinal BART uses the order: CART would fit an unordered classification without a word
+    assert main(["fit", "y ~ x1 + x2", str(csv), "--levels", "low,mid,high,top", "--model", "cart"]) == 2
+    assert "--levels makes the response ordered, which only ordinal BART uses: add --model bart" in \
+        capsys.readouterr().err
 
 
 def test_tree_printout_and_shap_explain_the_latent(ordinal_fit):
