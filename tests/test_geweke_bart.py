@@ -84,17 +84,24 @@ def functions(f, y, sigma2, leaves):
     ])
 
 
+def prior_sum_of_trees(binned, rng):
+    """f(x) at the rows of ``binned`` for N_TREES trees drawn from the generative prior with
+    N(0, TAU2) leaf values, and the total number of leaves."""
+    f = np.zeros(binned.codes.shape[1])
+    total_leaves = 0
+    for _ in range(N_TREES):
+        tree = simulate_prior_tree(rng, binned.codes, binned.is_categorical, binned.nbins, MIN_LEAF, ALPHA, BETA)
+        for rows in leaves_of(tree, binned.codes, binned.is_categorical):
+            f[rows] += np.sqrt(TAU2) * rng.standard_normal()
+            total_leaves += 1
+    return f, total_leaves
+
+
 def marginal_conditional(binned, draws, rng):
     out = np.empty((draws, len(NAMES)))
     n = binned.codes.shape[1]
     for s in range(draws):
-        f = np.zeros(n)
-        total_leaves = 0
-        for _ in range(N_TREES):
-            tree = simulate_prior_tree(rng, binned.codes, binned.is_categorical, binned.nbins, MIN_LEAF, ALPHA, BETA)
-            for rows in leaves_of(tree, binned.codes, binned.is_categorical):
-                f[rows] += np.sqrt(TAU2) * rng.standard_normal()
-                total_leaves += 1
+        f, total_leaves = prior_sum_of_trees(binned, rng)
         sigma2 = NU * LAM / 2 / rng.gamma(NU / 2)
         y = f + np.sqrt(sigma2) * rng.standard_normal(n)
         out[s] = functions(f, y, sigma2, total_leaves / N_TREES)
@@ -163,13 +170,7 @@ def probit_marginal_conditional(binned, draws, rng):
     out = np.empty((draws, len(PROBIT_NAMES)))
     n = binned.codes.shape[1]
     for s in range(draws):
-        f = np.zeros(n)
-        total_leaves = 0
-        for _ in range(N_TREES):
-            tree = simulate_prior_tree(rng, binned.codes, binned.is_categorical, binned.nbins, MIN_LEAF, ALPHA, BETA)
-            for rows in leaves_of(tree, binned.codes, binned.is_categorical):
-                f[rows] += np.sqrt(TAU2) * rng.standard_normal()
-                total_leaves += 1
+        f, total_leaves = prior_sum_of_trees(binned, rng)
         z = f + rng.standard_normal(n)
         out[s] = probit_functions(f, z, (z > 0).astype(float), total_leaves / N_TREES)
     return out

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_geweke_bart import ALPHA, BETA, MIN_LEAF, N_TREES, TAU2, geweke_z, problem
+from test_geweke_bart import ALPHA, BETA, MIN_LEAF, N_TREES, TAU2, geweke_z, prior_sum_of_trees, problem
 
 from bartpy_suite._kernels.backfit import SIGMA_PROBIT
 from bartpy_suite._kernels.cart_moves import N_MOVES
@@ -39,13 +39,6 @@ from bartpy_suite._kernels.tree import M_N_LEAVES
 from bartpy_suite.priors import TreePrior, hyper_vector
 from bartpy_suite.samplers.mh import GROW_PRUNE_MOVES, OrdinalMHChain, move_flags, move_vector
 from bartpy_suite.samplers.problems import OrdinalBartProblem
-
-try:
-    from test_bart_exact import leaves_of
-    from test_bart_prior import simulate_prior_tree
-except ImportError:  # tests/ imported as a package
-    from tests.test_bart_exact import leaves_of
-    from tests.test_bart_prior import simulate_prior_tree
 
 CUT_SD = 1.0
 NAMES = ("mean leaves", "mean f^2", "roughness", "f0", "c2", "mean y", "mean f*y", "mean (z-f)^2", "y0")
@@ -65,13 +58,7 @@ def marginal_conditional(binned, draws, rng):
     out = np.empty((draws, len(NAMES)))
     n = binned.codes.shape[1]
     for s in range(draws):
-        f = np.zeros(n)
-        total_leaves = 0
-        for _ in range(N_TREES):
-            tree = simulate_prior_tree(rng, binned.codes, binned.is_categorical, binned.nbins, MIN_LEAF, ALPHA, BETA)
-            for rows in leaves_of(tree, binned.codes, binned.is_categorical):
-                f[rows] += np.sqrt(TAU2) * rng.standard_normal()
-                total_leaves += 1
+        f, total_leaves = prior_sum_of_trees(binned, rng)
         c2 = abs(CUT_SD * rng.standard_normal())
         z = f + rng.standard_normal(n)
         out[s] = functions(f, c2, z, classes(z, c2), total_leaves / N_TREES)
