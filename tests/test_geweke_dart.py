@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _chains import bart_chain
-from test_geweke_bart import ALPHA, BETA, LAM, MIN_LEAF, N_TREES, NU, TAU2, geweke_z
+from test_geweke_bart import ALPHA, BETA, LAM, MIN_LEAF, N_TREES, NU, TAU2, assert_joint_agrees
 
 from bartpy_suite._binning import BinnedPredictors
 from bartpy_suite._kernels.backfit import SIGMA_SAMPLED
@@ -159,7 +159,4 @@ def test_geweke_dart_weights_trees_and_sigma():
     binned = problem()
     mc = marginal_conditional(binned, 20_000, np.random.default_rng(1))
     sc = successive_conditional(binned, 100_000, 2_000, np.random.default_rng(2))
-    z = geweke_z(mc, sc)
-    for name, a, b, zk in zip(NAMES, mc.mean(axis=0), sc.mean(axis=0), z):
-        print(f"{name:18s} MC {a:9.5f} SC {b:9.5f} z {zk:6.2f}")
-    assert np.all(np.abs(z) < 4.0), dict(zip(NAMES, np.round(z, 2)))
+    assert_joint_agrees(mc, sc, NAMES, "dart")

@@ -120,7 +120,7 @@ def test_geweke_target_rung_with_a_prior_rung():
     """
     from test_geweke_bart import ALPHA as G_ALPHA
     from test_geweke_bart import BETA as G_BETA
-    from test_geweke_bart import LAM, N_TREES, NAMES, NU, functions, geweke_z, marginal_conditional, problem
+    from test_geweke_bart import LAM, N_TREES, NAMES, NU, assert_joint_agrees, functions, marginal_conditional, problem
     from test_geweke_bart import MIN_LEAF as G_MIN_LEAF
     from test_geweke_bart import TAU2 as G_TAU2
 
@@ -154,7 +154,4 @@ def test_geweke_target_rung_with_a_prior_rung():
         for state in chain.states:
             state.resid[:] = y_new - (y - state.resid)
         y = y_new
-    z = geweke_z(mc, sc)
-    for name, a, b, zk in zip(NAMES, mc.mean(axis=0), sc.mean(axis=0), z):
-        print(f"tempered {name:22s} MC {a:9.5f} SC {b:9.5f} z {zk:6.2f}")
-    assert np.all(np.abs(z) < 4.0), dict(zip(NAMES, np.round(z, 2)))
+    assert_joint_agrees(mc, sc, NAMES, "tempered")
