@@ -72,7 +72,7 @@ def plot_variable_activity(fit, level: float = 0.95, ax=None):
 def _grid_bins(fit, v: int, grid: int) -> np.ndarray:
     """Bins of predictor ``v`` to evaluate: every level of a factor; for a numeric predictor
     up to ``grid`` bins at evenly spaced quantiles of the training rows with a value."""
-    binned = fit._binned
+    binned = fit.binned
     if binned.is_categorical[v]:
         return np.arange(int(binned.nbins[v]))
     codes = binned.codes[v]
@@ -82,7 +82,7 @@ def _grid_bins(fit, v: int, grid: int) -> np.ndarray:
 
 def _bin_values(fit, v: int, bins: np.ndarray) -> np.ndarray:
     """A representative predictor value per numeric bin: the median training value in it."""
-    binned = fit._binned
+    binned = fit.binned
     cuts = np.asarray(binned.cuts[v], dtype=float)
     lo = np.concatenate([[-np.inf], cuts])[bins]
     hi = np.concatenate([cuts, [np.inf]])[bins]
@@ -111,7 +111,7 @@ def _rule_groups(fit, index: list[int]) -> tuple[dict, np.ndarray]:
     """The stored trees that split on a predictor of ``index``, grouped by the set of those
     rules (predictor, cut) they hold: ``{rules: flat tree numbers}``; and whether each flat tree
     (sample * trees + tree) is in a group."""
-    t = fit._store
+    t = fit.tree_store
     counts = t["counts"].reshape(-1)
     tree_of_node = np.repeat(np.arange(counts.size), counts)
     on_s = np.flatnonzero(np.isin(t["node_var"], index))
@@ -195,12 +195,9 @@ def partial_dependence(fit, predictors, grid: int | None = None, level: float = 
     for name in names:
         if name not in fit.predictors:
             raise ArgumentError(f"predictor {name!r} is not in the model; its predictors: {fit.predictors}")
-    if fit.config.get("model_type") == "soft_tree":
-        raise ArgumentError("partial dependence is drawn for hard-split trees; a soft tree routes rows softly, "
-                            "so average fit.function_samples(newdata) over your own grid instead")
-    if fit.is_classification and fit.config.get("leaf_model") != "probit":
-        raise ArgumentError("partial dependence is drawn for f of a regression (or probit BART) fit; this fit "
-                            f"is a {fit.config.get('leaf_model')} classification")
+    refusal = fit.leaf_model.partial_dependence_refusal()
+    if refusal is not None:
+        raise ArgumentError(refusal)
     grid = PD_GRID[len(names)] if grid is None else check.check_int_at_least("grid", grid, 2)
     level = check.check_open_unit("level", level)
     if progress is not None and not isinstance(progress, bool):
@@ -208,8 +205,8 @@ def partial_dependence(fit, predictors, grid: int | None = None, level: float = 
     index = [fit.predictors.index(n) for n in names]
     bins = [_grid_bins(fit, v, grid) for v in index]
     shape = tuple(len(b) for b in bins)
-    w = fit._flat_weights
-    binned = fit._binned
+    w = fit.flat_weights
+    binned = fit.binned
     base = binned.codes
     n = base.shape[1]
     # rows equal on every other predictor give f the same values at every grid point
@@ -220,7 +217,7 @@ def partial_dependence(fit, predictors, grid: int | None = None, level: float = 
         first, counts = np.zeros(1, dtype=np.int64), np.array([n])
     rows = base[:, first]
     share = counts / n
-    t = fit._store
+    t = fit.tree_store
     is_cat = binned.is_categorical
     groups, varies = _rule_groups(fit, index)
     # the trees that never split on the chosen predictors add the same to every grid point
@@ -485,10 +482,10 @@ def _leaf_posteriors(fit, sample: int, tree: int, nodes, level: float) -> dict:
     weighted share of the posterior (``share``), and the weighted mean and equal-tailed interval
     of that leaf's value (``mean``, ``lower``, ``upper``; per class for class probabilities).
     Leaves without training rows are left out."""
-    t = fit._store
+    t = fit.tree_store
     root = int(t["roots"][sample, tree])
-    leaf_of = fit._leaves(fit._binned.codes, trees=slice(tree, tree + 1))[:, 0, :]  # (samples, rows)
-    w = fit._flat_weights
+    leaf_of = fit.leaf_indices(fit.binned.codes, trees=slice(tree, tree + 1))[:, 0, :]  # (samples, rows)
+    w = fit.flat_weights
     probs = [(1 - level) / 2, (1 + level) / 2]
     out = {}
     for k, node in enumerate(nodes):  # nodes are in the store's preorder: node k is root + k

@@ -37,14 +37,14 @@ def loop_partial_dependence(fit, names, grid: int) -> np.ndarray:
     row, with every tree, per grid cell."""
     index = [fit.predictors.index(n) for n in names]
     bins = [plotting._grid_bins(fit, v, grid) for v in index]
-    base = fit._binned.codes
+    base = fit.binned.codes
     shape = tuple(len(b) for b in bins)
-    samples = np.empty((fit._flat_weights.size,) + shape)
+    samples = np.empty((fit.flat_weights.size,) + shape)
     for cell in np.ndindex(*shape):
         codes = base.copy()
         for v, b, k in zip(index, bins, cell):
             codes[v, :] = b[k]
-        samples[(slice(None),) + cell] = fit._f_samples(np.ascontiguousarray(codes)).mean(axis=1)
+        samples[(slice(None),) + cell] = fit.sum_of_trees(np.ascontiguousarray(codes)).mean(axis=1)
     return samples
 
 

@@ -111,16 +111,16 @@ def child_bartpy_suite(data, prior) -> dict:
         "predictive": _timed(lambda: fit.predict(test, kind="predictive")),
     }
     walk = _row_walk_reference()
-    codes, _ = fit._codes(test)
-    store = fit._store
+    codes = fit.prepare(test)[0]
+    store = fit.tree_store
     f_old = np.empty((store["roots"].shape[0], codes.shape[1]))
 
     def old():
-        walk(codes, fit._binned.is_categorical, store["node_var"], store["node_cut"], store["right"],
+        walk(codes, fit.binned.is_categorical, store["node_var"], store["node_cut"], store["right"],
              store["node_value"], store["roots"], f_old)
 
     out["row walk (before)"] = _timed(old)
-    out["identical to before"] = bool(np.array_equal(f_old, fit._f_samples(codes)))
+    out["identical to before"] = bool(np.array_equal(f_old, fit.sum_of_trees(codes)))
     out["draws x trees"] = [int(fit.posterior.sizes["draw"]), TREES]
     out["stored nodes"] = int(store["node_var"].shape[0])
     return out

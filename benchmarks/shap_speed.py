@@ -113,8 +113,8 @@ def speed(draws: int, repeats: int) -> tuple[list[str], object, np.ndarray]:
 
 def _shap_model(fit, sample: int) -> dict:
     """One draw's trees as a dict model of the shap library, on the bin codes."""
-    t = fit._store
-    codes = fit._binned.codes
+    t = fit.tree_store
+    codes = fit.binned.codes
     trees = []
     for root, count in zip(t["roots"][sample], t["counts"][sample]):
         nodes = np.arange(int(root), int(root + count))
@@ -142,7 +142,7 @@ def against_shap_library(fit, ours, draws: int, per_draw: float) -> list[str]:
     except ImportError:
         return lines + ["shap is not installed here: section skipped (`pip install shap` to run it).", ""]
     rows = 200
-    codes = fit._binned.codes[:, :rows].T.astype(float)
+    codes = fit.binned.codes[:, :rows].T.astype(float)
     table = []
     for d in sorted({0, draws // 2, draws - 1}):
         explainer = shap.TreeExplainer(_shap_model(fit, d), feature_perturbation="tree_path_dependent")

@@ -29,7 +29,7 @@ import bartpy_suite as bps
 from bartpy_suite._kernels import ordinal as kern
 from bartpy_suite.errors import ArgumentError, BartpySuiteWarning, DataError, FitFileError
 from bartpy_suite.posterior import file_check
-from bartpy_suite.posterior.fit import ordinal_probabilities
+from bartpy_suite.posterior.leaf_models import ordinal_probabilities
 
 FAST = dict(trees=10, chains=2, draws=60, tune=60, seed=3, progress=False, check_mixing=False)
 

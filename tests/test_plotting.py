@@ -116,7 +116,7 @@ def test_partial_dependence_of_a_fit_with_missing_value_rules():
     holes = df.copy()
     holes.loc[holes.index[::7], "x1"] = np.nan
     fit = bps.cart("y ~ x1 + x2", data=holes, na_action="split", chains=1, draws=40, tune=60, seed=2, **QUIET)
-    assert (fit._store["node_cut"] >> 32).any()  # some rule sends missing values left
+    assert (fit.tree_store["node_cut"] >> 32).any()  # some rule sends missing values left
     pd_ = plotting.partial_dependence(fit, "x1", grid=7)
     for k, v in enumerate(pd_["values"][0]):
         direct = fit.function_samples(holes.assign(x1=v)).mean(axis=1)
@@ -257,7 +257,7 @@ def test_tree_leaf_interval_is_that_of_the_draws_with_the_same_leaf(fit):
     f = fit.function_samples()
     nodes = fit.map_tree().nodes
     posts = plotting._leaf_posteriors(fit, s, 0, nodes, 0.9)
-    w = fit._flat_weights
+    w = fit.flat_weights
     checked = 0
     for leaf in (n for n in nodes if n.leaf):
         value = [v for v in np.unique(f[s]) if (f[s] == v).sum() == leaf.n]

@@ -4,7 +4,7 @@ against a pure-Python walk of the stored trees.
 The reference walks each stored tree from the root on the *raw* new-data values: a numeric
 rule (v, k) sends a row left iff ``x_v <= cuts[v][k]`` (the cut grid stored in
 ``constant_data``), a categorical rule iff bit ``level code`` of the mask is set. It therefore
-checks the binning of new data (``Fit._codes``) and the traversal together. New data include
+checks the binning of new data (``Fit.prepare``) and the traversal together. New data include
 every training row, values exactly on cut points (ties must go left), values beyond the
 training range and every factor level.
 
@@ -126,9 +126,9 @@ def test_regression_kernels_match_the_python_walk(fits, train, name):
     fit = fits[name]
     new = new_data(fit, train)
     leaves, f = python_walk(fit, new)
-    codes, _ = fit._codes(new)
+    codes = fit.prepare(new)[0]
     # the kernels index the compact store: subtract each tree's root to get preorder positions
-    np.testing.assert_array_equal(fit._leaves(codes) - fit._store["roots"][:, :, None], leaves)
+    np.testing.assert_array_equal(fit.leaf_indices(codes) - fit.tree_store["roots"][:, :, None], leaves)
     np.testing.assert_array_equal(fit.function_samples(new), f)
     assert np.isfinite(f).all(), "a reached leaf holds no value"
     pred = fit.predict(new)

@@ -176,7 +176,7 @@ def _frame(n=120, seed=3):
 
 def stored_trees(fit, sample, trees=slice(None), value_key="node_value", column=None):
     """[(var, cut, value)] of one flat sample's trees, from the fit's tree store."""
-    t = fit._store
+    t = fit.tree_store
     out = []
     for root, count in zip(t["roots"][sample][trees], t["counts"][sample][trees]):
         nodes = slice(int(root), int(root + count))
@@ -186,9 +186,9 @@ def stored_trees(fit, sample, trees=slice(None), value_key="node_value", column=
 
 
 def check_against_brute_force(fit, ds, new, draws=(0, 3), rows=(0, 1, 2), **kw):
-    codes, _ = fit._codes(new)
-    is_cat = fit._binned.is_categorical
-    train = fit._binned.codes
+    codes = fit.prepare(new)[0]
+    is_cat = fit.binned.is_categorical
+    train = fit.binned.codes
     n_draws = fit.posterior.sizes["draw"]
     for chain in range(fit.posterior.sizes["chain"]):
         for d in draws:
@@ -302,7 +302,7 @@ def test_probit_bart_explains_the_latent_scale():
     new = df.head(4)
     ds = fit.shap(new)
     assert ds.attrs["scale"] == "probit latent" and "class" not in ds.dims
-    latent = fit._f_samples(fit._codes(new)[0]).reshape(1, 10, 4)
+    latent = fit.sum_of_trees(fit.prepare(new)[0]).reshape(1, 10, 4)
     np.testing.assert_allclose(ds["base"].values[:, :, None] + ds["shap"].values.sum(-1), latent, rtol=0, atol=1e-12)
     prob = fit.predict(new, kind="prob", samples=True)
     from scipy.special import ndtr
@@ -318,9 +318,9 @@ def test_multinomial_bart_values_per_class_on_the_log_scale():
     ds = fit.shap(new)
     assert ds["shap"].dims == ("chain", "draw", "row", "predictor", "class")
     assert ds.attrs["scale"] == "log-linear" and list(ds["class"].values) == ["x", "y", "z"]
-    codes, _ = fit._codes(new)
+    codes = fit.prepare(new)[0]
     for k in range(3):
-        f_k = fit._f_samples(codes, slice(4 * k, 4 * (k + 1))).reshape(1, 6, 3)
+        f_k = fit.sum_of_trees(codes, slice(4 * k, 4 * (k + 1))).reshape(1, 6, 3)
         total = ds["base"].values[..., k][:, :, None] + ds["shap"].values[..., k].sum(-1)
         np.testing.assert_allclose(total, f_k, rtol=0, atol=1e-12)
         for chain, d, i, ref, _ in check_against_brute_force(fit, ds, new, draws=(5,), rows=(0,),
@@ -435,7 +435,7 @@ def test_soft_tree_values_match_brute_force_and_add_up_to_f(soft_fit):
     new = _frame(n=5, seed=15).drop(columns=["g", "y"])
     ds = soft_fit.shap(new)
     assert ds.attrs["scale"] == "response"
-    a = soft._arrays(soft_fit)
+    a = soft.arrays(soft_fit)
     train = soft.scaled_x(soft_fit, None)[0]
     x = soft.scaled_x(soft_fit, new)[0]
     assert max(a["counts"]) >= 5  # trees with two or more gates
@@ -463,16 +463,16 @@ def test_against_the_shap_library_when_installed(bart_fit):
     dependency); the brute-force tests above are the ones that always run."""
     shap = pytest.importorskip("shap")
     fit = bps.cart("y ~ a + b + c", data=_frame(n=150, seed=12), chains=1, draws=3, tune=200, seed=8, **QUIET)
-    t = fit._store
+    t = fit.tree_store
     var, cut, value = (a[: int(t["counts"][0, 0])] for a in (t["node_var"], t["node_cut"], t["node_value"]))
     assert (var >= 0).sum() >= 2  # a tree with splits to explain
     right = children(var)
-    cov = covers(var, cut, np.zeros(3, bool), fit._binned.codes)
+    cov = covers(var, cut, np.zeros(3, bool), fit.binned.codes)
     left = np.where(var >= 0, np.arange(var.size) + 1, -1)
     model = {"trees": [{"children_left": left, "children_right": right, "children_default": left,
                         "features": np.where(var >= 0, var, -2), "thresholds": np.where(var >= 0, cut + 0.5, 0.0),
                         "values": value[:, None], "node_sample_weight": cov}]}
-    codes = fit._codes(_frame(n=8, seed=13))[0].T.astype(float)
+    codes = fit.prepare(_frame(n=8, seed=13))[0].T.astype(float)
     explainer = shap.TreeExplainer(model, feature_perturbation="tree_path_dependent")
     ours = fit.shap(_frame(n=8, seed=13))["shap"].values[0, 0]
     np.testing.assert_allclose(explainer.shap_values(codes), ours, rtol=0, atol=1e-9)

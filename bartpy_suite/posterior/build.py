@@ -36,7 +36,8 @@ import numpy as np
 import xarray as xr
 
 from .._kernels.record import split_shares
-from .fit import CONFIG_ATTR, CUTPOINT_DIM, DESIGN_ATTR, TREES_GROUP, Fit
+from .fit import CONFIG_ATTR, DESIGN_ATTR, TREES_GROUP, Fit
+from .leaf_models import CUTPOINT_DIM
 from .loglik import wants_log_likelihood
 
 #: Model quantities recorded per draw that belong in ``sample_stats`` (ArviZ's ``lp``-like).

@@ -54,6 +54,7 @@ from .._kernels.tree import CUT_MASK, NA_SHIFT
 from ..errors import FitFileError
 from . import legacy
 from .fit import CONFIG_ATTR, DESIGN_ATTR, LEAF_DIM, LEAF_VARS, LOG_LIKELIHOOD_ATTR, TREES_GROUP, Fit
+from .leaf_models import LEAF_MODELS, leaf_model_name
 from .loglik import GROUP as LOG_LIKELIHOOD_GROUP
 
 #: Groups every fit has (after the 0.1 layout is upgraded).
@@ -394,6 +395,12 @@ class _Checker:
         for key in ("leaf_model", "na_action"):
             if config.get(key) is not None and not isinstance(config[key], str):
                 _fail(where, f"{key} is {config[key]!r}, expected a string")
+        leaf_model = leaf_model_name(config)
+        if leaf_model not in LEAF_MODELS:
+            _fail(where, f"leaf_model {leaf_model!r} is not a leaf model of this version; known: "
+                         f"{', '.join(sorted(LEAF_MODELS))}")
+        if LEAF_MODELS[leaf_model].classification != (config["response_kind"] == "categorical"):
+            _fail(where, f"leaf_model {leaf_model!r} does not model a {config['response_kind']} response")
         if config["response_kind"] == "categorical":
             labels = config.get("class_labels")
             if not isinstance(labels, list) or len(labels) < 2 or \
@@ -666,23 +673,23 @@ class _Checker:
     def leaves(self, config: dict, trees: dict, classes: int) -> None:
         """Leaf parameters over the node axis: finite values, positive sigmas, probabilities."""
         leaf = ~trees["internal"]
-        leaf_model = config.get("leaf_model")
-        needs_value = config["response_kind"] == "numeric" or leaf_model in ("probit", "multinomial", "ordinal")
+        model = LEAF_MODELS[leaf_model_name(config)]  # known: checked with the configuration
+        needs_value = "node_value" in model.tree_variables
         value = self.array(TREES_GROUP, "node_value", "float", ("node",), required=needs_value)
         if value is not None and not np.isfinite(value[leaf]).all():
             node = int(np.flatnonzero(leaf)[self.first(~np.isfinite(value[leaf]))])
             _fail(f"{TREES_GROUP}/node_value", f"leaf node {node} holds a non-finite value")
-        sigma = self.array(TREES_GROUP, "node_sigma", "float", ("node",), required=False)
+        sigma = self.array(TREES_GROUP, "node_sigma", "float", ("node",), required="node_sigma" in model.tree_variables)
         if sigma is not None:
             ok = np.isfinite(sigma[leaf]) & (sigma[leaf] > 0)
             if not ok.all():
                 _fail(f"{TREES_GROUP}/node_sigma", f"leaf node {int(np.flatnonzero(leaf)[self.first(~ok)])} holds a "
                                                    "sigma that is not finite and > 0")
-        if config["response_kind"] == "numeric" and sigma is None:
+        if "sigma" in model.posterior_variables:
             s = self.array("posterior", "sigma", "float", ("chain", "draw"))
             if not (np.isfinite(s) & (s > 0)).all():
                 _fail("posterior/sigma", "holds a value that is not finite and > 0")
-        needs_prob = classes > 0 and not needs_value
+        needs_prob = "node_prob" in model.tree_variables
         prob = self.array(TREES_GROUP, "node_prob", "float", ("node", "class"), required=needs_prob)
         if prob is not None:
             if prob.shape[1] != classes:  # a regression has none: the soft kernels would return probabilities

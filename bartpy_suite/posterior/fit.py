@@ -10,24 +10,16 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 import xarray as xr
-from scipy import special
 
 from .. import _validation as check
 from .._binning import BinnedPredictors
 from .._kernels.predict import leaf_indices, sum_of_trees
 from .._kernels.record import right_children, to_padded, tree_roots
 from ..errors import ArgumentError, DataError
-from ._dask import is_dask_frame, predict_dask
+from .leaf_models import LeafModel, leaf_model_for
 from .loglik import GROUP as LOG_LIKELIHOOD_GROUP
 from .loglik import log_likelihood_group
-from .prediction_table import (
-    check_na_action,
-    class_table,
-    missing_rows,
-    new_rows,
-    regression_table,
-    with_missing_rows,
-)
+from .prediction_table import check_na_action, missing_rows, new_rows
 from .tree_text import format_tree
 from .weighted import kish_ess, weighted_ess, weighted_mean_sd, weighted_quantiles, weighted_rhat
 
@@ -40,37 +32,10 @@ TREES_GROUP = "trees"
 #: In-memory dtypes of the tree store (files may hold smaller ones, see ``Fit.to_netcdf``).
 NODE_DTYPES = {"node_var": np.int32, "node_cut": np.int64, "node_value": np.float64, "node_sigma": np.float64,
                "node_prob": np.float64, "tree_nodes": np.int64}
-PREDICT_KINDS = ("mean", "predictive", "prob", "class")
-SURVIVAL_KINDS = ("survival", "hazard", "cumhaz", "median", "rmst")
 #: Leaf parameters of the trees group: NaN at internal nodes, so files store them over a ``leaf``
 #: dim (the leaves in node order) and ``load`` puts the NaNs back (``file_check._expand_leaves``).
 LEAF_VARS = ("node_value", "node_sigma", "node_prob")
 LEAF_DIM = "leaf"
-
-
-#: Dim of ordinal BART's ``cutpoints`` (chain, draw, cutpoint); not ``cut``, which constant_data's
-#: cut grids use with another size.
-CUTPOINT_DIM = "cutpoint"
-
-
-def ordinal_probabilities(eta: np.ndarray, cutpoints: np.ndarray) -> np.ndarray:
-    """Cumulative-probit class probabilities, (sample, row, class), from the latent means
-    ``eta`` (sample, row) and the finite cutpoints (sample, K - 1).
-
-    P_k = Phi(c_{k+1} - eta) - Phi(c_k - eta) (c_0 = -inf, c_K = +inf), each difference taken on
-    the tail that avoids cancellation: Phi(eta - c_k) - Phi(eta - c_{k+1}) where the interval lies
-    above eta. The classes sum to 1 up to rounding (telescoping).
-    """
-    s, n = eta.shape
-    k = cutpoints.shape[1] + 1
-    cut = np.empty((s, 1, k + 1))
-    cut[:, 0, 0], cut[:, 0, k] = -np.inf, np.inf
-    cut[:, 0, 1:k] = cutpoints
-    lo = cut[:, :, :-1] - eta[:, :, None]
-    hi = cut[:, :, 1:] - eta[:, :, None]
-    upper = lo + hi > 0  # the interval's middle is above eta: use the upper tail
-    with np.errstate(invalid="ignore"):  # inf - inf in the unused branch of np.where
-        return np.where(upper, special.ndtr(-lo) - special.ndtr(-hi), special.ndtr(hi) - special.ndtr(lo))
 
 
 def interval_labels(level: float) -> tuple[str, str]:
@@ -93,12 +58,16 @@ class Fit:
         The formula design (None for array-level fits).
     config : dict
         Model type, priors, sampler settings.
+    leaf_model : bartpy_suite.posterior.leaf_models.LeafModel
+        What the leaves hold (chosen from ``config``): predictions, the pointwise log-likelihood
+        and the model's own posterior variables.
     """
 
     def __init__(self, idata: xr.DataTree, design=None):
         self.idata = idata
         self.design = design
         self.config = json.loads(idata["constant_data"].attrs[CONFIG_ATTR])
+        self.leaf_model: LeafModel = leaf_model_for(self)
 
     # -- groups --------------------------------------------------------------------------
     @property
@@ -129,12 +98,13 @@ class Fit:
         return list(self.config["predictors"])
 
     @property
-    def _split_missing(self) -> bool:
+    def routes_missing(self) -> bool:
         """Whether the fit's rules route missing predictor values (``na_action="split"``)."""
         return self.config.get("na_action") == "split"
 
     @cached_property
-    def _binned(self) -> BinnedPredictors:
+    def binned(self) -> BinnedPredictors:
+        """The training predictors binned on the fit's cut grids (codes (p, n), grids, levels)."""
         const = self.idata["constant_data"]
         cuts = const["cuts"].values
         nbins = const["nbins"].values.astype(np.int64)
@@ -143,7 +113,7 @@ class Fit:
         return BinnedPredictors(const["x_codes"].values.astype(np.int32), grids, nbins, is_cat)
 
     @cached_property
-    def _store(self) -> dict:
+    def tree_store(self) -> dict:
         """The tree store in the prediction kernels' dtypes: flat node arrays, ``right``
         children and ``roots`` (samples, trees), samples in chain-major order."""
         group = self.idata[TREES_GROUP]
@@ -158,7 +128,8 @@ class Fit:
         return out
 
     @property
-    def _flat_weights(self) -> np.ndarray:
+    def flat_weights(self) -> np.ndarray:
+        """``weights`` as one vector over the samples, chain-major."""
         return self.weights.values.reshape(-1)
 
     def add_log_likelihood(self) -> xr.DataTree:
@@ -210,36 +181,22 @@ class Fit:
         kish = None
         if self.sample_stats.attrs.get("ess_method") == "kish":
             kish = float(sum(kish_ess(w[c]) for c in range(w.shape[0])))
+
+        def row(arr: np.ndarray) -> dict:
+            mean, sd = weighted_mean_sd(arr, w)
+            q = weighted_quantiles(arr.reshape(-1, 1), w.reshape(-1), [(1 - level) / 2, (1 + level) / 2])[:, 0]
+            return {"mean": mean, "sd": sd, lo: q[0], hi: q[1],
+                    "ess_bulk": weighted_ess(arr, w) if kish is None else kish,
+                    "ess_tail": _tail_ess(arr, w), "r_hat": weighted_rhat(arr, w)}
+
         rows = {}
         for name, da in self.posterior.data_vars.items():
             if da.dims != ("chain", "draw"):
                 continue
             arr = da.values.astype(float)
-            if not np.isfinite(arr).all():
-                continue
-            mean, sd = weighted_mean_sd(arr, w)
-            q = weighted_quantiles(arr.reshape(-1, 1), w.reshape(-1), [(1 - level) / 2, (1 + level) / 2])[:, 0]
-            rows[name] = {
-                "mean": mean,
-                "sd": sd,
-                lo: q[0],
-                hi: q[1],
-                "ess_bulk": weighted_ess(arr, w) if kish is None else kish,
-                "ess_tail": _tail_ess(arr, w),
-                "r_hat": weighted_rhat(arr, w),
-            }
-        for name, da in self.posterior.data_vars.items():
-            if da.dims != ("chain", "draw", CUTPOINT_DIM):
-                continue  # ordinal BART's free cutpoints: one row each, "cutpoints[b|c]"
-            for j, label in enumerate(da[CUTPOINT_DIM].values):
-                if j == 0:
-                    continue  # c_1 = 0 is the model's constraint, not a parameter
-                arr = da.values[:, :, j].astype(float)
-                mean, sd = weighted_mean_sd(arr, w)
-                q = weighted_quantiles(arr.reshape(-1, 1), w.reshape(-1), [(1 - level) / 2, (1 + level) / 2])[:, 0]
-                rows[f"{name}[{label}]"] = {"mean": mean, "sd": sd, lo: q[0], hi: q[1],
-                                            "ess_bulk": weighted_ess(arr, w) if kish is None else kish,
-                                            "ess_tail": _tail_ess(arr, w), "r_hat": weighted_rhat(arr, w)}
+            if np.isfinite(arr).all():
+                rows[name] = row(arr)
+        rows.update(self.leaf_model.summary_rows(row))
         first = ("sigma", "n_leaves", "depth")
         order = [k for k in first if k in rows] + [k for k in rows if k not in first]
         return pd.DataFrame.from_dict({k: rows[k] for k in order}, orient="index")
@@ -292,17 +249,15 @@ class Fit:
         level = check.check_open_unit("level", level)
         by_class = check.check_bool("by_class", by_class)
         p = len(self.predictors)
-        w = self._flat_weights
+        w = self.flat_weights
         probs = [(1 - level) / 2, (1 + level) / 2]
         if not by_class:
             act = self.posterior["variable_activity"].values.reshape(-1, p)
             q = weighted_quantiles(act, w, probs)
             return pd.DataFrame({"mean": w @ act / w.sum(), "lower": q[0], "upper": q[1]},
                                 index=pd.Index(self.predictors, name="predictor"))
-        if self.config.get("leaf_model") != "multinomial":
-            raise ArgumentError("by_class=True needs a multinomial BART fit, which has one sum of trees per class")
+        shares = self.leaf_model.class_split_shares()
         labels = [str(c) for c in self.config["class_labels"]]
-        shares = self._class_split_shares(len(labels), int(self.config["trees"]))
         frames = []
         for k, label in enumerate(labels):
             act = shares[:, k, :]
@@ -333,7 +288,7 @@ class Fit:
         """
         level = check.check_open_unit("level", level)
         p = len(self.predictors)
-        w = self._flat_weights
+        w = self.flat_weights
         used = (self.posterior["variable_activity"].values.reshape(-1, p) > 0).astype(float)
         out = pd.DataFrame({"inclusion": w @ used / w.sum()}, index=pd.Index(self.predictors, name="predictor"))
         if "split_probs" in self.posterior.dataset.data_vars:
@@ -342,31 +297,10 @@ class Fit:
             out["split_prob"], out["lower"], out["upper"] = w @ s / w.sum(), q[0], q[1]
         return out
 
-    def _class_split_shares(self, n_classes: int, trees_per_class: int) -> np.ndarray:
-        """(samples, classes, predictors): each draw's share of split rules per class."""
-        t = self._store
-        counts = t["counts"]
-        samples, n_trees = counts.shape
-        p = len(self.predictors)
-        tree_of_node = np.repeat(np.arange(samples * n_trees), counts.reshape(-1))
-        split = t["node_var"] >= 0
-        tree_index = tree_of_node[split]
-        group = (tree_index // n_trees) * n_classes + (tree_index % n_trees) // trees_per_class
-        tally = np.bincount(group * p + t["node_var"][split], minlength=samples * n_classes * p).astype(float)
-        tally = tally.reshape(samples, n_classes, p)
-        total = tally.sum(axis=-1, keepdims=True)
-        return np.divide(tally, total, out=np.zeros_like(tally), where=total > 0)
-
     # -- prediction ----------------------------------------------------------------------------
-    def _codes(self, newdata) -> tuple[np.ndarray, pd.Index]:
-        """Codes (p, m) of every row of ``newdata`` (None: the training rows) and their index;
-        missing values are an error unless the fit routes them (``na_action="split"``)."""
-        codes, index, _ = self._prepare(newdata, None)
-        return codes, index
-
-    def _new_x(self, newdata) -> tuple[np.ndarray, pd.Index]:
+    def new_x(self, newdata) -> tuple[np.ndarray, pd.Index]:
         """The rows of ``newdata`` as float predictors (m, p), NaN where missing (factors hold
-        level codes), and their index. Shared with the soft-tree path."""
+        level codes), and their index; every leaf model reads new rows through this."""
         if isinstance(newdata, dict):
             raise DataError("newdata must be a DataFrame or a 2-D array, got a dict; wrap it in a DataFrame: "
                             "pd.DataFrame({'x1': [2.0, 6.0], ...}) (one list of values per column; for one row, "
@@ -374,14 +308,8 @@ class Fit:
         if isinstance(newdata, pd.Series):
             raise DataError("newdata must be a DataFrame or a 2-D array, got a pandas Series; "
                             "for one row of a frame pass data.iloc[[i]] (double brackets)")
-        if self.config.get("survival") and isinstance(newdata, pd.DataFrame):
-            # the trees split on the time (predictor 0) and the covariates, the design holds the
-            # covariates only; posterior/survival builds the rows at the grid times (an array with
-            # the time as its first column is read as the trees' predictors)
-            raise ArgumentError("new rows of a survival fit are predicted with predict(newdata, kind='survival', "
-                                "times=[...]) (or hazard, cumhaz, median, rmst); f(x) draws, SHAP values and "
-                                "importance of its person-period trees take a 2-D array whose first column is "
-                                "the time")
+        if isinstance(newdata, pd.DataFrame):
+            self.leaf_model.check_frame(newdata)
         if isinstance(newdata, pd.DataFrame):
             if self.design is not None:
                 # "split" keeps missing values as NaN; missing_rows decides what they mean
@@ -394,85 +322,52 @@ class Fit:
         x = new_rows(newdata, self.predictors)
         return x, pd.RangeIndex(x.shape[0])
 
-    def _prepare(self, newdata, na_action) -> tuple[np.ndarray, pd.Index, np.ndarray | None]:
-        """Codes (p, m_ok) of the rows to predict, the index of every row, and the mask of the
-        rows predicted (None: all; see ``prediction_table.missing_rows``)."""
+    def prepare(self, newdata, na_action=None) -> tuple[np.ndarray, pd.Index, np.ndarray | None]:
+        """Bin codes (p, m_ok) of the rows of ``newdata`` to predict (None: the training rows), the
+        index of every row, and the mask of the rows predicted (None: all; see
+        ``prediction_table.missing_rows``, which ``na_action`` is passed to)."""
         if newdata is None:
-            return self._binned.codes, pd.RangeIndex(self._binned.codes.shape[1]), None
-        x, index = self._new_x(newdata)
-        ok = missing_rows(x, index, self.predictors, na_action, self._split_missing)
+            return self.binned.codes, pd.RangeIndex(self.binned.codes.shape[1]), None
+        x, index = self.new_x(newdata)
+        ok = missing_rows(x, index, self.predictors, na_action, self.routes_missing)
         if ok is not None:
             x = x[ok]
-        nbins = self._binned.nbins
-        for v in np.flatnonzero(self._binned.is_categorical):
+        nbins = self.binned.nbins
+        for v in np.flatnonzero(self.binned.is_categorical):
             bad = (x[:, v] < 0) | (x[:, v] >= nbins[v])
             if bad.any():
                 raise DataError(f"predictor {self.predictors[v]!r} holds level codes unseen in training")
-        return np.ascontiguousarray(self._binned.transform(x)), index, ok
+        return np.ascontiguousarray(self.binned.transform(x)), index, ok
 
-    def _leaves(self, codes: np.ndarray, trees: slice = slice(None)) -> np.ndarray:
-        """Flat store index of the leaf reached per (sample, tree, row), for the trees ``trees``
-        (all by default)."""
-        t = self._store
+    def leaf_indices(self, codes: np.ndarray, trees: slice = slice(None)) -> np.ndarray:
+        """Flat store index of the leaf reached per (sample, tree, row) by the rows ``codes``
+        (p, m), for the trees ``trees`` (all by default)."""
+        t = self.tree_store
         roots = np.ascontiguousarray(t["roots"][:, trees])
         out = np.empty(roots.shape + (codes.shape[1],), dtype=np.int64)
-        leaf_indices(codes, self._binned.is_categorical, t["node_var"], t["node_cut"], t["right"], roots, out)
+        leaf_indices(codes, self.binned.is_categorical, t["node_var"], t["node_cut"], t["right"], roots, out)
+        return out
+
+    def sum_of_trees(self, codes: np.ndarray, trees: slice = slice(None)) -> np.ndarray:
+        """Sum of the leaf values of the trees ``trees`` (all by default) per (sample, row) at the
+        rows ``codes`` (p, m)."""
+        t = self.tree_store
+        roots = np.ascontiguousarray(t["roots"][:, trees])
+        out = np.empty((roots.shape[0], codes.shape[1]))
+        sum_of_trees(codes, self.binned.is_categorical, t["node_var"], t["node_cut"], t["right"], t["node_value"],
+                     roots, out)
         return out
 
     def function_samples(self, newdata=None) -> np.ndarray:
         """Posterior samples of f(x) (regression) as an array (samples, rows), chain-major."""
-        if self._is_soft:
-            from . import soft
-
-            return soft.samples(self, soft.scaled_x(self, newdata)[0])
-        codes, _ = self._codes(newdata)
-        return self._f_samples(codes)
-
-    @property
-    def _is_soft(self) -> bool:
-        return self.config["model_type"] == "soft_tree"
+        return self.leaf_model.function_samples(self.leaf_model.inputs(newdata)[0])
 
     def _refuse_soft(self, what: str) -> None:
-        if self._is_soft:
+        if not self.leaf_model.hard_splits:
             raise ArgumentError(
                 f"{what} prints a hard tree; a soft tree's splits are soft (thresholds and directions in "
                 "fit.idata['soft_trees'], structure in fit.tree_arrays()), so it has no rpart-style printout"
             )
-
-    def _f_samples(self, codes: np.ndarray, trees: slice = slice(None)) -> np.ndarray:
-        """Sum of the trees ``trees`` (all by default) per (sample, row)."""
-        t = self._store
-        roots = np.ascontiguousarray(t["roots"][:, trees])
-        out = np.empty((roots.shape[0], codes.shape[1]))
-        sum_of_trees(codes, self._binned.is_categorical, t["node_var"], t["node_cut"], t["right"], t["node_value"],
-                     roots, out)
-        return out
-
-    def _noise_sd(self, codes: np.ndarray) -> np.ndarray:
-        """Noise sd per (sample, row)."""
-        t = self._store
-        if "node_sigma" in t:
-            return t["node_sigma"][self._leaves(codes)[:, 0, :]]
-        sigma = self.posterior["sigma"].values.reshape(-1)
-        return np.broadcast_to(sigma[:, None], (sigma.size, codes.shape[1]))
-
-    def _class_prob_samples(self, codes: np.ndarray) -> np.ndarray:
-        """Class probabilities per (sample, row, class): leaf Dirichlet draws (CART),
-        ``Phi(f)`` for the second class (probit BART), or the cumulative-probit differences of
-        ``ordinal_probabilities`` (ordinal BART)."""
-        if self.config.get("leaf_model") == "probit":
-            p1 = special.ndtr(self._f_samples(codes))
-            return np.stack([1.0 - p1, p1], axis=-1)
-        if self.config.get("leaf_model") == "ordinal":
-            return ordinal_probabilities(self._f_samples(codes), self.posterior["cutpoints"].values.reshape(
-                -1, len(self.config["class_labels"]) - 1))
-        if self.config.get("leaf_model") == "multinomial":
-            # softmax of the classes' sums of trees F_k (log-linear BART)
-            m = int(self.config["trees"])
-            log_fit = np.stack([self._f_samples(codes, slice(k * m, (k + 1) * m))
-                                for k in range(len(self.config["class_labels"]))], axis=-1)
-            return special.softmax(log_fit, axis=-1)
-        return self._store["node_prob"][self._leaves(codes)[:, 0, :]]
 
     def predict(self, newdata=None, kind: str = "mean", level: float = 0.95, samples: bool = False,
                 na_action: str | None = None, times=None):
@@ -523,29 +418,7 @@ class Fit:
         """
         check_na_action(na_action)
         samples = check.check_bool("samples", samples)
-        if self.config.get("survival") or kind in SURVIVAL_KINDS or times is not None:
-            from . import survival  # S(t | x) and friends from the person-period probit draws
-
-            return survival.predict(self, newdata, "survival" if kind == "mean" and self.config.get("survival")
-                                    else kind, level, samples, na_action, times)
-        if is_dask_frame(newdata):
-            return predict_dask(self, newdata, kind=kind, level=level, samples=samples, na_action=na_action)
-        if self._is_soft:
-            from . import soft  # soft-routed trees (RJHMC-Tree): eq. 3 averages over the draws
-
-            return soft.predict(self, newdata, kind, level, samples, na_action)
-        kind = check.check_choice("kind", kind, PREDICT_KINDS)
-        level = check.check_open_unit("level", level)
-        codes, index, ok = self._prepare(newdata, na_action)
-        shape = (self.posterior.sizes["chain"], self.posterior.sizes["draw"])
-        rows = index if ok is None else index[ok]
-        if self.is_classification:
-            out = class_table(self._class_prob_samples(codes), self._flat_weights, self.config["class_labels"], rows,
-                              kind, level, samples, shape)
-        else:
-            out = regression_table(self._f_samples(codes), lambda: self._noise_sd(codes), self._flat_weights, rows,
-                                   kind, level, samples, shape)
-        return with_missing_rows(out, ok, index)
+        return self.leaf_model.predict(newdata, kind, level, samples, na_action, times)
 
     # -- trees -----------------------------------------------------------------------------------
     def tree_arrays(self, group: str = TREES_GROUP) -> xr.Dataset:
@@ -574,7 +447,7 @@ class Fit:
         """
         if group != TREES_GROUP:
             return self._extra_tree_arrays(group)
-        t = self._store
+        t = self.tree_store
         chains, draws = self.posterior.sizes["chain"], self.posterior.sizes["draw"]
         counts = t["counts"].reshape(chains, draws, -1)
         value = t.get("node_value", np.full(t["node_var"].shape, np.nan))
@@ -627,7 +500,7 @@ class Fit:
         """
         self._refuse_soft("tree()")
         sizes = {"chain": self.posterior.sizes["chain"], "draw": self.posterior.sizes["draw"],
-                 "tree": self._store["counts"].shape[1]}
+                 "tree": self.tree_store["counts"].shape[1]}
         for name, value in (("chain", chain), ("draw", draw), ("tree", tree)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < sizes[name]:
                 raise ArgumentError(f"{name} must be an integer in 0..{sizes[name] - 1}; got {value!r}")
@@ -653,7 +526,7 @@ class Fit:
                 "record (the posterior of one tree of a sum of trees is not defined apart from the others); "
                 "print one tree of a draw with fit.tree(chain=0, draw=0, tree=j)"
             )
-        n_trees = self._store["counts"].shape[1]
+        n_trees = self.tree_store["counts"].shape[1]
         if isinstance(tree, bool) or not isinstance(tree, (int, np.integer)) or not 0 <= tree < n_trees:
             raise ArgumentError(f"tree must be an integer in 0..{n_trees - 1}; got {tree!r}")
         lp = self.sample_stats["log_posterior"].values.reshape(-1)
@@ -661,7 +534,7 @@ class Fit:
         return self._format(s, tree, f"MAP tree (log posterior {lp[s]:.4f})")
 
     def _format(self, sample: int, tree: int, title: str):
-        t = self._store
+        t = self.tree_store
         root = int(t["roots"][sample, tree])
         count = int(t["counts"][sample, tree])
         nodes = slice(root, root + count)
@@ -673,7 +546,7 @@ class Fit:
             if name in t:
                 arrays[key] = t[name][nodes]
         y = self.idata["observed_data"]["y"].values
-        return format_tree(arrays, self._binned, self.predictors, self.config, self.design, y, title, tree=tree)
+        return format_tree(arrays, self.binned, self.predictors, self.config, self.design, y, title, tree=tree)
 
     # -- persistence -------------------------------------------------------------------------------
     def to_netcdf(self, path, log_likelihood: bool = False) -> None:
@@ -730,11 +603,9 @@ class Fit:
 
     def __repr__(self) -> str:
         post = self.posterior
-        kind = "classification" if self.is_classification else "regression"
-        if self.config.get("survival"):
-            kind = "survival"
         return (
-            f"<bartpy_suite.Fit: {self.config['model_type']} {kind}, sampler={self.config['sampler']!r}, "
+            f"<bartpy_suite.Fit: {self.config['model_type']} {self.leaf_model.kind}, "
+            f"sampler={self.config['sampler']!r}, "
             f"{post.sizes['chain']} chains x {post.sizes['draw']} draws, predictors={self.predictors}>"
         )
 

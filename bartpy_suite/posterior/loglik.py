@@ -11,7 +11,10 @@ Saved files leave the group out by default (``Fit.to_netcdf``: it is chains x dr
 float64 values, most of a typical file) and ``bartpy_suite.load`` recomputes it with this module
 from the restored trees: the same code on the same float64 arrays, so the values are identical.
 
-Import rule: numpy, scipy, xarray; the ``Fit`` is duck-typed (its prediction helpers).
+The values come from the fit's leaf model (``posterior/leaf_models.py``); this module builds the
+group and decides when a fit stores it.
+
+Import rule: numpy, xarray; the ``Fit`` is duck-typed (its ``leaf_model`` and ``posterior``).
 """
 
 from __future__ import annotations
@@ -33,23 +36,10 @@ def wants_log_likelihood(option, chains: int, draws: int, rows: int) -> bool:
 
 
 def pointwise_log_likelihood(fit) -> np.ndarray:
-    """log p(y_i | draw) of each training row, shape (chain, draw, obs)."""
+    """log p(y_i | draw) of each training row, shape (chain, draw, obs), from the fit's leaf model
+    (``LeafModel.pointwise_log_likelihood``)."""
     chains, draws = fit.posterior.sizes["chain"], fit.posterior.sizes["draw"]
-    y = fit.idata["observed_data"]["y"].values
-    if fit.config["model_type"] == "soft_tree":
-        return _soft_pointwise(fit, y).reshape(chains, draws, -1)
-    codes = fit._binned.codes
-    if fit.is_classification:
-        p = fit._class_prob_samples(codes)
-        picked = np.take_along_axis(p, y.astype(np.int64)[None, :, None], axis=2)[:, :, 0]
-        with np.errstate(divide="ignore"):
-            out = np.log(picked)
-    else:
-        f = fit._f_samples(codes)
-        sd = fit._noise_sd(codes)
-        z = (y[None, :] - f) / sd
-        out = -0.5 * z * z - np.log(sd) - 0.5 * np.log(2.0 * np.pi)
-    return out.reshape(chains, draws, -1)
+    return fit.leaf_model.pointwise_log_likelihood().reshape(chains, draws, -1)
 
 
 def log_likelihood_group(fit) -> xr.DataTree:
@@ -60,17 +50,3 @@ def log_likelihood_group(fit) -> xr.DataTree:
                     coords={"chain": post["chain"].values, "draw": post["draw"].values,
                             "obs": np.arange(values.shape[2])})
     return xr.DataTree(ds)
-
-
-def _soft_pointwise(fit, y: np.ndarray) -> np.ndarray:
-    """Soft trees: the training rows routed softly (RJHMC-Tree eq. 3's per-draw term)."""
-    from . import soft
-
-    values = soft.samples(fit, soft.scaled_x(fit, None)[0])
-    if fit.is_classification:
-        picked = np.take_along_axis(values, y.astype(np.int64)[None, :, None], axis=2)[:, :, 0]
-        with np.errstate(divide="ignore"):
-            return np.log(picked)
-    sd = fit.posterior["sigma"].values.reshape(-1)[:, None]
-    z = (y[None, :] - values) / sd
-    return -0.5 * z * z - np.log(sd) - 0.5 * np.log(2.0 * np.pi)

@@ -48,9 +48,9 @@ Borderline cases: a quantity exactly at a threshold passes it (the tests are str
 - ``"undefined"``: fewer than ``MIN_DRAWS`` draws per chain; a ``MixingWarning`` saying so (the
   diagnostics need at least 4 draws per chain).
 
-Import rule: imports numpy, pandas, the package's ``errors`` and ``posterior.weighted``; the
-``Fit`` is duck-typed (``posterior``, ``config``, ``weights``, ``sample_stats``,
-``is_classification`` and its prediction helpers).
+Import rule: imports numpy, pandas, the package's ``errors``, ``posterior.weighted`` and the sampler
+registry (the sampler's family picks the advice); the ``Fit`` is duck-typed (``posterior``,
+``config``, ``weights``, ``sample_stats`` and its ``leaf_model``).
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import MixingWarning, StrongMixingWarning
+from ..samplers.registry import SAMPLERS
 from .weighted import MIN_DRAWS, kish_ess, weighted_ess, weighted_rhat
 
 #: Vehtari et al. (2021): r_hat below 1.01 and bulk ESS above 100 per chain for final inferences.
@@ -126,14 +127,7 @@ def monitored_rows(n: int, k: int = MONITOR_ROWS) -> np.ndarray:
 def _consumed_samples(fit, rows: np.ndarray) -> dict[str, tuple[str, np.ndarray]]:
     """``{name: (kind, samples (chain, draw))}`` of f(x) or class probabilities at ``rows``."""
     chains, draws = int(fit.posterior.sizes["chain"]), int(fit.posterior.sizes["draw"])
-    if fit.config["model_type"] == "soft_tree":
-        from . import soft
-
-        x = soft.scaled_x(fit, None)[0][rows]
-        out = soft.samples(fit, np.ascontiguousarray(x))
-    else:
-        codes = np.ascontiguousarray(fit._codes(None)[0][:, rows])
-        out = fit._class_prob_samples(codes) if fit.is_classification else fit._f_samples(codes)
+    out = fit.leaf_model.draws(fit.leaf_model.training_inputs(rows))
     result = {}
     if out.ndim == 2:  # f(x): (samples, rows)
         for j, r in enumerate(rows):
@@ -258,6 +252,7 @@ def _advice(fit, severity: str) -> str:
     """What to try, for the sampler and model of ``fit``."""
     cfg = fit.config
     sampler, model = cfg["sampler"], cfg["model_type"]
+    family = SAMPLERS[sampler].family if sampler in SAMPLERS else None  # "mh": cgm, grow_prune; "hmc": soft
     longer = f"a longer tune (tune={cfg['tune']} now) and more draws (draws={cfg['draws']} now)"
     more_draws = f"more draws (draws={cfg['draws']} now)"
     if severity == "note":
@@ -265,10 +260,10 @@ def _advice(fit, severity: str) -> str:
             return f"for final numbers, more particles per island (draws={cfg['draws']} now) or more chains"
         return f"for final numbers, {more_draws}"
     opts = cfg.get("sampler_options") or {}
-    if sampler in ("cgm", "grow_prune") and cfg.get("leaf_model") in ("multinomial", "ordinal"):
+    if family == "mh" and cfg.get("leaf_model") in ("multinomial", "ordinal"):
         # only the MH samplers fit these models: no other sampler to suggest
         return f"{longer}, or thinning (thin={cfg['thin']} now)"
-    if sampler in ("cgm", "grow_prune"):
+    if family == "mh":
         other = ("sampler='tempered' (parallel tempering: crosses between the separated modes of a single tree "
                  "that local moves do not)" if model == "cart" else "sampler='pg' (particle Gibbs: proposes whole "
                  "new trees)")
@@ -290,7 +285,7 @@ def _advice(fit, severity: str) -> str:
     if sampler == "ctmc":
         other = "sampler='tempered'" if model == "cart" else "sampler='grow_prune' or 'pg'"
         return f"{longer}, or {other}"
-    if sampler in ("hmc_df", "hmc_dfi"):
+    if family == "hmc":
         return (f"a longer tune (tune={cfg['tune']} now: the soft tree's topology is found during tune) and more "
                 f"draws (draws={cfg['draws']} now)")
     return f"{longer}, or another sampler (see 'Which sampler?' in docs/guide/samplers.md)"

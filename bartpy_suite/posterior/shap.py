@@ -44,6 +44,7 @@ import xarray as xr
 
 from .. import _validation as check
 from .._kernels.shap import forest_shap, soft_tree_shap
+from .._kernels.soft_tree import MODE_DF
 from ..errors import ArgumentError, DataError
 from .weighted import weighted_quantiles
 
@@ -78,52 +79,34 @@ class ShapSummary:
 
 
 def _outputs(fit) -> tuple[str, list, list[tuple[np.ndarray, slice]]]:
-    """(scale, class labels or [], [(leaf values, tree slice) per output])."""
-    if fit._is_soft:
-        if fit.config["sampler"] != "hmc_df":
+    """(scale, class labels or [], [(leaf values, tree slice) per output]), from the leaf model."""
+    if not fit.leaf_model.hard_splits:
+        from . import soft
+
+        if soft.routing_mode(fit) != MODE_DF:
+            one = soft.samplers_with_mode(MODE_DF)
             raise ArgumentError(
                 f"shap() is not supported for soft trees fitted with sampler={fit.config['sampler']!r}: its gates "
                 "split on a weighted sum of all predictors (oblique directions), so no gate belongs to one predictor "
-                "and TreeSHAP's path game does not exist; fit the soft tree with sampler='hmc_df' (one predictor per "
-                "gate), or use plotting.partial_dependence")
-        store = _soft_store(fit)
-        if "prob" in store:
-            labels = [str(c) for c in fit.config["class_labels"]]
-            return "probability", labels, [(np.ascontiguousarray(store["prob"][:, k]), slice(None))
-                                           for k in range(len(labels))]
-        return "response", [], [(store["value"], slice(None))]
-    t = fit._store
-    leaf_model = fit.config.get("leaf_model")
-    if leaf_model == "multinomial":
-        m = int(fit.config["trees"])
-        labels = [str(c) for c in fit.config["class_labels"]]
-        return "log-linear", labels, [(t["node_value"], slice(k * m, (k + 1) * m)) for k in range(len(labels))]
-    if leaf_model == "ordinal":  # the latent eta = mu0 + f; P(y <= k) = Phi(c_k - eta)
-        return "probit latent", [], [(t["node_value"], slice(None))]
-    if fit.is_classification and leaf_model != "probit":
-        labels = [str(c) for c in fit.config["class_labels"]]
-        prob = t["node_prob"]
-        return "probability", labels, [(np.ascontiguousarray(prob[:, k]), slice(None)) for k in range(len(labels))]
-    return ("probit latent" if leaf_model == "probit" else "response"), [], [(t["node_value"], slice(None))]
+                f"and TreeSHAP's path game does not exist; fit the soft tree with sampler={one[0]!r} (one predictor "
+                "per gate), or use plotting.partial_dependence")
+    return fit.leaf_model.shap_outputs()
 
 
 def _soft_store(fit) -> dict:
     """The soft trees' arrays (``posterior/soft.py``: var, right, roots, counts, tau, value/prob)."""
     from . import soft
 
-    return soft._arrays(fit)
+    return soft.arrays(fit)
 
 
 def row_values(fit, newdata) -> tuple[np.ndarray, pd.Index]:
     """The rows to explain as the kernels read them, (m, p): bin codes (hard trees) or the scaled
     predictors (soft trees); None: the training rows. Both order each numeric predictor's values."""
-    if fit._is_soft:
-        from . import soft
-
-        x, index, _ = soft.scaled_x(fit, newdata)  # rows with a missing predictor are an error here
-        return x, index
-    codes, index = fit._codes(newdata)
-    return np.ascontiguousarray(codes.T, dtype=np.int32), index
+    x, index, _ = fit.leaf_model.inputs(newdata)  # rows with a missing predictor are an error here
+    if fit.leaf_model.hard_splits:
+        return np.ascontiguousarray(x.T, dtype=np.int32), index
+    return x, index
 
 
 def draw_indices(fit, max_draws: int | None) -> np.ndarray:
@@ -167,7 +150,7 @@ def shap_values(fit, rows: np.ndarray, samples: np.ndarray, threads: int | None 
     m, p = rows.shape
     phi = np.empty((len(outputs), samples.size, m, p))
     base = np.empty((len(outputs), samples.size))
-    if fit._is_soft:
+    if not fit.leaf_model.hard_splits:
         from . import soft
 
         store = _soft_store(fit)
@@ -178,9 +161,9 @@ def shap_values(fit, rows: np.ndarray, samples: np.ndarray, threads: int | None 
             soft_tree_shap(rows, train, store["var"], store["right"], store["tau"], value, roots, counts,
                            float(fit.config["h_final"]), phi[k], base[k], threads)
         return phi, base
-    t = fit._store
-    train = np.ascontiguousarray(fit._binned.codes, dtype=np.int32)
-    is_cat = np.ascontiguousarray(fit._binned.is_categorical, dtype=np.bool_)
+    t = fit.tree_store
+    train = np.ascontiguousarray(fit.binned.codes, dtype=np.int32)
+    is_cat = np.ascontiguousarray(fit.binned.is_categorical, dtype=np.bool_)
     for k, (value, trees) in enumerate(outputs):
         roots = np.ascontiguousarray(t["roots"][samples][:, trees])
         forest_shap(rows, train, is_cat, t["node_var"], t["node_cut"], t["right"], value, roots, phi[k], base[k],
@@ -220,7 +203,7 @@ def shap_dataset(fit, newdata=None, max_draws: int | None = None, threads: int |
         data = {"shap": (dims, phi[0]), "base": (("chain", "draw"), base[0])}
     out = xr.Dataset(data, coords=coords)
     out.attrs["scale"] = scale
-    out.attrs["variant"] = SOFT_VARIANT if fit._is_soft else VARIANT
+    out.attrs["variant"] = VARIANT if fit.leaf_model.hard_splits else SOFT_VARIANT
     return out
 
 
@@ -237,7 +220,7 @@ def summarise(fit, newdata=None, level: float = 0.9, max_draws: int | None = Non
     threads = _threads(threads)
     rows_x, index = row_values(fit, newdata)
     samples = _samples(fit, draws)
-    w = fit._flat_weights[samples]
+    w = fit.flat_weights[samples]
     w = w / w.sum()
     p = len(fit.predictors)
     n_out = max(1, len(labels))

@@ -8,10 +8,12 @@ counts + alpha)). The ``soft_trees`` group adds the continuous split parameters 
 one-hot for ``hmc_df``), and ``x_scaled`` (obs, predictor), the training predictors after
 min-max scaling with the training minimum and range kept in the configuration.
 
-Predictions average the soft-routed tree over the draws (paper eq. 3) at h_final.
+Predictions average the soft-routed tree over the draws (paper eq. 3) at h_final (``Fit.predict``
+through the soft leaf models of ``posterior/leaf_models.py``, which call ``samples``).
 ``paper_metric`` gives the paper's per-draw metric (argmax-leaf routing, spec 4).
 
-Import rule: imports ``_kernels``, ``_validation``, ``errors`` and this package's modules.
+Import rule: imports ``_kernels``, ``errors``, the sampler registry (each soft sampler's routing
+mode) and this package's modules.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .. import _validation as check
 from .._kernels import soft_tree as st
 from .._kernels.record import right_children, tree_roots
-from .prediction_table import class_table, missing_rows, regression_table, with_missing_rows
+from ..errors import ArgumentError
+from ..samplers.registry import samplers_for
+from .prediction_table import missing_rows
 
 SOFT_GROUP = "soft_trees"
 
@@ -52,7 +55,34 @@ def attach(fit, nodes: dict, tree_nodes: np.ndarray, x_scaled: np.ndarray) -> No
     fit.idata["posterior"] = xr.DataTree(post)
 
 
-def _arrays(fit) -> dict:
+def routing_mode(fit) -> int:
+    """The routing mode (``_kernels/soft_tree.MODE_DF`` or ``MODE_DFI``) of the fit's sampler.
+
+    Read from the sampler registry: each soft-tree sampler's builder is a ``functools.partial``
+    binding ``mode`` (``samplers/hmc.py``), so a new soft sampler needs no list here.
+    """
+    from ..samplers.registry import SAMPLERS  # the registry holds each soft sampler's mode
+
+    name = fit.config["sampler"]
+    builder = SAMPLERS[name].builders.get("soft_tree") if name in SAMPLERS else None
+    mode = getattr(builder, "keywords", {}).get("mode")
+    if mode is None:
+        raise ArgumentError(f"the soft-tree fit's sampler {name!r} is not a registered soft-tree sampler; known: "
+                            f"{samplers_for('soft_tree')}")
+    return int(mode)
+
+
+def samplers_with_mode(mode: int) -> list[str]:
+    """Names of the registered soft-tree samplers that route with ``mode``."""
+    from ..samplers.registry import SAMPLERS
+
+    return [n for n in samplers_for("soft_tree") if getattr(SAMPLERS[n].builders["soft_tree"], "keywords",
+                                                                  {}).get("mode") == mode]
+
+
+def arrays(fit) -> dict:
+    """The soft trees' arrays: ``var``, ``counts``, ``roots``, ``right``, ``tau``, ``delta`` and
+    ``value`` (regression) or ``prob`` (classification)."""
     trees = fit.idata["trees"]
     soft = fit.idata[SOFT_GROUP]
     var = np.ascontiguousarray(trees["node_var"].values, dtype=np.int32)
@@ -77,7 +107,7 @@ def scaled_x(fit, newdata, na_action=None) -> tuple[np.ndarray, pd.Index, np.nda
     if newdata is None:
         x = fit.idata[SOFT_GROUP]["x_scaled"].values
         return np.ascontiguousarray(x, dtype=np.float64), pd.RangeIndex(x.shape[0]), None
-    x, index = fit._new_x(newdata)
+    x, index = fit.new_x(newdata)
     ok = missing_rows(x, index, fit.predictors, na_action, routes_missing=False)
     if ok is not None:
         x = x[ok]
@@ -88,9 +118,9 @@ def scaled_x(fit, newdata, na_action=None) -> tuple[np.ndarray, pd.Index, np.nda
 
 def samples(fit, x: np.ndarray) -> np.ndarray:
     """Soft-routed f(x) (samples, n) for regression or class probabilities (samples, n, K)."""
-    a = _arrays(fit)
+    a = arrays(fit)
     h = float(fit.config["h_final"])
-    mode = st.MODE_DFI if fit.config["sampler"] == "hmc_dfi" else st.MODE_DF
+    mode = routing_mode(fit)
     n_samples = a["counts"].size
     k = a["prob"].shape[1] if "prob" in a else 0
     out_f = np.zeros((n_samples, x.shape[0]) if k == 0 else (0, 0))
@@ -102,32 +132,14 @@ def samples(fit, x: np.ndarray) -> np.ndarray:
     return out_p if k else out_f
 
 
-def predict(fit, newdata=None, kind: str = "mean", level: float = 0.95, as_samples: bool = False,
-            na_action=None):
-    """``Fit.predict`` for soft trees (same contract; see ``Fit.predict``)."""
-    kind = check.check_choice("kind", kind, ("mean", "predictive", "prob", "class"))
-    level = check.check_open_unit("level", level)
-    x, index, ok = scaled_x(fit, newdata, na_action)
-    rows = index if ok is None else index[ok]
-    shape = (fit.posterior.sizes["chain"], fit.posterior.sizes["draw"])
-    w = fit.weights.values.reshape(-1)
-    values = samples(fit, x)
-    if fit.is_classification:
-        out = class_table(values, w, fit.config["class_labels"], rows, kind, level, as_samples, shape)
-    else:
-        sigma = fit.posterior["sigma"].values.reshape(-1)[:, None]
-        out = regression_table(values, lambda: sigma, w, rows, kind, level, as_samples, shape)
-    return with_missing_rows(out, ok, index)
-
-
 def paper_metric(fit, newdata=None) -> np.ndarray:
     """Per-draw predictions by the paper's metric (spec 4): each row goes to its most probable
     leaf; regression returns that leaf's value (samples, n), classification the class code with the
     most soft training counts in that leaf (samples, n)."""
-    a = _arrays(fit)
+    a = arrays(fit)
     x = scaled_x(fit, newdata)[0]
     h = float(fit.config["h_final"])
-    mode = st.MODE_DFI if fit.config["sampler"] == "hmc_dfi" else st.MODE_DF
+    mode = routing_mode(fit)
     leaf = np.zeros((a["counts"].size, x.shape[0]), dtype=np.int64)
     st.argmax_leaves(x, a["var"], a["right"], a["roots"], a["counts"], a["tau"], a["delta"], h, mode, leaf)
     if not fit.is_classification:

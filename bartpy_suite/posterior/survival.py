@@ -96,7 +96,7 @@ def eta_blocks(fit, x: np.ndarray):
     (samples, block rows, K), samples chain-major."""
     grid = np.asarray(settings(fit)["grid"])
     k = grid.size
-    samples = fit._store["roots"].shape[0]
+    samples = fit.tree_store["roots"].shape[0]
     block = max(1, BLOCK_VALUES // max(1, samples * k))
     for start in range(0, x.shape[0], block):
         rows = slice(start, min(start + block, x.shape[0]))
@@ -104,8 +104,8 @@ def eta_blocks(fit, x: np.ndarray):
         full = np.empty((m * k, x.shape[1] + 1))
         full[:, 0] = np.tile(grid, m)
         full[:, 1:] = np.repeat(x[rows], k, axis=0)
-        codes = np.ascontiguousarray(fit._binned.transform(full))
-        yield rows, fit._f_samples(codes).reshape(samples, m, k)
+        codes = np.ascontiguousarray(fit.binned.transform(full))
+        yield rows, fit.sum_of_trees(codes).reshape(samples, m, k)
 
 
 def log_survival(eta: np.ndarray) -> np.ndarray:
@@ -148,7 +148,7 @@ def draws(fit, x: np.ndarray, kind: str, times: np.ndarray) -> np.ndarray:
     rows, 1)) for covariate rows ``x`` (m, p)."""
     cfg = settings(fit)
     grid = np.asarray(cfg["grid"])
-    samples = fit._store["roots"].shape[0]
+    samples = fit.tree_store["roots"].shape[0]
     width = 1 if kind == "median" else times.size
     out = np.empty((samples, x.shape[0], width))
     where = np.searchsorted(grid, times, side="right") - 1  # J*(t) - 1; -1 before g_1
@@ -210,11 +210,11 @@ def predict(fit, newdata, kind: str = "survival", level: float = 0.95, samples: 
             "NaN: the model does not extrapolate past the follow-up", BartpySuiteWarning, stacklevel=3)
     x, index = _new_x(fit, newdata)
     names = fit.predictors[1:]
-    ok = missing_rows(x, index, names, na_action, fit._split_missing)
+    ok = missing_rows(x, index, names, na_action, fit.routes_missing)
     if ok is not None:
         x = x[ok]
-    nbins = fit._binned.nbins
-    for v in np.flatnonzero(fit._binned.is_categorical[1:]):
+    nbins = fit.binned.nbins
+    for v in np.flatnonzero(fit.binned.is_categorical[1:]):
         bad = (x[:, v] < 0) | (x[:, v] >= nbins[v + 1])
         if bad.any():
             raise DataError(f"predictor {names[v]!r} holds level codes unseen in training")
@@ -229,7 +229,7 @@ def predict(fit, newdata, kind: str = "survival", level: float = 0.95, samples: 
         if kind == "median":
             out = out.isel(time=0, drop=True)
         return with_missing_rows(out, ok, index)
-    w = fit._flat_weights
+    w = fit.flat_weights
     probs = [(1 - level) / 2, 0.5, (1 + level) / 2]
     flat = values.reshape(values.shape[0], -1)
     q = quantiles_with_infinity(flat, w, probs).reshape((3,) + values.shape[1:])
@@ -403,9 +403,9 @@ class CompetingRisksFit:
         x, index = _new_x(fit, newdata)
         names = fit.predictors[1:]
         # None: the fits decide (a na_action="split" fit routes missing values, any other raises naming the rows)
-        missing_rows(x, index, names, None, fit._split_missing)
-        nbins = fit._binned.nbins
-        for v in np.flatnonzero(fit._binned.is_categorical[1:]):
+        missing_rows(x, index, names, None, fit.routes_missing)
+        nbins = fit.binned.nbins
+        for v in np.flatnonzero(fit.binned.is_categorical[1:]):
             bad = (x[:, v] < 0) | (x[:, v] >= nbins[v + 1])
             if bad.any():
                 raise DataError(f"predictor {names[v]!r} holds level codes unseen in training")
