@@ -170,3 +170,14 @@ def test_probit_draws_are_phi_of_the_sum_of_trees(cgm):
     np.testing.assert_array_equal(p[..., 1], special.ndtr(fit.sum_of_trees(codes)))
     np.testing.assert_array_equal(p[..., 0], 1.0 - p[..., 1])
     assert fit.leaf_model.partial_dependence_refusal() is None
+
+
+def test_a_copy_or_a_replaced_configuration_gets_its_own_leaf_model(bart_fit):
+    """The leaf model answers for the fit it belongs to: a copy of the fit gets one of its own,
+    and replacing ``config`` chooses again (``Fit.leaf_model``)."""
+    import copy
+
+    twin = copy.copy(bart_fit)
+    assert twin.leaf_model.fit is twin and bart_fit.leaf_model.fit is bart_fit
+    twin.config = dict(bart_fit.config, leaf_model="mean_variance_shift")
+    assert type(twin.leaf_model) is lm.MeanVarianceShift and type(bart_fit.leaf_model) is lm.GaussianMeanShift

@@ -58,16 +58,22 @@ class Fit:
         The formula design (None for array-level fits).
     config : dict
         Model type, priors, sampler settings.
-    leaf_model : bartpy_suite.posterior.leaf_models.LeafModel
-        What the leaves hold (chosen from ``config``): predictions, the pointwise log-likelihood
-        and the model's own posterior variables.
     """
 
     def __init__(self, idata: xr.DataTree, design=None):
         self.idata = idata
         self.design = design
         self.config = json.loads(idata["constant_data"].attrs[CONFIG_ATTR])
-        self.leaf_model: LeafModel = leaf_model_for(self)
+        self._leaf_model = leaf_model_for(self)
+
+    @property
+    def leaf_model(self) -> LeafModel:
+        """What the leaves hold (``posterior/leaf_models.py``), chosen from ``config`` when the fit
+        is built: predictions, the pointwise log-likelihood and the model's own posterior
+        variables. Chosen again for a copy of the fit or a replaced ``config``."""
+        if self._leaf_model.fit is not self or self._leaf_model.config is not self.config:
+            self._leaf_model = leaf_model_for(self)
+        return self._leaf_model
 
     # -- groups --------------------------------------------------------------------------
     @property

@@ -76,6 +76,21 @@ def leaf_model_name(config: dict) -> str:
     return "dirichlet" if categorical else "mean_shift"
 
 
+def leaf_model_class(config: dict) -> type[LeafModel]:
+    """The leaf model class a configuration names (with its variant).
+
+    Raises
+    ------
+    ArgumentError
+        When the configuration names a leaf model that is not registered.
+    """
+    name = leaf_model_name(config)
+    if name not in LEAF_MODELS:
+        raise ArgumentError(f"the fit's configuration has leaf_model {name!r}, which this version of bartpy_suite "
+                            f"does not know; known: {sorted(LEAF_MODELS)}")
+    return LEAF_MODELS[name].variant(config)
+
+
 def leaf_model_for(fit) -> LeafModel:
     """The leaf model of ``fit``, from its configuration.
 
@@ -84,11 +99,7 @@ def leaf_model_for(fit) -> LeafModel:
     ArgumentError
         When the configuration names a leaf model that is not registered.
     """
-    name = leaf_model_name(fit.config)
-    if name not in LEAF_MODELS:
-        raise ArgumentError(f"the fit's configuration has leaf_model {name!r}, which this version of bartpy_suite "
-                            f"does not know; known: {sorted(LEAF_MODELS)}")
-    return LEAF_MODELS[name].variant(fit.config)(fit)
+    return leaf_model_class(fit.config)(fit)
 
 
 class LeafModel:
@@ -114,6 +125,8 @@ class LeafModel:
         What SHAP values of this model add up to (``Fit.shap``'s ``attrs["scale"]``).
     fit : Fit
         The fit this object answers for.
+    config : dict
+        The configuration it was chosen from.
     """
 
     names: ClassVar[tuple[str, ...]] = ()
@@ -125,6 +138,7 @@ class LeafModel:
 
     def __init__(self, fit):
         self.fit = fit
+        self.config = fit.config  # the configuration it was chosen from (Fit.leaf_model checks it)
 
     @classmethod
     def variant(cls, config: dict) -> type[LeafModel]:
@@ -216,6 +230,15 @@ class LeafModel:
         """(samples, classes, predictors): each draw's share of split rules per class."""
         raise ArgumentError("by_class=True needs a multinomial BART fit, which has one sum of trees per class")
 
+    @classmethod
+    def tree_legend(cls, config: dict, tree: int) -> tuple[str, str, str, bool]:
+        """How ``Fit.tree`` prints tree ``tree``: (kind, what yval means, the class whose sum of
+        trees it belongs to or "", whether its leaf values are terms of a latent function)."""
+        if cls.classification:
+            return "probabilities", "most probable class; at leaves, each class's probability in class order", "", \
+                False
+        return "mean", "leaf value; at splits, mean response of the rows", "", False
+
     def partial_dependence_refusal(self) -> str | None:
         """Why ``plotting.partial_dependence`` does not apply to this model (None: it does)."""
         if self.classification:
@@ -273,6 +296,11 @@ class Probit(LeafModel):
     def partial_dependence_refusal(self) -> str | None:
         return None  # partial dependence of the latent f
 
+    @classmethod
+    def tree_legend(cls, config: dict, tree: int) -> tuple[str, str, str, bool]:
+        return ("latent probit", f"leaf value on the latent probit scale, this tree's term of f "
+                f"(P({config['class_labels'][-1]}) = Phi(sum of the trees)); no class per node", "", True)
+
 
 class DiscreteTimeSurvival(Probit):
     """Survival BART: the probit of a discrete-time hazard on person-period rows (the time is the
@@ -312,6 +340,11 @@ class Ordinal(LeafModel):
     posterior_variables = ("cutpoints",)
     shap_scale = "probit latent"  # the latent eta = mu0 + f; P(y <= k) = Phi(c_k - eta)
 
+    @classmethod
+    def tree_legend(cls, config: dict, tree: int) -> tuple[str, str, str, bool]:
+        return ("latent probit", "leaf value on the latent probit scale, this tree's term of eta (P(y <= k) = "
+                "Phi(c_k - eta), eta the sum of the trees, c the draw's cutpoints); no class per node", "", True)
+
     def draws(self, x: np.ndarray) -> np.ndarray:
         cut = self.fit.posterior["cutpoints"].values.reshape(-1, len(self.fit.config["class_labels"]) - 1)
         return ordinal_probabilities(self.function_samples(x), cut)
@@ -343,6 +376,13 @@ class Multinomial(LeafModel):
         # softmax of the classes' sums of trees F_k (log-linear BART)
         log_fit = np.stack([self.fit.sum_of_trees(x, trees) for trees in self._class_slices()], axis=-1)
         return special.softmax(log_fit, axis=-1)
+
+    @classmethod
+    def tree_legend(cls, config: dict, tree: int) -> tuple[str, str, str, bool]:
+        labels = config["class_labels"]
+        value_class = str(labels[min(tree // int(config["trees"]), len(labels) - 1)])
+        return ("log-linear", f"leaf value on the log scale of class {value_class}, this tree's term of its sum of "
+                "trees (probabilities: softmax of the classes' sums); no class per node", value_class, True)
 
     def class_split_shares(self) -> np.ndarray:
         t = self.fit.tree_store

@@ -327,9 +327,9 @@ class CompetingRisksFit:
     @property
     def weights(self) -> np.ndarray:
         """Flat (chain-major) weight of each paired draw: the product of the causes' draw weights."""
-        w = np.ones(self.fits[0]._flat_weights.size)
+        w = np.ones(self.fits[0].flat_weights.size)
         for f in self.fits:
-            w = w * f._flat_weights
+            w = w * f.flat_weights
         return w
 
     def __repr__(self) -> str:
@@ -343,7 +343,7 @@ class CompetingRisksFit:
         times = np.atleast_1d(np.asarray(times, dtype=np.float64))
         grid = self.grid
         cfg = settings(self.fits[0])
-        samples = self.fits[0]._store["roots"].shape[0]
+        samples = self.fits[0].tree_store["roots"].shape[0]
         surv = np.empty((samples, x.shape[0], times.size))
         cif = np.empty((samples, x.shape[0], self.causes, times.size))
         where = np.searchsorted(grid, times, side="right") - 1  # -1 before g_1

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._kernels.tree import CUT_MASK, NA_SHIFT
+from .leaf_models import leaf_model_class
 
 
 @dataclass(frozen=True)
@@ -84,11 +85,7 @@ def format_tree(arrays: dict, binned, predictors, config: dict, design, y: np.nd
     """
     classification = config["response_kind"] == "categorical"
     class_labels = config.get("class_labels", [])
-    leaf_model = config.get("leaf_model")
-    latent = classification and leaf_model in ("probit", "multinomial", "ordinal")
-    value_class = ""
-    if classification and leaf_model == "multinomial":
-        value_class = str(class_labels[min(tree // int(config["trees"]), len(class_labels) - 1)])
+    kind, what, value_class, latent = leaf_model_class(config).tree_legend(config, tree)
     var, cut = arrays["split_var"], arrays["split_cut"]
     left, right = arrays["left_child"], arrays["right_child"]
     codes = binned.codes
@@ -154,23 +151,5 @@ def format_tree(arrays: dict, binned, predictors, config: dict, design, y: np.nd
         walk(int(right[node]), 2 * number + 1, depth + 1, lab_r, rows[~goes_left])
 
     walk(0, 1, 0, "root", np.arange(codes.shape[1]))
-    if latent and leaf_model == "probit":
-        kind = "latent probit"
-        what = (f"leaf value on the latent probit scale, this tree's term of f (P({class_labels[-1]}) = "
-                "Phi(sum of the trees)); no class per node")
-    elif latent and leaf_model == "ordinal":
-        kind = "latent probit"
-        what = ("leaf value on the latent probit scale, this tree's term of eta (P(y <= k) = Phi(c_k - eta), "
-                "eta the sum of the trees, c the draw's cutpoints); no class per node")
-    elif latent:
-        kind = "log-linear"
-        what = (f"leaf value on the log scale of class {value_class}, this tree's term of its sum of trees "
-                "(probabilities: softmax of the classes' sums); no class per node")
-    elif classification:
-        kind = "probabilities"
-        what = "most probable class; at leaves, each class's probability in class order"
-    else:
-        kind = "mean"
-        what = "leaf value; at splits, mean response of the rows"
     header = f"{title}\nnode), split, n, yval\n      yval: {what}\n      * denotes terminal node\n"
     return TreeText(tuple(lines), header, tuple(nodes), kind, value_class)
