@@ -702,19 +702,20 @@ class _Checker:
     def model_counts(self, config: dict, n_trees: int, classes: int) -> None:
         """Trees per draw and classes as the model type has them."""
         where = f"{TREES_GROUP}/tree_nodes"
-        model, leaf_model = config["model_type"], config.get("leaf_model")
+        model, leaf = config["model_type"], LEAF_MODELS[leaf_model_name(config)]
         if model in ("cart", "soft_tree") and n_trees != 1:
             _fail(where, f"{n_trees} trees per draw; a {model} fit has one")
         if model == "bart":
             m = config.get("trees")
             if not isinstance(m, int):
                 _fail(f"constant_data.attrs[{CONFIG_ATTR!r}]", "a BART configuration needs 'trees'")
-            expect = m * classes if leaf_model == "multinomial" else m
+            expect = m * classes if leaf.forest_per_class else m
             if n_trees != expect:
                 _fail(where, f"{n_trees} trees per draw, the configuration gives {expect}")
-        if leaf_model == "probit" and classes != 2:
-            _fail(f"constant_data.attrs[{CONFIG_ATTR!r}]", f"probit BART with {classes} class labels, expected 2")
-        if leaf_model == "ordinal":
+        if leaf.classes is not None and classes != leaf.classes:
+            _fail(f"constant_data.attrs[{CONFIG_ATTR!r}]", f"{leaf.names[0]} BART with {classes} class labels, "
+                                                           f"expected {leaf.classes}")
+        if "cutpoints" in leaf.posterior_variables:
             self.cutpoints(classes, config["class_labels"])
 
     def cutpoints(self, classes: int, class_labels: list) -> None:

@@ -123,6 +123,10 @@ class LeafModel:
         Leaf parameters in the trees group (``node_value``, ``node_sigma``, ``node_prob``).
     shap_scale : str
         What SHAP values of this model add up to (``Fit.shap``'s ``attrs["scale"]``).
+    forest_per_class : bool
+        Whether a draw holds one sum of ``config["trees"]`` trees per class (``load`` checks the count).
+    classes : int or None
+        The number of classes the model requires (None: any).
     fit : Fit
         The fit this object answers for.
     config : dict
@@ -135,6 +139,8 @@ class LeafModel:
     posterior_variables: ClassVar[tuple[str, ...]] = ()
     tree_variables: ClassVar[tuple[str, ...]] = ("node_value",)
     shap_scale: ClassVar[str] = "response"
+    forest_per_class: ClassVar[bool] = False
+    classes: ClassVar[int | None] = None
 
     def __init__(self, fit):
         self.fit = fit
@@ -280,6 +286,7 @@ class Probit(LeafModel):
 
     names = ("probit",)
     classification = True
+    classes = 2
     shap_scale = "probit latent"
 
     @classmethod
@@ -366,6 +373,7 @@ class Multinomial(LeafModel):
 
     names = ("multinomial",)
     classification = True
+    forest_per_class = True
     shap_scale = "log-linear"
 
     def _class_slices(self) -> list[slice]:
