@@ -28,7 +28,8 @@ module): the ``Fit`` is passed in.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -38,6 +39,9 @@ from .. import _validation as check
 from ..errors import ArgumentError
 from ._dask import is_dask_frame, predict_dask
 from .prediction_table import class_table, regression_table, with_missing_rows
+
+if TYPE_CHECKING:
+    from .fit import Fit
 
 #: Dim of ordinal BART's ``cutpoints`` (chain, draw, cutpoint); not ``cut``, which constant_data's
 #: cut grids use with another size.
@@ -91,7 +95,7 @@ def leaf_model_class(config: dict) -> type[LeafModel]:
     return LEAF_MODELS[name].variant(config)
 
 
-def leaf_model_for(fit) -> LeafModel:
+def leaf_model_for(fit: Fit) -> LeafModel:
     """The leaf model of ``fit``, from its configuration.
 
     Raises
@@ -142,7 +146,7 @@ class LeafModel:
     forest_per_class: ClassVar[bool] = False
     classes: ClassVar[int | None] = None
 
-    def __init__(self, fit):
+    def __init__(self, fit: Fit):
         self.fit = fit
         self.config = fit.config  # the configuration it was chosen from (Fit.leaf_model checks it)
 
@@ -203,7 +207,7 @@ class LeafModel:
         z = (y[None, :] - f) / sd
         return -0.5 * z * z - np.log(sd) - 0.5 * np.log(2.0 * np.pi)
 
-    def predict(self, newdata, kind: str, level: float, samples: bool, na_action, times):
+    def predict(self, newdata, kind: str, level: float, samples: bool, na_action: str | None, times):
         """``Fit.predict`` after its common checks (same contract); a dask DataFrame is predicted
         partition by partition (``posterior/_dask.py``)."""
         if kind in SURVIVAL_KINDS or times is not None:
@@ -227,7 +231,7 @@ class LeafModel:
         return with_missing_rows(out, ok, index)
 
     # -- posterior variables --------------------------------------------------------------------
-    def summary_rows(self, row) -> dict:
+    def summary_rows(self, row: Callable[[np.ndarray], dict]) -> dict:
         """Rows of ``Fit.summary`` beyond its (chain, draw) scalars: ``{name: row(values)}`` with
         ``row`` the summary's statistics of a (chain, draw) array."""
         return {}
@@ -313,7 +317,7 @@ class DiscreteTimeSurvival(Probit):
     """Survival BART: the probit of a discrete-time hazard on person-period rows (the time is the
     trees' first predictor); ``predict`` gives S(t | x) and friends (``posterior/survival.py``)."""
 
-    def predict(self, newdata, kind: str, level: float, samples: bool, na_action, times):
+    def predict(self, newdata, kind: str, level: float, samples: bool, na_action: str | None, times):
         from . import survival
 
         return survival.predict(self.fit, newdata, "survival" if kind == "mean" else kind, level, samples,
@@ -356,7 +360,7 @@ class Ordinal(LeafModel):
         cut = self.fit.posterior["cutpoints"].values.reshape(-1, len(self.fit.config["class_labels"]) - 1)
         return ordinal_probabilities(self.function_samples(x), cut)
 
-    def summary_rows(self, row) -> dict:
+    def summary_rows(self, row: Callable[[np.ndarray], dict]) -> dict:
         rows = {}
         for name in self.posterior_variables:
             da = self.fit.posterior[name]
