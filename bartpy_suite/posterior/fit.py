@@ -94,6 +94,12 @@ class Fit:
         return w / w.sum()
 
     @property
+    def particle_weighted(self) -> bool:
+        """Whether the chains are independent weighted particles (the sampler's ``ess_method``
+        is ``"kish"``, as ``smc``), whose ESS is Kish's rather than from autocorrelations."""
+        return self.sample_stats.attrs.get("ess_method") == "kish"
+
+    @property
     def is_classification(self) -> bool:
         """Whether the response is categorical."""
         return self.config["response_kind"] == "categorical"
@@ -185,7 +191,7 @@ class Fit:
         lo, hi = interval_labels(level)
         w = self.weights.values
         kish = None
-        if self.sample_stats.attrs.get("ess_method") == "kish":
+        if self.particle_weighted:
             kish = float(sum(kish_ess(w[c]) for c in range(w.shape[0])))
 
         def row(arr: np.ndarray) -> dict:

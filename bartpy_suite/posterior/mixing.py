@@ -212,7 +212,7 @@ def mixing_report(fit, rows: int = MONITOR_ROWS) -> MixingReport:
     for name in TREE_SIZE:
         if name in fit.posterior.data_vars and fit.posterior[name].dims == ("chain", "draw"):
             samples[name] = ("tree size", fit.posterior[name].values)
-    kish = fit.sample_stats.attrs.get("ess_method") == "kish"
+    kish = fit.particle_weighted
     table = diagnose(samples, np.asarray(fit.weights.values, dtype=float), kish)
     severity = severity_of(table)
     report = MixingReport(severity, table, draws_per_chain=draws, chains=chains)
