@@ -22,6 +22,7 @@ rows, the package's prior convention, ``tree.py``) and "no split" get a log weig
     weights "U" (XBART and stochtree: uniform over all K candidate rules of the node):
         lam(v, rule) = l(n_L, S_L) + l(n_R, S_R) + log p_d - log K
         lam(stop)    = l(n, S) + log(1 - p_d)
+        (K counts partitions: a factor's two masks of one partition share one candidate's mass)
 
 with p_d = alpha (1 + d)^-beta, l(n, S) = -1/2 log(1 + n tau/sigma^2) + tau S^2 / (2 sigma^2
 (sigma^2 + n tau)) the leaf log marginal of spec section 1 (``likelihood.
@@ -87,6 +88,7 @@ from .tree import (
     H_SIGMA2,
     H_TAU2,
     LEAF,
+    LOG2,
     M_N_FREE,
     M_N_INTERNAL,
     M_N_LEAVES,
@@ -335,14 +337,19 @@ def node_options(hn, hs, off, is_cat, nbins, n, s_node, m, sigma2, tau2, use_lik
 
 
 @helper
-def add_prior_terms(work, n_opt, n_vars, ps, mode):
+def add_prior_terms(work, n_opt, n_vars, ps, mode, is_cat):
     """Add each option's log prior mass relative to "stop" (spec 3.2): log p_d - log |V| - log K_v
-    (mode B) or log p_d - log K (mode U)."""
+    (mode B) or log p_d - log K (mode U). In mode U a candidate is a partition of the node's rows:
+    a factor's rules come in pairs (a level set and its complement, both ordered masks of one
+    partition), so a factor counts K_v / 2 candidates and each mask half a candidate's mass."""
     lp = math.log(ps)
     if mode == WEIGHTS_U:
-        lp -= math.log(n_opt)
+        k = 0.0
+        for v in range(is_cat.shape[0]):
+            k += 0.5 * work.kvar[v] if is_cat[v] else work.kvar[v]
+        lp -= math.log(k)
         for o in range(n_opt):
-            work.lam[o] += lp
+            work.lam[o] += lp - LOG2 if is_cat[work.ovar[o]] else lp
         return
     lp -= math.log(n_vars)
     for o in range(n_opt):
@@ -419,7 +426,7 @@ def grow_from_root(rng, tree, xt, xr, is_cat, nbins, resid, hyper, buf, work):
         if n_opt == 0:
             continue
         ps = p_split(alpha, beta, d)
-        add_prior_terms(work, n_opt, n_vars, ps, mode)
+        add_prior_terms(work, n_opt, n_vars, ps, mode, is_cat)
         o = draw_option(rng, work.lam, n_opt, ell_node + math.log1p(-ps))
         if o < 0:
             continue
