@@ -63,45 +63,55 @@ def gfr_tree_draws(binned, y, seed, draws, likelihood=True, **options):
 # --------------------------------------------------------------------------------------------
 # Plain-Python enumeration of GFR's proposal q(T | y)
 # --------------------------------------------------------------------------------------------
-def enumerate_q(codes, is_cat, nbins, leaf_loglik, mode="B"):
-    """Every valid tree with its log probability under GFR's top-down proposal (spec 3.2).
+def node_options_python(codes, is_cat, nbins, rows, depth, leaf_loglik, mode="B"):
+    """GFR's option probabilities at a node with ``rows`` at ``depth`` (spec 3.2), in plain
+    Python: ``[(None, p_stop), ((v, rule, left rows, right rows), p), ...]``, or None when the
+    node has no available rule (a leaf with probability 1).
 
-    At a node with rows R and available rules (``BE.available_rules``: factor rules as unordered
-    partitions; the two ordered masks of one partition have equal weight, so their total is the
-    weight of the partition with K_v counted in partitions), the options' log weights are
+    Options (``BE.available_rules``: factor rules as unordered partitions; the two ordered masks
+    of one partition have equal weight, so their total is the weight of the partition with K_v
+    counted in partitions) get the log weights
 
         stop:        log(1 - p_d) + L(R)
         (v, rule):   log p_d - log |V| - log K_v + L(R_L) + L(R_R)   (mode "B")
                      log p_d - log K + L(R_L) + L(R_R)                (mode "U")
 
     with L the dense Gaussian log marginal (the terms common to all options cancel in the
-    normalisation). A node without available rules is a leaf with probability 1.
+    normalisation).
     """
+    rules = BE.available_rules(codes, rows, is_cat, nbins, MIN_LEAF)
+    if not rules:
+        return None
+    ps = ALPHA * (1.0 + depth) ** (-BETA)
+    options = [(None, math.log1p(-ps) + leaf_loglik(rows))]
+    k_total = sum(len(o) for o in rules.values())
+    for v, found in rules.items():
+        prior = math.log(ps) - (math.log(k_total) if mode == "U" else math.log(len(rules)) + math.log(len(found)))
+        for rule, lrows, rrows in found:
+            options.append(((v, rule, lrows, rrows), prior + leaf_loglik(lrows) + leaf_loglik(rrows)))
+    weights = np.array([w for _, w in options])
+    logp = weights - (weights.max() + math.log(np.exp(weights - weights.max()).sum()))
+    return [(choice, float(lp)) for (choice, _), lp in zip(options, logp)]
+
+
+def enumerate_q(codes, is_cat, nbins, leaf_loglik, mode="B"):
+    """Every valid tree with its log probability under GFR's top-down proposal: the product of
+    ``node_options_python``'s probabilities of the choices made at its nodes."""
     cache = {}
 
     def enum(rows, depth):
         key = (rows, depth)
         if key in cache:
             return cache[key]
-        rules = BE.available_rules(codes, rows, is_cat, nbins, MIN_LEAF)
-        if not rules:
+        options = node_options_python(codes, is_cat, nbins, rows, depth, leaf_loglik, mode)
+        if options is None:
             cache[key] = [(None, 0.0)]
             return cache[key]
-        ps = ALPHA * (1.0 + depth) ** (-BETA)
-        options = [(None, math.log1p(-ps) + leaf_loglik(rows))]
-        k_total = sum(len(o) for o in rules.values())
-        for v, found in rules.items():
-            prior = math.log(ps) - (math.log(k_total) if mode == "U" else math.log(len(rules)) + math.log(len(found)))
-            for rule, lrows, rrows in found:
-                options.append(((v, rule, lrows, rrows), prior + leaf_loglik(lrows) + leaf_loglik(rrows)))
-        weights = np.array([w for _, w in options])
-        logp = weights - (weights.max() + math.log(np.exp(weights - weights.max()).sum()))
-        result = [(None, float(logp[0]))]
-        for (choice, _), lp in zip(options[1:], logp[1:]):
-            v, rule, lrows, rrows = choice
+        result = [(None, options[0][1])]
+        for (v, rule, lrows, rrows), lp in options[1:]:
             for lt, llp in enum(lrows, depth + 1):
                 for rt, rlp in enum(rrows, depth + 1):
-                    result.append(((v, rule, lt, rt), float(lp) + llp + rlp))
+                    result.append(((v, rule, lt, rt), lp + llp + rlp))
         cache[key] = result
         return result
 
@@ -295,3 +305,77 @@ def test_unsupported_models_say_what_gfr_fits():
     with pytest.raises(ArgumentError, match="probit"):
         GfrChain(_problem(*BE.grid_problem(False), mode=SIGMA_PROBIT), GFR.option_defaults(),
                  np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("mode", ["B", "U"])
+@pytest.mark.parametrize("factor", [False, True], ids=["numeric", "factor"])
+def test_node_probabilities_match_brute_force(factor, mode):
+    """Spec 14.1: the kernel's option probabilities at a node (``node_options``,
+    ``add_prior_terms``, the stop weight of ``grow_from_root``) equal the brute-force ones with
+    the full dense Gaussian marginal to 1e-12, at the root and at a depth-1 node of the factor
+    grid (the likelihood parts differ from the dense ones by constants that cancel)."""
+    from bartpy_suite._kernels import gfr as K
+
+    binned, y = BE.grid_problem(factor)
+    codes, is_cat, nbins = binned.codes, binned.is_categorical, binned.nbins
+    leaf = BE.normal_leaf_loglik(y, SIGMA2, TAU2)
+    work = K.new_work(nbins, is_cat, weights=K.WEIGHTS_U if mode == "U" else K.WEIGHTS_B, max_depth=10,
+                      sigma_update=K.SIGMA_PER_SWEEP)
+    xr = np.ascontiguousarray(codes.T)
+    for rows, depth in ((tuple(range(18)), 0), (tuple(int(r) for r in np.flatnonzero(codes[0] >= 1)), 1)):
+        perm = np.array(rows, dtype=np.int32)
+        hn, hs = work.hn[0], work.hs[0]
+        K.fill_histogram(xr, perm, 0, perm.size, y, work.off, hn, hs)
+        n, s_node = perm.size, float(y[list(rows)].sum())
+        n_opt, n_vars = K.node_options(hn, hs, work.off, is_cat, nbins, n, s_node, MIN_LEAF, SIGMA2, TAU2, True,
+                                       work)
+        ps = ALPHA * (1.0 + depth) ** (-BETA)
+        K.add_prior_terms(work, n_opt, n_vars, ps, K.WEIGHTS_U if mode == "U" else K.WEIGHTS_B, is_cat)
+        lam = np.concatenate([[K.leaf_ell(n, s_node, SIGMA2, TAU2, True) + math.log1p(-ps)], work.lam[:n_opt]])
+        prob = np.exp(lam - lam.max())
+        prob /= prob.sum()
+        kernel = Counter({None: prob[0]})
+        for o in range(n_opt):  # the kernel's ordered masks summed per canonical partition
+            v, cut = int(work.ovar[o]), int(work.ocut[o])
+            col = codes[v, list(rows)]
+            left = col <= cut if not is_cat[v] else ((cut >> col.astype(np.int64)) & 1) == 1
+            if is_cat[v]:
+                present = sorted(set(int(c) for c in col))
+                chosen = frozenset(lev for lev in present if (cut >> lev) & 1)
+                rule = frozenset(present) - chosen if present[-1] in chosen else chosen
+            else:
+                rule = cut
+            kernel[(v, rule)] += prob[1 + o]
+            assert left.sum() >= MIN_LEAF and (~left).sum() >= MIN_LEAF
+        brute = {None if c is None else (c[0], c[1]): math.exp(lp)
+                 for c, lp in node_options_python(codes, is_cat, nbins, rows, depth, leaf, mode)}
+        assert set(kernel) == set(brute)
+        for key, p in brute.items():
+            assert kernel[key] == pytest.approx(p, rel=1e-12, abs=1e-15), key
+
+
+def test_sigma_update_per_tree_and_depth_cap():
+    """``sigma_update="tree"`` (XBART's order) still recovers sigma on the step function (true
+    0.3; 400 rows, sd of a draw ~0.011, tolerance 0.05), and ``max_depth=1`` gives trees of at
+    most two leaves."""
+    rng = np.random.default_rng(12)
+    x = rng.uniform(size=(400, 3))
+    y = np.where(x[:, 0] > 0.5, 2.0, -1.0) + 0.3 * rng.normal(size=400)
+    fit = bps.BART(sampler="gfr", sampler_options={"sigma_update": "tree", "max_depth": 1}, trees=20, chains=1,
+                   draws=20, tune=10, seed=3, progress=False, check_mixing=False).fit(x, y)
+    assert int(fit.posterior["n_leaves"].values.max()) == 2
+    assert abs(float(fit.posterior["sigma"].values.mean()) - 0.3) < 0.05
+    assert int(fit.sample_stats["n_truncated"].values.sum()) == 0
+
+
+def test_full_node_arrays_stop_the_growth_and_are_counted():
+    """One tree over 2,000 noise rows with min_leaf_size 1 and a tiny sigma wants more than the
+    255 node slots of a BART tree: the nodes that found no room stay leaves, the tree stays a
+    valid 255-node state, and ``n_truncated`` counts them."""
+    rng = np.random.default_rng(5)
+    x = rng.uniform(size=(2000, 2))
+    y = rng.normal(size=2000)
+    fit = bps.BART(sampler="gfr", trees=1, sigma=0.01, min_leaf_size=1, alpha=0.999, beta=0.0, chains=1, draws=3,
+                   tune=0, seed=1, progress=False, check_mixing=False).fit(x, y)
+    assert int(fit.sample_stats["n_truncated"].values.min()) > 0
+    assert int(fit.posterior["n_leaves"].values.max()) == 128  # 255 nodes
