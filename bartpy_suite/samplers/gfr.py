@@ -84,6 +84,10 @@ def check_problem(problem) -> None:
     if int(problem.sigma_mode) == SIGMA_PROBIT:
         raise ArgumentError(f"sampler 'gfr' (and init='gfr') fits {SUPPORTED} only, not probit (binary) BART; use "
                             "sampler='grow_prune' for a binary response")
+    if problem.hyper[_tree.H_NA_SPLIT] != 0.0:
+        raise ArgumentError("sampler 'gfr' (and init='gfr') does not support na_action='split' (its rules do not "
+                            "carry the missing-value bit); use na_action='drop', or init=None with sampler="
+                            "'grow_prune'")
     if getattr(problem, "sparse", None) is not None:
         raise ArgumentError(f"sampler 'gfr' (and init='gfr') fits {SUPPORTED} only: its split weights do not "
                             "include DART's; leave sparse=False or use sampler='grow_prune'")
