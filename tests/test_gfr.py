@@ -302,6 +302,11 @@ def test_unsupported_models_say_what_gfr_fits():
         bps.BART(sampler="gfr", progress=False).fit(x, rng.integers(0, 3, 60), class_labels=[0, 1, 2])
     with pytest.raises(ArgumentError, match="grow_prune"):
         bps.BayesianCART(sampler="gfr")
+    import pandas as pd
+
+    df = pd.DataFrame({"time": rng.uniform(1, 5, 60), "event": rng.integers(0, 2, 60), "x": x[:, 0]})
+    with pytest.raises(ArgumentError, match="not survival BART"):
+        bps.bart("Surv(time, event) ~ x", data=df, init="gfr")
     with pytest.raises(ArgumentError, match="probit"):
         GfrChain(_problem(*BE.grid_problem(False), mode=SIGMA_PROBIT), GFR.option_defaults(),
                  np.random.default_rng(0))

@@ -331,6 +331,9 @@ class BART(TreeModel):
                                     f"...' formula; got {', '.join(f'{k}={v!r}' for k, v in dart.items())}); leave "
                                     "the sparse keywords out")
             keywords.pop("sparse", None)
+            if keywords.pop("init", None) is not None or keywords.pop("init_options", None) is not None:
+                raise ArgumentError(f"init='gfr' fits {SUPPORTED} only, not survival BART (a 'Surv(time, event) ~ "
+                                    "...' formula); leave init out")
             return SurvivalBART.from_formula(formula, data, na_action=na_action, **keywords)
         ordered, unused = ordered_response_labels(formula, data)
         if cls is BART and ordered and keywords.get("link", "auto") in ("auto", "ordinal"):
