@@ -56,7 +56,8 @@ tree prior (truncated at ``max_depth`` and the node capacity); ``tests/test_gfr.
 and q itself against an enumeration.
 
 Prior and sigma^2 are read once per tree (``tree_settings``), so that a change of how the
-kernels receive them touches one function.
+kernels receive them touches that function; besides it only ``draw_sigma_before_tree``
+(``sigma_update="tree"``) reads nu, lambda and writes sigma^2, as ``backfit.draw_noise`` does.
 """
 
 from __future__ import annotations
