@@ -15,6 +15,7 @@ from .._kernels.tree import H_LAM, H_LG_RATE, H_LG_SHAPE, H_NU
 from ..errors import ArgumentError, DataError
 from ..priors import calibrate_lambda, hyper_vector, response_exponent
 from ..samplers import BartProblem
+from ..samplers.gfr import SUPPORTED, WARM_STARTABLE, check_init_options, check_problem, warm_start
 from ..samplers.problems import MultinomialBartProblem
 from ._base import (
     TreeModel,
@@ -22,6 +23,7 @@ from ._base import (
     original_scale,
     plain,
     sparse_settings,
+    spawn_generators,
     with_run_parameters,
     with_sparse_parameters,
 )
@@ -144,6 +146,18 @@ class BART(TreeModel):
         response's levels. "auto" (default): probit for two classes; for more, ordinal when the
         formula's response is an ordered pandas Categorical (``pd.Categorical(..., ordered=True)``),
         logit otherwise (an unordered factor stays multinomial).
+    init : {None, "gfr"}
+        How the chains start. None (default): every tree a stump, sigma at ``sigma_hat``.
+        ``"gfr"``: warm start (Krantsevich, He & Hahn 2023; stochtree's default): k grow-from-root
+        sweeps (the ``gfr`` sampler, run with a generator of its own spawned from ``seed``) under
+        the same prior, and chain c starts from the forest and sigma of sweep k - 1 - c; those
+        sweeps are not kept as draws. The chains' sampler is unchanged, so they target the same
+        posterior; they need far fewer tuning sweeps (``tune``). Regression BART with
+        ``sampler`` "grow_prune", "cgm" or "gfr", without ``executor`` and ``sparse``.
+    init_options : dict or None
+        Settings of ``init="gfr"``: ``sweeps`` (k, default ``max(5, chains)``, at least
+        ``chains``) and the ``gfr`` sampler's options (``weights``, ``max_depth``,
+        ``sigma_update``; see ``docs/guide/samplers.md``).
     cutpoint_sd : float
         Ordinal BART: the free cutpoints c_2 < ... < c_{K-1} have the prior i.i.d.
         N(0, cutpoint_sd^2) restricted to 0 < c_2 < ... < c_{K-1} (default 10: nearly flat on
@@ -160,7 +174,7 @@ class BART(TreeModel):
                  alpha=0.95, beta=2.0, k=2.0, nu=3.0, q=0.9, sigma_hat=None, max_cuts=100, min_leaf_size=5, moves=None,
                  sampler_options=None, sigma=None, link="auto", sparse=False, sparse_a=0.5, sparse_b=1.0,
                  sparse_rho=None, likelihood=True, progress=True, threads=None, check_mixing=True,
-                 log_likelihood=None, executor=None, cutpoint_sd=10.0):
+                 log_likelihood=None, executor=None, cutpoint_sd=10.0, init=None, init_options=None):
         self._init_mcmc(sampler=sampler, chains=chains, draws=draws, tune=tune, thin=thin, seed=seed, alpha=alpha,
                         beta=beta, min_leaf_size=min_leaf_size, max_cuts=max_cuts, moves=moves,
                         sampler_options=sampler_options, likelihood=likelihood, progress=progress, threads=threads,
@@ -177,6 +191,34 @@ class BART(TreeModel):
         self._sparse = check_sparse(sparse, sparse_a, sparse_b, sparse_rho)
         self.sparse, self.sparse_a, self.sparse_b, self.sparse_rho = (self._sparse is not None, sparse_a, sparse_b,
                                                                       sparse_rho)
+        self.init, self.init_options = self._check_init(init, init_options)
+        self._warm_problem = None  # set by fit while its chains are built and run (``_run``)
+
+    def _check_init(self, init, init_options):
+        """Validated ``init`` and ``init_options`` (``samplers/gfr.py``)."""
+        if init is None:
+            if init_options is not None:
+                raise ArgumentError("init_options= sets the warm start of init='gfr'; give init='gfr' or leave "
+                                    "init_options out")
+            return None, None
+        init = check.check_choice("init", init, ("gfr",))
+        if self.spec.name not in WARM_STARTABLE:
+            raise ArgumentError(f"init='gfr' starts chains of the samplers {', '.join(map(repr, WARM_STARTABLE))}; "
+                                f"sampler={self.spec.name!r} is not one of them (use init=None with it)")
+        if self.executor is not None:
+            raise ArgumentError("init='gfr' runs the warm-start sweeps where the chains are built, which executor= "
+                                "does not allow; give one of them")
+        if self._sparse is not None:
+            raise ArgumentError("init='gfr' does not support sparse=True (DART): the GFR sweeps do not draw DART's "
+                                "split weights; leave sparse=False or init=None")
+        return init, check_init_options(init_options, self.chains)
+
+    def _run(self, chains: list) -> int:
+        """Warm-start the chains (``init="gfr"``) and run them."""
+        if self.init is not None and self._warm_problem is not None:
+            rng = spawn_generators(self.seed, self.chains + 1)[self.chains]  # after the chains' own
+            warm_start(chains, self._warm_problem, rng, self.init_options)
+        return super()._run(chains)
 
     def fit(self, X, y, *, is_categorical=None, n_levels=None, class_labels=None, predictor_names=None, design=None,
             na_action="raise"):
@@ -194,6 +236,9 @@ class BART(TreeModel):
         x, y, is_cat, names, binned = self._prepare(X, y, is_categorical, n_levels, predictor_names, na_action)
         check_link_for_response(self.link, class_labels)
         sparse = sparse_settings(self._sparse, names, self.spec.name)
+        if self.init is not None and (self.link == "ordinal" or (class_labels is not None and (
+                self.link == "logit" or (self.link == "auto" and len(class_labels) > 2)))):
+            raise ArgumentError(f"init='gfr' fits {SUPPORTED} only, not ordinal or multinomial BART; use init=None")
         if self.link == "ordinal":
             if sparse is not None:
                 raise ArgumentError("sparse=True (DART) is not available for ordinal BART yet; fit it without sparse, "
@@ -256,6 +301,9 @@ class BART(TreeModel):
         hyper[[H_NU, H_LAM]] = self.nu, lam
         problem = BartProblem(binned.codes, is_cat, binned.nbins, ywork, hyper, self.trees, mode,
                               center if probit else 0.0, predictor_names=tuple(names), sparse=sparse)
+        if self.init is not None:
+            check_problem(problem)  # a probit response: say what init='gfr' fits
+            config.update(init=self.init, init_options=self.init_options)
 
         def derived(posterior):
             posterior["mean_leaves"] = posterior["n_leaves"].mean(axis=2)
@@ -263,7 +311,11 @@ class BART(TreeModel):
             if probit:
                 del posterior["sigma"]
 
-        return self._sample(problem, binned=binned, y=y, config=config, design=design, derived=derived)
+        self._warm_problem = problem if self.init is not None else None
+        try:
+            return self._sample(problem, binned=binned, y=y, config=config, design=design, derived=derived)
+        finally:
+            self._warm_problem = None
 
     @classmethod
     def from_formula(cls, formula: str, data, *, na_action: str = "drop", **keywords):
@@ -279,6 +331,9 @@ class BART(TreeModel):
                                     f"...' formula; got {', '.join(f'{k}={v!r}' for k, v in dart.items())}); leave "
                                     "the sparse keywords out")
             keywords.pop("sparse", None)
+            if keywords.pop("init", None) is not None or keywords.pop("init_options", None) is not None:
+                raise ArgumentError(f"init='gfr' fits {SUPPORTED} only, not survival BART (a 'Surv(time, event) ~ "
+                                    "...' formula); leave init out")
             return SurvivalBART.from_formula(formula, data, na_action=na_action, **keywords)
         ordered, unused = ordered_response_labels(formula, data)
         if cls is BART and ordered and keywords.get("link", "auto") in ("auto", "ordinal"):

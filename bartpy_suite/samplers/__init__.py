@@ -16,6 +16,7 @@ from . import hmc  # noqa: F401  (registers hmc_df and hmc_dfi)
 from .problems import BartProblem, CartProblem, SoftTreeProblem
 from .registry import SAMPLERS, Chain, Option, SamplerSpec, Statistic, get_sampler, register, samplers_for
 from .tempered import TEMPERED as _TEMPERED  # noqa: F401  (registers tempered)
+from . import gfr  # noqa: F401, E402, I001  (registers gfr)
 
 __all__ = [
     "SAMPLERS", "BartProblem", "CartProblem", "SoftTreeProblem", "Chain", "Option", "SamplerSpec", "Statistic",
