@@ -6,19 +6,21 @@ Each model class ends its ``Parameters`` section with a placeholder entry that
 registry holds for it); ``bps.bart`` and ``bps.cart`` hold one more for the DART keywords
 (``models._base.with_sparse_parameters``, ``SPARSE_PARAMETERS_DOC``). griffe reads the source, not
 the live class, so this extension makes the same replacements for the site: the run entries are
-generated for the live class the griffe class names.
+generated for the live class the griffe class names, and its ``__init__``'s ``**run`` becomes the
+run keywords with that class's defaults (the signature ``with_run_keywords`` gives it at import).
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import textwrap
 from typing import Any
 
 import griffe
 
 from bartpy_suite.models._base import SPARSE_PARAMETERS_DOC, SPARSE_PARAMETERS_PLACEHOLDER
-from bartpy_suite.models.settings import RUN_PARAMETERS_PLACEHOLDER, run_parameters_doc
+from bartpy_suite.models.settings import RUN_KEYWORDS, RUN_PARAMETERS_PLACEHOLDER, run_parameters_doc
 
 
 def _live_class(cls: griffe.Class) -> type:
@@ -41,3 +43,18 @@ class RunKeywords(griffe.Extension):
         if sparse in cls.docstring.value:
             cls.docstring.value = cls.docstring.value.replace(
                 sparse, textwrap.dedent(SPARSE_PARAMETERS_DOC).rstrip("\n"))
+
+    def on_class_members(self, *, cls: griffe.Class, **kwargs: Any) -> None:
+        """Give a model's ``__init__`` the run keywords in place of its ``**run``."""
+        init = cls.members.get("__init__")
+        if not isinstance(init, griffe.Function) or "run" not in init.parameters:
+            return
+        if init.parameters["run"].kind is not griffe.ParameterKind.var_keyword:
+            return
+        live = inspect.signature(_live_class(cls)).parameters
+        if not set(RUN_KEYWORDS) <= set(live):
+            return
+        del init.parameters["run"]
+        for name in RUN_KEYWORDS:
+            init.parameters.add(griffe.Parameter(name, kind=griffe.ParameterKind.keyword_only,
+                                                 default=repr(live[name].default)))
