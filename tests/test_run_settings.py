@@ -229,3 +229,14 @@ def test_frames_are_not_modified(gappy):
     with pytest.warns(BartpySuiteWarning):
         bps.BayesianCART(sampler="grow_prune", **FAST).fit(gappy[["x1"]], gappy["y"].to_numpy(), na_action="drop")
     pd.testing.assert_frame_equal(gappy, before)
+
+
+def test_files_written_before_the_enum_still_load():
+    """Files of earlier versions hold the same strings (a formula's "drop" stored as "raise" then, or
+    nothing in 0.1 files); they load, and the stored value is a valid NaAction."""
+    from pathlib import Path
+
+    folder = Path(__file__).parent / "data"
+    old = bps.load(folder / "v1_transforms_cart.nc", log_likelihood=False)
+    assert NaAction(old.config["na_action"]) is NaAction.RAISE
+    assert bps.load(folder / "v0_1_bart.nc", log_likelihood=False).config.get("na_action") is None

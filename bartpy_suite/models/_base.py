@@ -74,7 +74,7 @@ SPARSE_PARAMETERS_DOC = """    sparse : bool
         split counts), which treats every predictor as available at every split: exact with
         continuous predictors at nodes of at least 2 ``min_leaf_size`` rows, an approximation
         (BART3's and bartz's default) with binary or few-level predictors, where it leans to
-        larger theta (less sparsity). Samplers ``"grow_prune"`` and ``"cgm"``; at least two
+        larger theta (less sparsity). Samplers {samplers}; at least two
         predictors (a factor counts as one).
     sparse_a, sparse_b : float
         Beta prior of theta / (theta + rho) (Linero's defaults 0.5 and 1; a = 1 is close to
@@ -82,7 +82,7 @@ SPARSE_PARAMETERS_DOC = """    sparse : bool
     sparse_rho : float or None
         Scale of theta (default: the number of predictors p; rho < p asks for more sparsity);
         between 1e-290 p and 1e300, where theta and the weights stay finite.
-"""
+""".replace("{samplers}", " and ".join(f'``"{name}"``' for name in SPARSE_SAMPLERS))
 
 
 #: the entry a model's docstring holds where :data:`SPARSE_PARAMETERS_DOC` goes (well-formed
