@@ -65,7 +65,7 @@ from bartpy_suite._validation import NaAction
 from bartpy_suite.errors import BartpySuiteError, BartpySuiteWarning
 from bartpy_suite.models import MODELS
 from bartpy_suite.models._base import SPARSE_SAMPLERS
-from bartpy_suite.models.settings import RUN_KEYWORDS, check_run_settings
+from bartpy_suite.models.settings import RUN_KEYWORDS, check_run_settings, sampler_kind
 from bartpy_suite.samplers import samplers_for
 
 __all__ = ["main", "build_parser", "CommandError"]
@@ -176,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the model (default cart): " + "; ".join(
                          f"{name}: {cls.__doc__.splitlines()[0].rstrip('.')}" for name, cls in MODELS.items()))
     fit.add_argument("--sampler", help="sampler name (default: the model's); by model: " + "; ".join(
-        f"{name}: {', '.join(samplers_for(cls.model_type))} (default {cls.run_defaults['sampler']})"
+        f"{name}: {', '.join(samplers_for(sampler_kind(cls)))} (default {cls.run_defaults['sampler']})"
         for name, cls in MODELS.items()))
     fit.add_argument("--sampler-option", dest="sampler_options", action="append", metavar="KEY=VALUE",
                      help="a sampler setting (repeatable); VALUE is read as JSON where it parses "
@@ -733,7 +733,7 @@ def _fit(args: argparse.Namespace, session: _Session) -> None:
     if args.sampler_options:
         run["sampler_options"] = _parse_sampler_options(args.sampler_options)
     model = MODELS[args.model]
-    check_run_settings(model.model_type, run, model.run_defaults, owner=f"--model {args.model}")
+    check_run_settings(sampler_kind(model), run, model.run_defaults, owner=f"--model {args.model}")
     if args.model != "bart" and re.match(r"\s*Surv\s*\(", args.formula):
         raise CommandError("a 'Surv(time, event) ~ ...' formula fits survival BART: add --model bart")
     data = _read_table(args.data, "data", args, session)

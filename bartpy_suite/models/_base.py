@@ -25,7 +25,7 @@ from ..samplers import samplers_for
 from ..samplers.draws import stack_draws
 from ._remote import run_on_executor
 from ._runner import run_chains
-from .settings import check_run_settings
+from .settings import check_run_settings, sampler_kind
 
 
 def spawn_generators(seed, chains: int) -> list[np.random.Generator]:
@@ -394,6 +394,9 @@ class TreeModel:
     """
 
     model_type = ""
+    #: the problem kind whose samplers the model takes, when it is not ``model_type`` (a model that
+    #: builds another model's problem, e.g. a ``CartProblem``; ``settings.sampler_kind``)
+    problem_kind: str | None = None
     #: the model's defaults of run keywords (``settings.RunSettings``), at least its ``sampler``
     run_defaults: Mapping[str, Any] = {}
     #: text appended to a run keyword's docstring entry, by keyword (``settings.run_parameters_doc``)
@@ -402,7 +405,7 @@ class TreeModel:
     def _init_run(self, run: Mapping[str, Any]) -> None:
         """Validate the run keywords (``settings.check_run_settings``) into ``self.run`` and
         ``self.spec`` (the sampler's registry entry)."""
-        self.run, self.spec = check_run_settings(self.model_type, run, type(self).run_defaults,
+        self.run, self.spec = check_run_settings(sampler_kind(type(self)), run, type(self).run_defaults,
                                                  owner=f"{type(self).__name__}()")
 
     def _init_tree_prior(self, alpha, beta, min_leaf_size, max_cuts) -> None:

@@ -60,6 +60,13 @@ RUN_KEYWORDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RunSett
 RUN_RESOURCES: tuple[str, ...] = ("executor",)
 
 
+def sampler_kind(model: type) -> str:
+    """The problem kind whose samplers ``model`` takes (``samplers_for`` of it): the model's
+    ``problem_kind`` when it sets one (a model that builds another model's problem, e.g. a
+    ``CartProblem``), else its ``model_type``."""
+    return getattr(model, "problem_kind", None) or model.model_type
+
+
 def run_defaults(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The default of every run keyword, with a model's ``overrides`` (e.g. its sampler)."""
     out = {f.name: f.default for f in dataclasses.fields(RunSettings) if f.default is not dataclasses.MISSING}
@@ -75,7 +82,8 @@ def check_run_settings(model_type: str, keywords: Mapping[str, Any],
     Parameters
     ----------
     model_type : str
-        The model's registry name ("cart", "bart", "soft_tree"): the sampler must support it.
+        The problem kind the sampler must fit (``sampler_kind(model)``: "cart", "bart",
+        "soft_tree", ...).
     keywords : mapping
         The run keywords the user gave (the others take their defaults).
     overrides : mapping, optional
@@ -208,7 +216,7 @@ def run_parameters_doc(model: type) -> str:
     out = []
     for name in RUN_KEYWORDS:
         if name == "sampler":
-            kind, text = "str", sampler_entry_text(model.model_type, defaults["sampler"],
+            kind, text = "str", sampler_entry_text(sampler_kind(model), defaults["sampler"],
                                                    getattr(model, "sampler_variants", None))
         else:
             kind, text = _ENTRIES[name]
