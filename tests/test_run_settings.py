@@ -178,7 +178,7 @@ def test_array_level_drop_leaves_rows_out_like_the_formula(gappy):
     before = x.copy()
     model = bps.BayesianCART(sampler="grow_prune", **FAST)
     with pytest.warns(BartpySuiteWarning, match=r"dropped 2 of 800 rows with missing values \(na_action='drop'; "
-                                                r"rows 3, 17\)"):
+                                                r"0-based rows 3, 17\)"):
         fit = model.fit(x, y, na_action="drop")
     keep = ~np.isnan(x[:, 0])
     ref = bps.BayesianCART(sampler="grow_prune", **FAST).fit(x[keep], y[keep])
@@ -203,7 +203,7 @@ def test_survival_drop_leaves_out_rows_with_a_missing_time_or_covariate():
     event = (rng.uniform(size=40) < 0.7).astype(float)
     x[5, 0], time[9], event[11] = np.nan, np.nan, np.nan
     model = SurvivalBART(trees=5, grid=5, **FAST)
-    with pytest.warns(BartpySuiteWarning, match=r"dropped 3 of 40 rows .*rows 5, 9, 11"):
+    with pytest.warns(BartpySuiteWarning, match=r"dropped 3 of 40 rows .*0-based rows 5, 9, 11\)"):
         fit = model.fit(x, time, event, na_action="drop")
     keep = np.ones(40, dtype=bool)
     keep[[5, 9, 11]] = False

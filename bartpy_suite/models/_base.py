@@ -155,7 +155,7 @@ def plain(value):
     return value.item() if hasattr(value, "item") else value
 
 
-def drop_missing_rows(x, *others, names=None):
+def drop_missing_rows(x, *others):
     """``na_action="drop"`` at the array level: the rows of ``x`` and of each array of ``others``
     (the response, or survival times and events) where ``x`` or a float array of ``others`` holds
     NaN are left out, with a ``BartpySuiteWarning`` saying how many (R's ``na.omit``).
@@ -189,7 +189,7 @@ def drop_missing_rows(x, *others, names=None):
                         "nothing to fit; impute them, or fit with na_action='split' to let the trees route "
                         "missing predictor values")
     keep = ~missing
-    warnings.warn(f"dropped {k} of {n} rows with missing values (na_action='drop'; rows {first})",
+    warnings.warn(f"dropped {k} of {n} rows with missing values (na_action='drop'; 0-based rows {first})",
                   BartpySuiteWarning, stacklevel=_user_stacklevel())
     kept_x = x.iloc[keep] if hasattr(x, "iloc") else values[keep]
     return (kept_x, *(np.asarray(o)[keep] for o in others))
