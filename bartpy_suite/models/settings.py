@@ -74,14 +74,14 @@ def run_defaults(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     return out
 
 
-def check_run_settings(model_type: str, keywords: Mapping[str, Any],
+def check_run_settings(kind: str, keywords: Mapping[str, Any],
                        overrides: Mapping[str, Any] | None = None, *,
                        owner: str = "the model") -> tuple[RunSettings, SamplerSpec]:
-    """Validate the run keywords of a ``model_type`` model; the one place they are checked.
+    """Validate a model's run keywords; the one place they are checked.
 
     Parameters
     ----------
-    model_type : str
+    kind : str
         The problem kind the sampler must fit (``sampler_kind(model)``: "cart", "bart",
         "soft_tree", ...).
     keywords : mapping
@@ -110,8 +110,8 @@ def check_run_settings(model_type: str, keywords: Mapping[str, Any],
     given = {**run_defaults(overrides), **keywords}
     if "sampler" not in given:
         raise ArgumentError(f"{owner} names no default sampler; pass sampler= (one of "
-                            f"{', '.join(map(repr, samplers_for(model_type)))})")
-    spec = get_sampler(given["sampler"], model_type)
+                            f"{', '.join(map(repr, samplers_for(kind)))})")
+    spec = get_sampler(given["sampler"], kind)
     chains = check.check_int_at_least("chains", given["chains"], 1)
     draws = check.check_int_at_least("draws", given["draws"], 1)
     tune = check.check_int_at_least("tune", given["tune"], 0)
@@ -190,18 +190,19 @@ def _entry(name: str, kind: str, text: str) -> str:
     return f"    {name} : {kind}\n{body}\n"
 
 
-def sampler_entry_text(model_type: str, default: str, variants: Mapping[str, str] | None = None) -> str:
-    """The sampler entry's text: the samplers the registry holds for ``model_type``, with their
+def sampler_entry_text(kind: str, default: str, variants: Mapping[str, str] | None = None) -> str:
+    """The sampler entry's text: the samplers the registry holds for ``kind``, with their
     one-line descriptions, the default first; and for each problem variant (e.g.
     ``{"bart_multinomial": "multinomial (logit) BART"}``) the samplers that fit it."""
-    names = samplers_for(model_type)
+    names = samplers_for(kind)
     names = [default] + [n for n in names if n != default] if default in names else names
+
     def quoted(n):
         return f'``"{n}"``'
 
     listed = "; ".join(f"{quoted(n)}{' (default)' if n == default else ''}: {SAMPLERS[n].description}"
                        for n in names)
-    text = (f"A sampler of the registry that fits this model (``bps.samplers.samplers_for({model_type!r})``): "
+    text = (f"A sampler of the registry that fits this model (``bps.samplers.samplers_for({kind!r})``): "
             f"{listed}.")
     for problem, label in (variants or {}).items():
         text += f" {label[0].upper()}{label[1:]}: {', '.join(quoted(n) for n in samplers_for(problem))}."
