@@ -8,12 +8,13 @@ Imports flow one way: this module imports ``api``; nothing below imports this mo
 from __future__ import annotations
 
 from . import datasets, samplers
-from .api import bart, cart, load, soft_tree
+from .api import NaAction, bart, cart, load, soft_tree
 from .errors import BartpySuiteWarning, MixingWarning, StrongMixingWarning
 from .models import BART, BayesianCART, SoftTree
 from .posterior import Fit
 
 __version__ = "0.1.0"
 
-__all__ = ["BART", "BartpySuiteWarning", "BayesianCART", "Fit", "MixingWarning", "SoftTree", "StrongMixingWarning",
+__all__ = ["BART", "BartpySuiteWarning", "BayesianCART", "Fit", "MixingWarning", "NaAction", "SoftTree",
+           "StrongMixingWarning",
            "bart", "cart", "datasets", "load", "samplers", "soft_tree", "__version__"]

@@ -12,6 +12,7 @@ one helps (close option names, the valid move names, ...).
 from __future__ import annotations
 
 import difflib
+import enum
 import math
 import numbers
 from collections.abc import Iterable, Mapping
@@ -27,8 +28,80 @@ __all__ = [
     "check_bool",
     "check_seed",
     "check_moves",
+    "check_na_action",
+    "NaAction",
     "suggest",
 ]
+
+
+class NaAction(enum.StrEnum):
+    """What a fit does with missing values (``na_action``), one type from the API to the saved file.
+
+    A ``str`` enum: each member equals its value (``NaAction.DROP == "drop"``), so the strings
+    users pass, the choices of the command line and the value a fit's configuration stores
+    (``fit.config["na_action"]``, also read back from files written before this type existed) are
+    the same three strings.
+
+    Attributes
+    ----------
+    DROP
+        Rows with a missing value are dropped, with a warning (R's ``na.omit``).
+    RAISE
+        A missing value is an error naming where it is.
+    SPLIT
+        Missing predictor values stay; every split rule carries a missing-goes-left/right bit
+        sampled with the rule (MIA; Kapelner & Bleich 2015), also used at predict time.
+    """
+
+    DROP = "drop"
+    RAISE = "raise"
+    SPLIT = "split"
+
+
+def check_na_action(value: object, allowed: Iterable[NaAction] = tuple(NaAction), *,
+                    name: str = "na_action") -> NaAction:
+    """The ``NaAction`` a user's ``na_action`` (a string or a member) names.
+
+    Parameters
+    ----------
+    value : str or NaAction
+        ``"drop"``, ``"raise"`` or ``"split"`` (or the member).
+    allowed : iterable of NaAction
+        The values the caller supports (all three by default).
+    name : str
+        Argument name used in the error message.
+
+    Returns
+    -------
+    NaAction
+
+    Raises
+    ------
+    ArgumentError
+        For another value (R's ``"omit"``/``"na.omit"`` gets a pointer to ``"drop"``, a near miss
+        a suggestion), or a value the caller does not support.
+    """
+    options = [str(a) for a in NaAction]
+    if isinstance(value, str) and value in options:
+        action = NaAction(value)
+        allowed = tuple(allowed)
+        if action not in allowed:
+            raise ArgumentError(f"{name}={str(action)!r} is not available here; valid options: "
+                                + ", ".join(repr(str(a)) for a in allowed))
+        return action
+    message = (
+        f"unknown {name} {value!r}; valid options: 'drop' (drop rows with missing "
+        "values and warn, like R's na.omit), 'split' (keep missing predictor values: each split "
+        "rule sends them left or right) or 'raise'"
+    )
+    if isinstance(value, str):
+        if value.lower().replace("na.", "") in ("omit", "exclude"):
+            message += "; use 'drop' for R's na.omit"
+        else:
+            close = suggest(value, options)
+            if close:
+                message += f" (did you mean {' or '.join(repr(c) for c in close)}?)"
+    raise ArgumentError(message)
 
 
 def _show(value: object) -> str:

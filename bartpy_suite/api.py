@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import inspect
 
+from ._validation import NaAction
 from .formula import Design
 from .models import MODELS
 from .posterior import file_check
 from .posterior.fit import Fit
+
+__all__ = ["NaAction", "bart", "cart", "load", "soft_tree"]
 
 _ALIAS_INTRO = {
     "cart": "Fit a single-tree Bayesian CART model (Chipman, George & McCulloch 1998) from a formula.",
@@ -32,13 +35,13 @@ def _formula_alias(name: str):
     list as its signature and the model's docstring, written once on the class."""
     model = MODELS[name]
 
-    def fit(formula, data, *, na_action="drop", **keywords) -> Fit:
+    def fit(formula, data, *, na_action: str | NaAction = "drop", **keywords) -> Fit:
         return model.from_formula(formula, data, na_action=na_action, **keywords)
 
     positional = [
         inspect.Parameter("formula", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str),
         inspect.Parameter("data", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="pandas.DataFrame"),
-        inspect.Parameter("na_action", inspect.Parameter.KEYWORD_ONLY, default="drop", annotation=str),
+        inspect.Parameter("na_action", inspect.Parameter.KEYWORD_ONLY, default="drop", annotation="str | NaAction"),
     ]
     fit.__signature__ = inspect.Signature(positional + model.keyword_parameters(), return_annotation=Fit)
     fit.__name__ = fit.__qualname__ = name

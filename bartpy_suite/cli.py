@@ -61,9 +61,12 @@ import pandas as pd
 
 import bartpy_suite as bps
 from bartpy_suite import datasets
+from bartpy_suite._validation import NaAction
 from bartpy_suite.errors import BartpySuiteError, BartpySuiteWarning
 from bartpy_suite.models import MODELS
-from bartpy_suite.samplers import SAMPLERS
+from bartpy_suite.models._base import SPARSE_SAMPLERS
+from bartpy_suite.models.settings import RUN_KEYWORDS, check_run_settings, sampler_kind
+from bartpy_suite.samplers import samplers_for
 
 __all__ = ["main", "build_parser", "CommandError"]
 
@@ -172,7 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--model", choices=tuple(MODELS), default="cart",
                      help="the model (default cart): " + "; ".join(
                          f"{name}: {cls.__doc__.splitlines()[0].rstrip('.')}" for name, cls in MODELS.items()))
-    fit.add_argument("--sampler", help="sampler name (default: the model's): " + ", ".join(SAMPLERS))
+    fit.add_argument("--sampler", help="sampler name (default: the model's); by model: " + "; ".join(
+        f"{name}: {', '.join(samplers_for(sampler_kind(cls)))} (default {cls.run_defaults['sampler']})"
+        for name, cls in MODELS.items()))
     fit.add_argument("--sampler-option", dest="sampler_options", action="append", metavar="KEY=VALUE",
                      help="a sampler setting (repeatable); VALUE is read as JSON where it parses "
                           "(numbers, true/false, {...}), else as text, e.g. "
@@ -180,17 +185,18 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--chains", type=int, help="number of chains")
     fit.add_argument("--draws", type=int, help="draws kept per chain")
     fit.add_argument("--tune", type=int, help="draws discarded per chain")
+    fit.add_argument("--thin", type=int, help="keep every THIN-th draw after --tune")
     fit.add_argument("--seed", type=int, help="random seed")
-    fit.add_argument("--trees", type=int, help="number of trees (--model bart only)")
+    fit.add_argument("--trees", type=int, help=f"number of trees (--model {_models_taking('trees')} only)")
     fit.add_argument("--sparse", action="store_true", default=None,
                      help="DART: the sparsity-inducing Dirichlet prior on the split variables (Linero 2018; "
-                          "--model bart or cart with the samplers grow_prune or cgm); the summary and the saved "
-                          "fit then hold split_probs")
+                          f"--model {_models_taking('sparse')} with the samplers {' or '.join(SPARSE_SAMPLERS)}); "
+                          "the summary and the saved fit then hold split_probs")
     fit.add_argument("--level", type=float, help="credible level of the summary intervals")
     fit.add_argument("--levels", help="the response's classes in order, comma-separated (e.g. low,mid,high): the "
                                       "response becomes an ordered categorical, which --model bart fits by ordinal "
                                       "(cumulative-probit) BART when three or more of them occur")
-    fit.add_argument("--na-action", dest="na_action", choices=("drop", "raise", "split"),
+    fit.add_argument("--na-action", dest="na_action", choices=tuple(NaAction),
                      help="rows with missing values: drop them with a warning (default), raise an error, or "
                           "split: keep missing predictor values, each split rule sending them left or right "
                           "(new data at 'predict' may then hold missing values too)")
@@ -235,6 +241,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_force(predict, "a CSV")
     _add_shap_parser(commands)
     return parser
+
+
+def _models_taking(keyword: str) -> str:
+    """The registered models that take ``keyword`` ("bart or cart"), read from their keyword lists."""
+    return " or ".join(name for name, cls in MODELS.items() if keyword in {p.name for p in cls.keyword_parameters()})
 
 
 def _add_progress(parser: argparse.ArgumentParser) -> None:
@@ -713,9 +724,16 @@ def _fit(args: argparse.Namespace, session: _Session) -> None:
     out = _output_target(args.out, "fit", [("data", data_path)], args.force)
     # options that only some models take: which ones is read from their keywords, not listed here
     for option, keyword in (("--trees", "trees"), ("--sparse", "sparse")):
-        takes = [name for name, cls in MODELS.items() if keyword in {p.name for p in cls.keyword_parameters()}]
-        if getattr(args, keyword) is not None and args.model not in takes:
-            raise CommandError(f"{option} applies to --model {' or '.join(takes)} only")
+        if getattr(args, keyword) is not None and keyword not in {p.name for p in
+                                                                  MODELS[args.model].keyword_parameters()}:
+            raise CommandError(f"{option} applies to --model {_models_taking(keyword)} only")
+    # the run settings (sampler, chains, draws, ...) are checked by the models' one validation before the
+    # data file is read, so that a bad --chains or --sampler-option does not wait for a large file
+    run = {key: getattr(args, key) for key in RUN_KEYWORDS if getattr(args, key, None) is not None}
+    if args.sampler_options:
+        run["sampler_options"] = _parse_sampler_options(args.sampler_options)
+    model = MODELS[args.model]
+    check_run_settings(sampler_kind(model), run, model.run_defaults, owner=f"--model {args.model}")
     if args.model != "bart" and re.match(r"\s*Surv\s*\(", args.formula):
         raise CommandError("a 'Surv(time, event) ~ ...' formula fits survival BART: add --model bart")
     data = _read_table(args.data, "data", args, session)
@@ -724,14 +742,8 @@ def _fit(args: argparse.Namespace, session: _Session) -> None:
             raise CommandError("--levels makes the response ordered, which only ordinal BART uses: add --model bart "
                                f"(--model {args.model} would fit an unordered classification)")
         data = _ordered_response(data, args.formula, args.levels)
-    kwargs: dict[str, Any] = {
-        key: getattr(args, key)
-        for key in ("sampler", "chains", "draws", "tune", "seed", "trees", "sparse", "check_mixing")
-        if getattr(args, key) is not None
-    }
-    kwargs.update(_progress_kwargs(args))
-    if args.sampler_options:
-        kwargs["sampler_options"] = _parse_sampler_options(args.sampler_options)
+    kwargs: dict[str, Any] = {**run, **{key: getattr(args, key) for key in ("trees", "sparse")
+                                        if getattr(args, key) is not None}}
     if args.na_action is not None:
         kwargs["na_action"] = args.na_action
     fit = MODELS[args.model].from_formula(args.formula, data, **kwargs)

@@ -37,6 +37,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from ._validation import check_choice, check_open_unit
 from .errors import DataError
 from .models import MODELS
+from .models.settings import RUN_RESOURCES
 
 __all__ = ["BARTClassifier", "BARTRegressor", "CARTClassifier", "CARTRegressor", "SoftTreeClassifier",
            "SoftTreeRegressor"]
@@ -80,11 +81,11 @@ class _TreeEstimator(BaseEstimator):
         return w / w.sum()
 
     def __sklearn_clone__(self):
-        """An unfitted copy with the same parameters. ``executor`` (a dask ``Client`` or an
-        ``Executor``) is where the chains run, not a setting: the copy shares it, as it cannot
-        be deep-copied."""
+        """An unfitted copy with the same parameters. The run keywords that name a resource
+        (``models.settings.RUN_RESOURCES``: ``executor``, a dask ``Client`` or an ``Executor``) are
+        where the chains run, not settings: the copy shares them, as they cannot be deep-copied."""
         params = self.get_params(deep=False)
-        return type(self)(**{k: v if k == "executor" else clone(v, safe=False) for k, v in params.items()})
+        return type(self)(**{k: v if k in RUN_RESOURCES else clone(v, safe=False) for k, v in params.items()})
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

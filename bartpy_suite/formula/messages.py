@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bartpy_suite._validation import suggest
-from bartpy_suite.errors import ArgumentError, BartpySuiteWarning, DataError
+from bartpy_suite._validation import NaAction, check_na_action, suggest
+from bartpy_suite.errors import BartpySuiteWarning, DataError
 
 #: Valid values of ``na_action``.
-NA_ACTIONS: tuple[str, ...] = ("drop", "raise", "split")
+NA_ACTIONS: tuple[str, ...] = tuple(str(action) for action in NaAction)
 
 _MAX_SHOWN = 5
 
@@ -82,20 +82,8 @@ def _clean_formulaic_message(exc: BaseException) -> str:
     return " ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
-def _check_na_action(na_action: object) -> str:
-    if isinstance(na_action, str) and na_action in NA_ACTIONS:
-        return na_action
-    message = (
-        f"unknown na_action {na_action!r}; valid options: 'drop' (drop rows with missing "
-        "values and warn, like R's na.omit), 'split' (keep missing predictor values: each split "
-        "rule sends them left or right) or 'raise'"
-    )
-    if isinstance(na_action, str):
-        if na_action.lower().replace("na.", "") in ("omit", "exclude"):
-            message += "; use 'drop' for R's na.omit"
-        else:
-            message += _did_you_mean(na_action, NA_ACTIONS)
-    raise ArgumentError(message)
+def _check_na_action(na_action: object) -> NaAction:
+    return check_na_action(na_action)  # one check and one type for every entry point (_validation.NaAction)
 
 
 def _check_frame(data: object, name: str) -> pd.DataFrame:

@@ -6,21 +6,26 @@ from __future__ import annotations
 import inspect
 import math
 import os
+import warnings
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
 from .. import _validation as check
 from .._binning import MAX_LEVELS, BinnedPredictors, check_float64_keeps_values
-from ..errors import ArgumentError, DataError
+from .._validation import NaAction, check_na_action
+from ..errors import ArgumentError, BartpySuiteWarning, DataError
 from ..posterior.build import build_fit
 from ..posterior.loglik import wants_log_likelihood
 from ..posterior.mixing import warn_if_poor_mixing
 from ..priors import TreePrior
-from ..samplers import SAMPLERS, get_sampler
+from ..samplers import samplers_for
 from ..samplers.draws import stack_draws
-from ._remote import check_executor, run_on_executor
+from ._remote import run_on_executor
 from ._runner import run_chains
+from .settings import check_run_settings, sampler_kind
 
 
 def spawn_generators(seed, chains: int) -> list[np.random.Generator]:
@@ -51,36 +56,6 @@ def _user_stacklevel() -> int:
     return level
 
 
-#: numpydoc entries of the run keywords every model takes (``_init_mcmc``), appended to each
-#: model's class docstring by :func:`with_run_parameters`.
-RUN_PARAMETERS_DOC = """    likelihood : bool
-        False samples the prior (the test of last resort for a sampler).
-    progress : bool
-        Progress bar in an interactive terminal.
-    threads : int or None
-        Worker threads (default one per chain); the draws do not depend on it.
-    check_mixing : bool
-        After the fit, check how well the chains mixed on f(x) at 24 training rows (class
-        probabilities for a classifier) and sigma (default True): past r_hat 1.01 or bulk ESS 100
-        per chain a note on standard error, past 1.05 or 50 a ``bartpy_suite.MixingWarning``, past
-        1.2 or 5 a ``bartpy_suite.StrongMixingWarning`` (``posterior.mixing.mixing_report``).
-    log_likelihood : bool or None
-        Store the pointwise log-likelihood of the training rows in ``idata["log_likelihood"]``
-        (for ``arviz_stats.loo``): True, False, or None (default) when chains x draws x rows
-        is at most 10 million (``fit.add_log_likelihood()`` adds it later).
-    executor : dask.distributed.Client, concurrent.futures.Executor or None
-        Where the chains run. None (default): one thread per chain in this process. A dask
-        ``Client`` or an ``Executor`` (e.g. ``ProcessPoolExecutor``) runs each chain as one task:
-        the data and the chain's seed are shipped, the chain is built, run and collected there,
-        and its draws are gathered. The same seed gives the same draws as the threaded run.
-"""
-
-
-#: the entry each model's docstring ends its ``Parameters`` with, replaced by the above at import
-#: (a well-formed numpydoc entry, so that tools reading the source parse the docstring too)
-RUN_PARAMETERS_PLACEHOLDER = ("    **run_keywords\n        The run keywords every model shares "
-                              "(``models._base.RUN_PARAMETERS_DOC``), put here at import.\n")
-
 #: Samplers whose rule prior takes DART's split-variable weights (``sparse=True``).
 SPARSE_SAMPLERS = ("grow_prune", "cgm")
 
@@ -99,7 +74,7 @@ SPARSE_PARAMETERS_DOC = """    sparse : bool
         split counts), which treats every predictor as available at every split: exact with
         continuous predictors at nodes of at least 2 ``min_leaf_size`` rows, an approximation
         (BART3's and bartz's default) with binary or few-level predictors, where it leans to
-        larger theta (less sparsity). Samplers ``"grow_prune"`` and ``"cgm"``; at least two
+        larger theta (less sparsity). Samplers {samplers}; at least two
         predictors (a factor counts as one).
     sparse_a, sparse_b : float
         Beta prior of theta / (theta + rho) (Linero's defaults 0.5 and 1; a = 1 is close to
@@ -107,7 +82,7 @@ SPARSE_PARAMETERS_DOC = """    sparse : bool
     sparse_rho : float or None
         Scale of theta (default: the number of predictors p; rho < p asks for more sparsity);
         between 1e-290 p and 1e300, where theta and the weights stay finite.
-"""
+""".replace("{samplers}", " and ".join(f'``"{name}"``' for name in SPARSE_SAMPLERS))
 
 
 #: the entry a model's docstring holds where :data:`SPARSE_PARAMETERS_DOC` goes (well-formed
@@ -175,23 +150,49 @@ def sparse_settings(sparse: tuple | None, names: list, sampler: str) -> tuple | 
     return a, b, rho
 
 
-def with_run_parameters(cls):
-    """Class decorator: end the ``Parameters`` section of the model's docstring with
-    :data:`RUN_PARAMETERS_DOC` (the placeholder line names it in the source)."""
-    doc = cls.__doc__ or ""
-    if RUN_PARAMETERS_PLACEHOLDER not in doc:
-        raise ValueError(f"{cls.__name__}'s docstring lacks the run-keywords placeholder")
-    cls.__doc__ = doc.replace(RUN_PARAMETERS_PLACEHOLDER, RUN_PARAMETERS_DOC)
-    return cls
-
-
 def plain(value):
     """JSON-friendly version of a label (numpy scalars to Python scalars)."""
     return value.item() if hasattr(value, "item") else value
 
 
-#: Valid ``na_action`` values of the array-level ``fit``.
-FIT_NA_ACTIONS = ("raise", "split")
+def drop_missing_rows(x, *others):
+    """``na_action="drop"`` at the array level: the rows of ``x`` and of each array of ``others``
+    (the response, or survival times and events) where ``x`` or a float array of ``others`` holds
+    NaN are left out, with a ``BartpySuiteWarning`` saying how many (R's ``na.omit``).
+
+    Returns ``(x, *others)``: the inputs themselves when no row is missing (nothing is copied),
+    else new arrays (the inputs are never modified). Values that are not numbers are left to
+    ``check_training_arrays`` to report.
+
+    Raises
+    ------
+    DataError
+        When every row has a missing value.
+    """
+    try:
+        values = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        return (x, *others)
+    if values.ndim not in (1, 2) or values.shape[0] == 0:
+        return (x, *others)
+    missing = np.isnan(values) if values.ndim == 1 else np.isnan(values).any(axis=1)
+    for other in others:
+        arr = np.asarray(other)
+        if arr.dtype.kind == "f" and arr.shape[:1] == missing.shape:
+            missing = missing | (np.isnan(arr) if arr.ndim == 1 else np.isnan(arr).reshape(arr.shape[0], -1).any(1))
+    if not missing.any():
+        return (x, *others)
+    n, k = missing.size, int(missing.sum())
+    first = ", ".join(str(i) for i in np.flatnonzero(missing)[:5]) + (", ..." if k > 5 else "")
+    if k == n:
+        raise DataError(f"every one of the {n} rows has a missing value (NaN), so na_action='drop' leaves "
+                        "nothing to fit; impute them, or fit with na_action='split' to let the trees route "
+                        "missing predictor values")
+    keep = ~missing
+    warnings.warn(f"dropped {k} of {n} rows with missing values (na_action='drop'; 0-based rows {first})",
+                  BartpySuiteWarning, stacklevel=_user_stacklevel())
+    kept_x = x.iloc[keep] if hasattr(x, "iloc") else values[keep]
+    return (kept_x, *(np.asarray(o)[keep] for o in others))
 
 
 def check_training_arrays(x, y, is_categorical, n_levels, min_leaf_size: int, na_action: str = "raise", names=None):
@@ -393,69 +394,73 @@ class TreeModel:
     """
 
     model_type = ""
+    #: the problem kind whose samplers the model takes, when it is not ``model_type`` (a model that
+    #: builds another model's problem, e.g. a ``CartProblem``; ``settings.sampler_kind``)
+    problem_kind: str | None = None
+    #: the model's defaults of run keywords (``settings.RunSettings``), at least its ``sampler``
+    run_defaults: Mapping[str, Any] = {}
+    #: text appended to a run keyword's docstring entry, by keyword (``settings.run_parameters_doc``)
+    run_notes: Mapping[str, str] = {}
 
-    def _init_mcmc(self, *, sampler, chains, draws, tune, thin, seed, alpha, beta, min_leaf_size, max_cuts, moves,
-                   sampler_options, likelihood, progress, threads, check_mixing=True, log_likelihood=None,
-                   executor=None) -> None:
-        self.spec = get_sampler(sampler, self.model_type)
-        self.chains = check.check_int_at_least("chains", chains, 1)
-        self.draws = check.check_int_at_least("draws", draws, 1)
-        self.tune = check.check_int_at_least("tune", tune, 0)
-        self.thin = check.check_int_at_least("thin", thin, 1)
-        self.seed = check.check_seed("seed", seed)
+    def _init_run(self, run: Mapping[str, Any]) -> None:
+        """Validate the run keywords (``settings.check_run_settings``) into ``self.run`` and
+        ``self.spec`` (the sampler's registry entry)."""
+        self.run, self.spec = check_run_settings(sampler_kind(type(self)), run, type(self).run_defaults,
+                                                 owner=f"{type(self).__name__}()")
+
+    def _init_tree_prior(self, alpha, beta, min_leaf_size, max_cuts) -> None:
+        """Validate the tree prior's keywords into ``self.tree_prior`` and ``self.max_cuts``."""
         self.tree_prior = TreePrior(
             check.check_open_unit("alpha", alpha),
             check.check_nonnegative("beta", beta),
             check.check_int_at_least("min_leaf_size", min_leaf_size, 1),
         )
         self.max_cuts = None if max_cuts is None else check.check_int_at_least("max_cuts", max_cuts, 1)
-        options = dict(sampler_options) if isinstance(sampler_options, dict) else sampler_options
-        if moves is not None:
-            if not any(opt.name == "moves" for opt in self.spec.options):
-                raise ArgumentError(
-                    f"moves= sets the move probabilities of the Metropolis-Hastings samplers; sampler "
-                    f"{self.spec.name!r} has no moves (its options: "
-                    f"{', '.join(repr(o.name) for o in self.spec.options) or 'none'})"
-                )
-            if options and "moves" in options:
-                raise ArgumentError("moves is given twice, as moves= and in sampler_options; give it once")
-            options = {**(options or {}), "moves": moves}
-        self.sampler_options = self.spec.check_options(options)
-        self.likelihood = check.check_bool("likelihood", likelihood)
-        self.progress = check.check_bool("progress", progress)
-        self.threads = None if threads is None else check.check_int_at_least("threads", threads, 1)
-        self.check_mixing = check.check_bool("check_mixing", check_mixing)
-        self.log_likelihood = None if log_likelihood is None else check.check_bool("log_likelihood", log_likelihood)
-        self.executor = check_executor(executor)
-        if self.executor is not None and self.threads is not None:
-            raise ArgumentError("threads= sets the threads of the default run; with executor= the executor decides "
-                                "where chains run: give one of them")
+
+    # the validated run settings, read as attributes of the model (``model.draws``, ...)
+    sampler = property(lambda self: self.run.sampler, doc="Name of the sampler.")
+    chains = property(lambda self: self.run.chains, doc="Number of chains.")
+    draws = property(lambda self: self.run.draws, doc="Kept draws per chain.")
+    tune = property(lambda self: self.run.tune, doc="Discarded initial iterations per chain.")
+    thin = property(lambda self: self.run.thin, doc="Every thin-th iteration after tune is kept.")
+    seed = property(lambda self: self.run.seed, doc="Seed of the chains' generators.")
+    sampler_options = property(lambda self: self.run.sampler_options, doc="The sampler's validated options.")
+    likelihood = property(lambda self: self.run.likelihood, doc="False: the prior is sampled.")
+    progress = property(lambda self: self.run.progress, doc="Whether a progress bar is shown.")
+    threads = property(lambda self: self.run.threads, doc="Worker threads (None: one per chain).")
+    check_mixing = property(lambda self: self.run.check_mixing, doc="Whether the mixing check runs after a fit.")
+    log_likelihood = property(lambda self: self.run.log_likelihood, doc="Whether the pointwise "
+                              "log-likelihood is stored (None: when small enough).")
+    executor = property(lambda self: self.run.executor, doc="Where the chains run (None: local threads).")
 
     @property
     def moves(self) -> dict | None:
         """Move probabilities of an MH sampler (None for other samplers)."""
         return self.sampler_options.get("moves")
 
-    def _prepare(self, X, y, is_categorical, n_levels, predictor_names, na_action="raise"):
-        """Validated copies of the training data, predictor names and the binned predictors."""
-        check.check_choice("na_action", na_action, FIT_NA_ACTIONS)
-        if na_action == "split":
+    def _prepare(self, X, y, is_categorical, n_levels, predictor_names, na_action: NaAction):
+        """Validated copies of the training data, predictor names and the binned predictors
+        (``na_action`` already checked: rows with missing values dropped under ``DROP``)."""
+        if na_action is NaAction.SPLIT:
             self.spec.check_missing_split(self.sampler_options)
         given = None if predictor_names is None else [str(n) for n in predictor_names]
+        if na_action is NaAction.DROP:
+            X, y = drop_missing_rows(X, y)
         x, y, is_cat, levels = check_training_arrays(X, y, is_categorical, n_levels, self.tree_prior.min_leaf_size,
                                                      na_action, names=given)
         p = x.shape[1]
         names = given if given is not None else [f"x{j}" for j in range(p)]
         return x, y, is_cat, names, BinnedPredictors.fit(x, is_cat, levels, self.max_cuts)
 
-    def _fit_tree_prior(self, na_action: str) -> TreePrior:
+    def _fit_tree_prior(self, na_action: NaAction) -> TreePrior:
         """The tree prior of one fit: the model's, with the missing-value bit under 'split'."""
-        return replace(self.tree_prior, split_missing=na_action == "split")
+        return replace(self.tree_prior, split_missing=na_action is NaAction.SPLIT)
 
-    def _base_config(self, response_kind: str, names: list, na_action: str = "raise") -> dict:
-        """Settings every fit records (JSON-serialisable)."""
+    def _base_config(self, response_kind: str, names: list, na_action: NaAction) -> dict:
+        """Settings every fit records (JSON-serialisable); ``na_action`` is the user's choice, stored
+        as its string ("drop", "raise" or "split", as files written before ``NaAction`` hold)."""
         return {
-            "na_action": na_action,
+            "na_action": NaAction(na_action).value,
             "model_type": self.model_type,
             "response_kind": response_kind,
             "sampler": self.spec.name,
@@ -497,7 +502,7 @@ class TreeModel:
         that adds them to the built ``Fit`` (before its log-likelihood is computed).
         """
         if problem.model not in self.spec.builders:
-            able = [name for name, spec in SAMPLERS.items() if problem.model in spec.builders]
+            able = samplers_for(problem.model)
             raise ArgumentError(
                 f"sampler {self.spec.name!r} cannot fit this model ({problem.model.replace('_', ' ')}); "
                 f"samplers that can: {', '.join(repr(a) for a in able)}"
@@ -571,7 +576,7 @@ class TreeModel:
         )
 
     @classmethod
-    def from_formula(cls, formula: str, data, *, na_action: str = "drop", **keywords):
+    def from_formula(cls, formula: str, data, *, na_action: str | NaAction = "drop", **keywords):
         """Fit the model to a pandas DataFrame described by an R-style formula.
 
         Parameters
@@ -582,12 +587,13 @@ class TreeModel:
             a bool, string or category response a classification model (labels kept as given).
         data : pandas.DataFrame
             The data; never modified.
-        na_action : {"drop", "raise", "split"}
+        na_action : {"drop", "raise", "split"} or NaAction
             Rows with missing values are dropped with a warning (R's ``na.omit``) or raise; or,
             with ``"split"``, missing predictor values stay and every split rule carries a
             missing-goes-left/right bit sampled with the rule (MIA, as in bartMachine: Kapelner
             & Bleich 2015), used for the training rows and for new data at predict time. Rows
-            with a missing response are dropped with a warning.
+            with a missing response are dropped with a warning. The choice is recorded in
+            ``fit.config["na_action"]``.
         **keywords
             The model's keywords (see the class docstring).
 
@@ -598,8 +604,10 @@ class TreeModel:
         from ..formula import build_design  # pandas and formulaic only when a formula is used
 
         model = cls(**keywords)
+        na_action = check_na_action(na_action)
         design, x, y = build_design(formula, data, na_action=na_action)
-        return model.fit(x, y, **design_fit_keywords(design), na_action="split" if na_action == "split" else "raise")
+        # the design dropped (or refused) the rows with missing values; the fit records the choice
+        return model.fit(x, y, **design_fit_keywords(design), na_action=na_action)
 
     @classmethod
     def keyword_parameters(cls) -> list[inspect.Parameter]:

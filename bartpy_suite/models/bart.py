@@ -12,6 +12,7 @@ from .. import _validation as check
 from .._kernels.backfit import SIGMA_FIXED, SIGMA_PROBIT, SIGMA_SAMPLED
 from .._kernels.likelihood import MODEL_LOG_GAMMA, MODEL_NORMAL_KNOWN_VARIANCE
 from .._kernels.tree import H_LAM, H_LG_RATE, H_LG_SHAPE, H_NU
+from .._validation import NaAction, check_na_action
 from ..errors import ArgumentError, DataError
 from ..priors import calibrate_lambda, hyper_vector, response_exponent
 from ..samplers import BartProblem
@@ -24,11 +25,11 @@ from ._base import (
     plain,
     sparse_settings,
     spawn_generators,
-    with_run_parameters,
     with_sparse_parameters,
 )
 from .ordinal import check_link_for_response, fit_ordinal, ordered_response_labels, warn_unused_levels
 from .registry import register
+from .settings import with_run_keywords
 
 LINKS = ("auto", "probit", "logit", "ordinal")
 #: Prior sd of each class's log-intensity F_k(x) at k = 2 (log-linear BART).
@@ -96,7 +97,7 @@ def residual_sd(x: np.ndarray, y: np.ndarray, is_categorical: np.ndarray) -> flo
 
 
 @register
-@with_run_parameters
+@with_run_keywords
 @with_sparse_parameters
 class BART(TreeModel):
     """Bayesian additive regression trees.
@@ -105,15 +106,6 @@ class BART(TreeModel):
     ----------
     trees : int
         Number of trees.
-    sampler : str
-        The single-tree update inside Bayesian backfitting, a sampler of the registry that
-        supports BART: ``"grow_prune"`` (default; grow/prune MH), ``"cgm"`` (grow/prune/change/swap
-        MH), ``"tempered"``, ``"pg"`` or ``"ctmc"`` (multinomial BART: ``"grow_prune"`` and
-        ``"cgm"``). ``grow_prune`` is the default because it gave more effective draws of sigma and
-        f(x) per CPU second than ``cgm`` on Friedman #1, the hypercube, Wu and CGM data
-        (``benchmarks/results/bart_default_mixing.md``); a single tree (``bps.cart``) defaults to ``tempered``.
-    chains, draws, tune, thin, seed
-        MCMC settings (chains run in parallel threads; one Generator per chain from ``seed``).
     alpha, beta : float
         Tree prior ``p_SPLIT = alpha (1 + depth)^-beta`` (BART defaults 0.95, 2).
     k : float
@@ -128,11 +120,6 @@ class BART(TreeModel):
         Cut points per numeric predictor (quantile midpoints).
     min_leaf_size : int
         Rows each child of a split must get.
-    moves : dict or None
-        Move probabilities of the MH samplers.
-    sampler_options : dict or None
-        Settings of the sampler (its documented options; unknown keys are an error listing
-        the valid ones).
     sigma : float or None
         Fix sigma at this value (original scale) instead of sampling it (used by tests).
     link : {"auto", "probit", "logit"}
@@ -165,20 +152,24 @@ class BART(TreeModel):
     **sparse_keywords
         The DART keywords (``models._base.SPARSE_PARAMETERS_DOC``), put here at import.
     **run_keywords
-        The run keywords every model shares (``models._base.RUN_PARAMETERS_DOC``), put here at import.
+        The run keywords every model shares (``models.settings.RunSettings``), put here at import.
     """
 
     model_type = "bart"
+    run_defaults = {"sampler": "grow_prune"}
+    #: problem kinds of this model whose samplers the docstring lists besides ``bart``'s
+    sampler_variants = {"bart_multinomial": "multinomial (logit) BART", "bart_ordinal": "ordinal BART"}
+    run_notes = {"sampler": (
+        "The sampler is the single-tree update inside Bayesian backfitting. ``grow_prune`` is the default "
+        "because it gave more effective draws of sigma and f(x) per CPU second than ``cgm`` on Friedman #1, the "
+        "hypercube, Wu and CGM data (``benchmarks/results/bart_default_mixing.md``); a single tree "
+        "(``bps.cart``) defaults to ``tempered``.")}
 
-    def __init__(self, *, trees=200, sampler="grow_prune", chains=4, draws=1000, tune=1000, thin=1, seed=None,
-                 alpha=0.95, beta=2.0, k=2.0, nu=3.0, q=0.9, sigma_hat=None, max_cuts=100, min_leaf_size=5, moves=None,
-                 sampler_options=None, sigma=None, link="auto", sparse=False, sparse_a=0.5, sparse_b=1.0,
-                 sparse_rho=None, likelihood=True, progress=True, threads=None, check_mixing=True,
-                 log_likelihood=None, executor=None, cutpoint_sd=10.0, init=None, init_options=None):
-        self._init_mcmc(sampler=sampler, chains=chains, draws=draws, tune=tune, thin=thin, seed=seed, alpha=alpha,
-                        beta=beta, min_leaf_size=min_leaf_size, max_cuts=max_cuts, moves=moves,
-                        sampler_options=sampler_options, likelihood=likelihood, progress=progress, threads=threads,
-                        check_mixing=check_mixing, log_likelihood=log_likelihood, executor=executor)
+    def __init__(self, *, trees=200, alpha=0.95, beta=2.0, k=2.0, nu=3.0, q=0.9, sigma_hat=None, max_cuts=100,
+                 min_leaf_size=5, sigma=None, link="auto", sparse=False, sparse_a=0.5, sparse_b=1.0,
+                 sparse_rho=None, cutpoint_sd=10.0, init=None, init_options=None, **run):
+        self._init_run(run)
+        self._init_tree_prior(alpha, beta, min_leaf_size, max_cuts)
         self.trees = check.check_int_at_least("trees", trees, 1)
         self.k = check.check_positive("k", k)
         self.nu = check.check_positive("nu", nu)
@@ -227,12 +218,14 @@ class BART(TreeModel):
         A categorical response (``class_labels`` given, ``y`` codes 0..K-1) gives probit BART for
         two classes and log-linear multinomial BART for more (see ``link``). The keywords are
         those of ``BayesianCART.fit``; ``na_action="split"`` lets NaN predictor values through,
-        routed by a missing-goes-left/right bit of every rule (Kapelner & Bleich 2015).
+        routed by a missing-goes-left/right bit of every rule (Kapelner & Bleich 2015), and
+        ``"drop"`` leaves the rows with NaN out.
 
         Returns
         -------
         bartpy_suite.posterior.Fit
         """
+        na_action = check_na_action(na_action)
         x, y, is_cat, names, binned = self._prepare(X, y, is_categorical, n_levels, predictor_names, na_action)
         check_link_for_response(self.link, class_labels)
         sparse = sparse_settings(self._sparse, names, self.spec.name)
@@ -318,7 +311,7 @@ class BART(TreeModel):
             self._warm_problem = None
 
     @classmethod
-    def from_formula(cls, formula: str, data, *, na_action: str = "drop", **keywords):
+    def from_formula(cls, formula: str, data, *, na_action: str | NaAction = "drop", **keywords):
         from ..formula.surv import is_surv_formula
 
         if cls is BART and is_surv_formula(formula):

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from .. import _validation as check
+from .._validation import check_na_action
 from ..errors import ArgumentError, DataError
 from ..priors import DirichletLeafPrior, NormalLeafPrior, default_lambda, hyper_vector, response_exponent
 from ..samplers import CartProblem
@@ -16,38 +17,22 @@ from ._base import (
     original_scale,
     plain,
     sparse_settings,
-    with_run_parameters,
     with_sparse_parameters,
 )
 from .registry import register
+from .settings import with_run_keywords
 
 CART_MODELS = ("mean_shift", "mean_variance_shift")
 
 
 @register
-@with_run_parameters
+@with_run_keywords
 @with_sparse_parameters
 class BayesianCART(TreeModel):
     """Bayesian CART (Chipman, George & McCulloch 1998) sampled by MCMC over trees.
 
     Parameters
     ----------
-    sampler : str
-        A sampler of the registry that supports CART (``bps.samplers.samplers_for("cart")``):
-        ``"tempered"`` (default; parallel tempering of grow/prune/change/swap MH, 16 rungs),
-        ``"cgm"`` (grow/prune/change/swap MH, thesis 3.3.4), ``"grow_prune"``, ``"pg"``
-        (particle Gibbs), ``"smc"`` (weighted particles), ``"ctmc"`` (continuous-time
-        birth-death, weighted draws). ``tempered`` is the default: on seven real data sets
-        (``benchmarks/results/first_hour.md``) its best tree was within 0.5 nats of the best
-        log posterior any run found in 9 of 14 fits (``cgm`` 2, ``pg`` 4, ``smc`` 5; ``cgm``'s
-        median gap 11.7 nats, largest 156), its chains disagreed least about f(x) (median
-        largest r_hat 1.24 against 1.84), and its held-out error beat ``cgm``'s on 4 of 7 data
-        sets, for about 15x ``cgm``'s CPU time (0.4-4.6 s per default fit there).
-    chains, draws, tune, thin : int
-        Number of chains; kept draws per chain; discarded initial iterations; keep every
-        ``thin``-th iteration after ``tune``.
-    seed : int, SeedSequence or None
-        Seed of the chains' generators.
     alpha, beta : float
         Tree prior p_SPLIT = alpha (1 + depth)^-beta (thesis eq. 3.1).
     min_leaf_size : int
@@ -64,29 +49,26 @@ class BayesianCART(TreeModel):
         sigma^2 ~ IG(nu/2, nu*lam/2); default ``lam`` puts P(sigma < sd(y)) = 0.9.
     class_alpha : float
         Symmetric Dirichlet parameter of leaf class probabilities (classification).
-    moves : dict or None
-        Move probabilities by name of the MH samplers (default: the sampler's), e.g.
-        ``{"grow": .25, "prune": .25, "change": .4, "swap": .1}``.
-    sampler_options : dict or None
-        Settings of the sampler (its documented options; unknown keys are an error listing
-        the valid ones).
     **sparse_keywords
         The DART keywords (``models._base.SPARSE_PARAMETERS_DOC``), put here at import.
     **run_keywords
-        The run keywords every model shares (``models._base.RUN_PARAMETERS_DOC``), put here at import.
+        The run keywords every model shares (``models.settings.RunSettings``), put here at import.
     """
 
     model_type = "cart"
+    run_defaults = {"sampler": "tempered"}
+    run_notes = {"sampler": (
+        "``tempered`` is the default: on seven real data sets (``benchmarks/results/first_hour.md``) its best "
+        "tree was within 0.5 nats of the best log posterior any run found in 9 of 14 fits (``cgm`` 2, ``pg`` 4, "
+        "``smc`` 5; ``cgm``'s median gap 11.7 nats, largest 156), its chains disagreed least about f(x) (median "
+        "largest r_hat 1.24 against 1.84), and its held-out error beat ``cgm``'s on 4 of 7 data sets, for about "
+        "15x ``cgm``'s CPU time (0.4-4.6 s per default fit there).")}
 
-    def __init__(self, *, sampler="tempered", chains=4, draws=1000, tune=1000, thin=1, seed=None, alpha=0.95, beta=0.5,
-                 min_leaf_size=5, max_cuts=None, model="mean_shift", a=1 / 3, mu_bar=None, nu=3.0, lam=None,
-                 class_alpha=1.0, moves=None, sampler_options=None, sparse=False, sparse_a=0.5, sparse_b=1.0,
-                 sparse_rho=None, likelihood=True, progress=True, threads=None, check_mixing=True,
-                 log_likelihood=None, executor=None):
-        self._init_mcmc(sampler=sampler, chains=chains, draws=draws, tune=tune, thin=thin, seed=seed, alpha=alpha,
-                        beta=beta, min_leaf_size=min_leaf_size, max_cuts=max_cuts, moves=moves,
-                        sampler_options=sampler_options, likelihood=likelihood, progress=progress, threads=threads,
-                        check_mixing=check_mixing, log_likelihood=log_likelihood, executor=executor)
+    def __init__(self, *, alpha=0.95, beta=0.5, min_leaf_size=5, max_cuts=None, model="mean_shift", a=1 / 3,
+                 mu_bar=None, nu=3.0, lam=None, class_alpha=1.0, sparse=False, sparse_a=0.5, sparse_b=1.0,
+                 sparse_rho=None, **run):
+        self._init_run(run)
+        self._init_tree_prior(alpha, beta, min_leaf_size, max_cuts)
         self.model = check.check_choice("model", model, CART_MODELS)
         self.a = check.check_positive("a", a)
         self.mu_bar = None if mu_bar is None else float(mu_bar)
@@ -118,15 +100,18 @@ class BayesianCART(TreeModel):
         predictor_names : sequence of str, optional
         design : object with ``to_json()``, optional
             The formula design, stored so that ``Fit.predict`` accepts data frames.
-        na_action : {"raise", "split"}
-            ``"raise"``: NaN in ``X`` is an error. ``"split"``: NaN predictor values stay and
-            every rule carries a missing-goes-left/right bit sampled with it (MIA; Kapelner &
-            Bleich 2015), also used for NaN in new data at predict time (``TreePrior``).
+        na_action : {"raise", "drop", "split"} or NaAction
+            ``"raise"``: NaN in ``X`` is an error. ``"drop"``: rows with NaN in ``X`` (or in a
+            numeric ``y``) are left out, with a warning. ``"split"``: NaN predictor values stay
+            and every rule carries a missing-goes-left/right bit sampled with it (MIA; Kapelner &
+            Bleich 2015), also used for NaN in new data at predict time (``TreePrior``). Recorded
+            in ``fit.config["na_action"]``.
 
         Returns
         -------
         bartpy_suite.posterior.Fit
         """
+        na_action = check_na_action(na_action)
         x, y, is_cat, names, binned = self._prepare(X, y, is_categorical, n_levels, predictor_names, na_action)
         sparse = sparse_settings(self._sparse, names, self.spec.name)
         n = x.shape[0]

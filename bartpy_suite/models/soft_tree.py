@@ -6,16 +6,18 @@ import numpy as np
 
 from .. import _validation as check
 from .._kernels import soft_tree as st
+from .._validation import NaAction, check_na_action
 from ..errors import ArgumentError, DataError
 from ..posterior import soft
 from ..priors import response_exponent
 from ..samplers.problems import SoftTreeProblem
-from ._base import TreeModel, original_scale, plain, with_run_parameters
+from ._base import TreeModel, original_scale, plain
 from .registry import register
+from .settings import with_run_keywords
 
 
 @register
-@with_run_parameters
+@with_run_keywords
 class SoftTree(TreeModel):
     """Soft decision tree (RJHMC-Tree: reversible-jump grow/prune with NUTS on the continuous parameters).
 
@@ -27,16 +29,6 @@ class SoftTree(TreeModel):
 
     Parameters
     ----------
-    sampler : {"hmc_dfi", "hmc_df"}
-        ``"hmc_dfi"`` (default): split directions on the simplex; ``"hmc_df"``: one split
-        variable per node, updated by Metropolis-within-Gibbs.
-    chains, draws, tune, thin : int
-        Number of chains; kept iterations per chain; warm-up iterations (eq. 19 acceptance and
-        the warm-up move probabilities); keep every ``thin``-th iteration after ``tune``. The
-        topology is found during the warm-up (after it, eq. 18 rarely accepts a grow), so give
-        ``tune`` room: the paper uses 500.
-    seed : int, SeedSequence or None
-        Seed of the chains' generators.
     alpha, beta : float
         Topology prior p_split(d) = alpha (1 + d)^-beta (eqs. 14-15).
     h_init, h_final : float
@@ -54,24 +46,28 @@ class SoftTree(TreeModel):
     standardize : bool
         Regression: centre and scale y to mean 0 and sd 1 before fitting, so the default leaf
         prior suits any scale (default). False fits y as given, as the paper does.
-    sampler_options : dict or None
-        NUTS and transition settings: ``warmup``, ``adaptation``, ``max_tree_depth``,
-        ``target_accept``, ``init_stepsize``, ``h_schedule``, ``code_quirks``, ``keep_first_run``,
-        ``moves_tune``, ``moves`` (``bps.samplers.SAMPLERS["hmc_dfi"].options``).
     **run_keywords
-        The run keywords every model shares (``models._base.RUN_PARAMETERS_DOC``), put here at import.
+        The run keywords every model shares (``models.settings.RunSettings``), put here at import.
     """
 
     model_type = "soft_tree"
+    run_defaults = {"sampler": "hmc_dfi", "draws": 500, "tune": 200}
+    run_notes = {
+        "sampler": "``hmc_dfi`` puts split directions on the simplex; ``hmc_df`` has one split variable per "
+                   "node, updated by Metropolis-within-Gibbs.",
+        "tune": "These are the warm-up iterations (eq. 19 acceptance and the warm-up move probabilities). The "
+                "topology is found during the warm-up (after it, eq. 18 rarely accepts a grow), so give ``tune`` "
+                "room: the paper uses 500.",
+        "sampler_options": "For the HMC samplers: the NUTS and transition settings ``warmup``, ``adaptation``, "
+                           "``max_tree_depth``, ``target_accept``, ``init_stepsize``, ``h_schedule``, "
+                           "``code_quirks``, ``keep_first_run``, ``moves_tune``, ``moves``.",
+    }
 
-    def __init__(self, *, sampler="hmc_dfi", chains=4, draws=500, tune=200, thin=1, seed=None, alpha=0.95, beta=1.0,
-                 h_init=0.1, h_final=0.005, mu_mean=0.0, mu_scale=1.0, sigma_a=1.5, sigma_b=1.5, class_alpha=1.0,
-                 class_constant=True, standardize=True, sampler_options=None, likelihood=True, progress=True,
-                 threads=None, check_mixing=True, log_likelihood=None, executor=None):
-        self._init_mcmc(sampler=sampler, chains=chains, draws=draws, tune=tune, thin=thin, seed=seed, alpha=alpha,
-                        beta=beta, min_leaf_size=1, max_cuts=None, moves=None, sampler_options=sampler_options,
-                        likelihood=likelihood, progress=progress, threads=threads, check_mixing=check_mixing,
-                        log_likelihood=log_likelihood, executor=executor)
+    def __init__(self, *, alpha=0.95, beta=1.0, h_init=0.1, h_final=0.005, mu_mean=0.0, mu_scale=1.0, sigma_a=1.5,
+                 sigma_b=1.5, class_alpha=1.0, class_constant=True, standardize=True, **run):
+        self._init_run(run)
+        # the topology prior; soft splits have no minimum leaf size nor cut grid
+        self._init_tree_prior(alpha, beta, 1, None)
         self.h_init = check.check_positive("h_init", h_init)
         self.h_final = check.check_positive("h_final", h_final)
         self.mu_mean = float(mu_mean)
@@ -101,19 +97,21 @@ class SoftTree(TreeModel):
         predictor_names : sequence of str, optional
         design : object with ``to_json()``, optional
             The formula design, stored so that ``Fit.predict`` accepts data frames.
-        na_action : {"raise"}
-            Only "raise": soft splits have no missing-value rule (``na_action="split"`` is refused).
+        na_action : {"raise", "drop"} or NaAction
+            "raise": NaN in ``X`` is an error; "drop": rows with NaN are left out, with a warning.
+            Soft splits have no missing-value rule: ``na_action="split"`` is refused.
 
         Returns
         -------
         bartpy_suite.posterior.Fit
         """
-        if na_action != "raise":
+        na_action = check_na_action(na_action)
+        if na_action is NaAction.SPLIT:
             raise ArgumentError(
-                f"na_action={na_action!r} is not supported by soft trees (their splits have no missing-value "
-                f"rule); use na_action='drop' in the formula interface, or impute the missing values first"
+                f"na_action={na_action.value!r} is not supported by soft trees (their splits have no missing-value "
+                f"rule); use na_action='drop', or impute the missing values first"
             )
-        x, y, is_cat, names, binned = self._prepare(X, y, is_categorical, n_levels, predictor_names)
+        x, y, is_cat, names, binned = self._prepare(X, y, is_categorical, n_levels, predictor_names, na_action)
         if is_cat.any():
             col = names[int(np.flatnonzero(is_cat)[0])]
             raise DataError(
@@ -133,7 +131,7 @@ class SoftTree(TreeModel):
         width[width == 0] = 1.0
         xs = (x - low) / width
         classification = class_labels is not None
-        config = self._base_config("categorical" if classification else "numeric", names)
+        config = self._base_config("categorical" if classification else "numeric", names, na_action)
         conf = np.zeros(st.N_CONF)
         conf[st.C_LIK] = 1.0 if self.likelihood else 0.0
         conf[st.C_MU_MEAN], conf[st.C_MU_SCALE] = self.mu_mean, self.mu_scale

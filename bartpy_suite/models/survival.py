@@ -18,7 +18,7 @@ sampler itself still holds one code per (predictor, expanded row): the index ari
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import special
@@ -28,11 +28,13 @@ from .._binning import BinnedPredictors
 from .._kernels.backfit import SIGMA_PROBIT
 from .._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
 from .._kernels.tree import H_LAM, H_NU
+from .._validation import NaAction, check_na_action
 from ..errors import ArgumentError, DataError
 from ..priors import hyper_vector
 from ..samplers import BartProblem
-from ._base import FIT_NA_ACTIONS, check_training_arrays, design_fit_keywords, with_run_parameters
+from ._base import check_training_arrays, design_fit_keywords, drop_missing_rows
 from .bart import BART
+from .settings import with_run_keywords
 
 GRID_RULES = ("events", "observed")
 CENSORING_RULES = ("start_of_interval", "end_of_interval")
@@ -173,7 +175,7 @@ def expand(time, event, grid, censoring: str = "start_of_interval") -> PersonPer
     return PersonPeriod(g, subject, period, y, n_rows)
 
 
-@with_run_parameters
+@with_run_keywords
 class SurvivalBART(BART):
     """Discrete-time probit survival BART (Sparapani et al. 2016; R's ``BART::surv.bart``).
 
@@ -192,24 +194,22 @@ class SurvivalBART(BART):
         the exact grids. "end_of_interval" is BART3's rule.
     trees : int
         Number of trees (default 50, BART3's ``ntree``).
-    thin : int
-        Keep every ``thin``-th draw (default 10, BART3's ``keepevery``: the expanded rows make the
-        chain more autocorrelated).
-    sampler, chains, draws, tune, seed, alpha, beta, k, max_cuts, min_leaf_size, moves, sampler_options
+    alpha, beta, k, max_cuts, min_leaf_size
         As for :class:`BART` (probit: leaf sd ``3 / (k sqrt(trees))``, offset Phi^-1 of the share
         of event rows among the expanded rows, BART3's ``gbart`` default).
     **run_keywords
-        The run keywords every model shares (``models._base.RUN_PARAMETERS_DOC``), put here at import.
+        The run keywords every model shares (``models.settings.RunSettings``), put here at import.
     """
 
-    def __init__(self, *, grid="events", censoring="start_of_interval", trees=50, sampler="grow_prune", chains=4,
-                 draws=1000, tune=1000, thin=10, seed=None, alpha=0.95, beta=2.0, k=2.0, max_cuts=100,
-                 min_leaf_size=5, moves=None, sampler_options=None, likelihood=True, progress=True, threads=None,
-                 check_mixing=True, log_likelihood=None, executor=None):
-        super().__init__(trees=trees, sampler=sampler, chains=chains, draws=draws, tune=tune, thin=thin, seed=seed,
-                         alpha=alpha, beta=beta, k=k, max_cuts=max_cuts, min_leaf_size=min_leaf_size, moves=moves,
-                         sampler_options=sampler_options, likelihood=likelihood, progress=progress, threads=threads,
-                         check_mixing=check_mixing, log_likelihood=log_likelihood, executor=executor, link="probit")
+    run_defaults = {"sampler": "grow_prune", "thin": 10}
+    sampler_variants = {}
+    run_notes = {"thin": "The default 10 is BART3's ``keepevery``: the expanded rows make the chain more "
+                         "autocorrelated."}
+
+    def __init__(self, *, grid="events", censoring="start_of_interval", trees=50, alpha=0.95, beta=2.0, k=2.0,
+                 max_cuts=100, min_leaf_size=5, **run):
+        super().__init__(trees=trees, alpha=alpha, beta=beta, k=k, max_cuts=max_cuts, min_leaf_size=min_leaf_size,
+                         link="probit", **run)
         if isinstance(grid, str):
             check.check_choice("grid", grid, GRID_RULES)
         elif isinstance(grid, (int, np.integer)) and not isinstance(grid, bool):
@@ -230,6 +230,9 @@ class SurvivalBART(BART):
             Its predictors are the time (named ``time_name``) followed by those of ``X``; its
             configuration holds the grid and the survival settings (``fit.config["survival"]``).
         """
+        na_action = check_na_action(na_action)
+        if na_action is NaAction.DROP:
+            X, time, event = drop_missing_rows(X, time, event)
         t, e = check_times(time, event)
         x, is_cat, levels, names = self._covariates(X, t, is_categorical, n_levels, predictor_names, na_action,
                                                     time_name)
@@ -240,8 +243,7 @@ class SurvivalBART(BART):
     def _covariates(self, X, t, is_categorical, n_levels, predictor_names, na_action, time_name):
         """Checked covariates of the subjects with times ``t``: ``(x, is_cat, levels, names)``
         (``X`` with no columns, from ``Surv(t, d) ~ 1``, leaves the time as the only predictor)."""
-        check.check_choice("na_action", na_action, FIT_NA_ACTIONS)
-        if na_action == "split":
+        if na_action is NaAction.SPLIT:
             self.spec.check_missing_split(self.sampler_options)
         names = None if predictor_names is None else [str(n) for n in predictor_names]
         if np.ndim(X) == 2 and np.shape(X)[1] == 0:
@@ -313,7 +315,7 @@ class SurvivalBART(BART):
                             derived=derived)
 
     @classmethod
-    def from_formula(cls, formula: str, data, *, na_action: str = "drop", **keywords):
+    def from_formula(cls, formula: str, data, *, na_action: str | NaAction = "drop", **keywords):
         """Fit survival BART to a DataFrame from ``"Surv(time, event) ~ x1 + x2"`` (or ``~ .``).
 
         ``Surv``'s two arguments are column names (read, never evaluated); the right-hand side is
@@ -328,8 +330,8 @@ class SurvivalBART(BART):
             formula, data, na_action=na_action, max_code=255 if issubclass(cls, CompetingRisksBART) else 1)
         kwargs = design_fit_keywords(design)
         kwargs.pop("class_labels", None)
-        return model.fit(x, time, event, **kwargs, na_action="split" if na_action == "split" else "raise",
-                         time_name=time_name, event_name=event_name)
+        return model.fit(x, time, event, **kwargs, na_action=check_na_action(na_action), time_name=time_name,
+                         event_name=event_name)
 
 
 # --- competing risks (spec 1.8; BART3's crisk.bart) --------------------------------------------------
@@ -402,7 +404,7 @@ def expand_competing(time, cause, grid, censoring: str = "start_of_interval") ->
     return tables
 
 
-@with_run_parameters
+@with_run_keywords
 class CompetingRisksBART(SurvivalBART):
     """Competing-risks BART (Sparapani et al. 2020; R's ``BART::crisk.bart``): one probit BART per cause.
 
@@ -424,12 +426,10 @@ class CompetingRisksBART(SurvivalBART):
 
     Parameters
     ----------
-    grid, censoring, trees, thin
+    grid, censoring, trees, alpha, beta, k, max_cuts, min_leaf_size
         As for :class:`SurvivalBART`; the grid is built from the times with an event of any cause.
-    sampler, chains, draws, tune, seed, alpha, beta, k, max_cuts, min_leaf_size, moves, sampler_options
-        As for :class:`SurvivalBART`.
     **run_keywords
-        The run keywords every model shares (``models._base.RUN_PARAMETERS_DOC``), put here at import.
+        The run keywords every model shares (``models.settings.RunSettings``), put here at import.
     """
 
     def fit(self, X, time, cause, *, is_categorical=None, n_levels=None, predictor_names=None, design=None,
@@ -445,6 +445,9 @@ class CompetingRisksBART(SurvivalBART):
         """
         from ..posterior.survival import CompetingRisksFit
 
+        na_action = check_na_action(na_action)
+        if na_action is NaAction.DROP:
+            X, time, cause = drop_missing_rows(X, time, cause)
         t, codes, n_causes = check_causes(time, cause)
         x, is_cat, levels, names = self._covariates(X, t, is_categorical, n_levels, predictor_names, na_action,
                                                     time_name)
@@ -459,7 +462,7 @@ class CompetingRisksBART(SurvivalBART):
                 raise DataError(f"no event of cause {c} falls at or before the last grid time {grid[-1]!r}: its "
                                 "hazard cannot be estimated; extend the grid")
             model = copy.copy(self)
-            model.seed = seed
+            model.run = replace(self.run, seed=seed)
             fits.append(model._fit_table(x, is_cat, levels, names, time_name, event_name, t, codes == c, table,
                                          design, na_action, extra={"cause": c, "causes": n_causes,
                                                                    "any_events": int(any_event.sum())}))
