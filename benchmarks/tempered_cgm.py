@@ -13,13 +13,35 @@ it), R-hat across the 8 runs of n_leaves and of the log posterior (ArviZ rank-no
 R-hat), final swap acceptance rate per adjacent pair, round trips per run, and the most common
 root split of each run. Writes ``results/tempered_cgm.md`` and ``.json``.
 
-Run: ``python3 benchmarks/tempered_cgm.py [--steps N]`` from the repository root.
+Also written: MH steps per CPU second of the process (all runs share one thread, so CPU time is
+the sampling cost also on a loaded machine), and per rung of the tempered schemes the mean
+n_leaves and the mean and sd of the rung's log target ``t log L + s log p`` (geometric ladders:
+also of the untempered log posterior ``log L + log p`` = log target / t, whose gaps between
+neighbouring rungs times their temperature gap set the swap rates).
+
+``--budget-fractions 0.125,0.25,0.5,1`` adds R-hat against budget from the same runs: R-hat of
+the kept draws from the end of tuning up to the given fraction of them (the MH steps spent up to
+that point are printed beside it). ``--resume`` keeps the rows already in ``NAME.json`` that
+were run with the same steps and seed and runs only the missing schemes; the report is
+rewritten after every scheme (atomically), so a stopped run leaves a whole report of the
+schemes it finished.
+
+Run: ``python3 benchmarks/tempered_cgm.py [--steps N]`` from the repository root (the
+committed ``tempered_cgm.md``). The full budget (``tempered_cgm_full.md``)::
+
+    python3 benchmarks/tempered_cgm.py --steps 1200000 --schemes 10,4,2,3,1 \\
+        --budget-fractions 0.125,0.25,0.5,1 --name tempered_cgm_full
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
+import platform
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -89,18 +111,53 @@ def rhat(fit, name: str) -> float:
     return float(weighted_rhat(values, np.ones_like(values)))
 
 
-def run_scheme(df, label, options, rungs, steps, seed):
+def rhat_prefix(values: np.ndarray, fraction: float) -> float:
+    """R-hat of the first ``fraction`` of each run's kept draws (at least 4)."""
+    k = max(int(round(fraction * values.shape[1])), 4)
+    part = values[:, :k].astype(float)
+    return float(weighted_rhat(part, np.ones_like(part)))
+
+
+def rung_stats(fit, options: dict) -> dict:
+    """Per rung, pooled over runs and kept draws: mean n_leaves, mean and sd of the rung's log
+    target; for geometric ladders also of the untempered log posterior (log target / t)."""
+    ss = fit.idata["sample_stats"]
+    leaves = ss["rung_n_leaves"].values.astype(float)  # (chain, draw, rung)
+    lt = ss["rung_log_target"].values.astype(float)
+    out = {"rung_mean_n_leaves": [round(float(x), 2) for x in leaves.mean(axis=(0, 1))],
+           "rung_log_target_mean": [round(float(x), 2) for x in lt.mean(axis=(0, 1))],
+           "rung_log_target_sd": [round(float(x), 2) for x in lt.std(axis=(0, 1))]}
+    if options.get("ladder") == "geometric" and not options.get("adapt", True):
+        t = np.asarray(options["temperatures"], dtype=float)
+        out["temperatures"] = [float(x) for x in t]
+        u = lt / t[None, None, :]
+        out["rung_log_post_mean"] = [round(float(x), 2) for x in u.mean(axis=(0, 1))]
+        out["rung_log_post_sd"] = [round(float(x), 2) for x in u.std(axis=(0, 1))]
+        # Expected log swap ratio of pair (r, r+1) under the rungs' own draws:
+        # (t_r - t_{r+1}) (E U_{r+1} - E U_r); a large negative value means no swap is accepted.
+        mu = u.mean(axis=(0, 1))
+        out["pair_dt_times_gap"] = [round(float((t[r] - t[r + 1]) * (mu[r + 1] - mu[r])), 2)
+                                    for r in range(len(t) - 1)]
+        out["pair_dt_times_sd"] = [round(float((t[r] - t[r + 1]) * 0.5 * (u[..., r].std() + u[..., r + 1].std())), 2)
+                                   for r in range(len(t) - 1)]
+    return out
+
+
+def run_scheme(df, label, options, rungs, steps, seed, fractions=(), traces=None):
     iters = steps // rungs
     tune = iters // 4
     draws = iters - tune
     thin = max(draws // 2000, 1)
     sampler = "cgm" if options is None else "tempered"
     t0 = time.perf_counter()
+    c0 = time.process_time()
     fit = bps.cart("y ~ x1 + x2", data=df, sampler=sampler, sampler_options=options, chains=RUNS,
                    draws=draws // thin, tune=tune, thin=thin, seed=seed, progress=False, threads=1, **PRIORS)
     wall = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     out = {"label": label, "rungs": rungs, "iterations": iters, "mh_steps": iters * rungs, "wall_s": wall,
-           "mh_steps_per_s": RUNS * iters * rungs / wall,
+           "cpu_s": cpu, "mh_steps_per_s": RUNS * iters * rungs / wall,
+           "mh_steps_per_cpu_s": RUNS * iters * rungs / cpu,
            "rhat_n_leaves": rhat(fit, "n_leaves"), "rhat_log_posterior": rhat(fit, "log_posterior"),
            "mean_n_leaves": [float(x) for x in fit.posterior["n_leaves"].mean("draw").values],
            "mean_log_posterior": [float(x) for x in fit.idata["sample_stats"]["log_posterior"].mean("draw").values],
@@ -112,53 +169,112 @@ def run_scheme(df, label, options, rungs, steps, seed):
         out["round_trips"] = [int(x) for x in last["round_trips"].values]
         ladder = last["ladder"].values[0]  # (rung, param) of run 0 (adapted ladders differ per run)
         out["ladder_run0"] = [[round(float(v), 5) for v in row] for row in ladder]
+        out.update(rung_stats(fit, options))
+    if fractions:
+        kept = fit.posterior["n_leaves"].shape[1]
+        n_leaves = fit.posterior["n_leaves"].values
+        log_post = fit.idata["sample_stats"]["log_posterior"].values
+        out["budget"] = [{"fraction_of_kept": f, "mh_steps": int((tune + f * kept * thin) * rungs),
+                          "rhat_n_leaves": rhat_prefix(n_leaves, f), "rhat_log_posterior": rhat_prefix(log_post, f)}
+                         for f in fractions]
+        if traces is not None:
+            traces[label] = {"n_leaves": n_leaves, "log_posterior": log_post}
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=120_000, help="MH steps per run (thesis: 1.2 M)")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--schemes", default=None,
-                        help="comma-separated indices into SCHEMES to run (default: all; 0 is cgm, always run)")
-    parser.add_argument("--name", default="tempered_cgm", help="results file stem")
-    args = parser.parse_args()
-    chosen = list(range(len(SCHEMES))) if args.schemes is None else sorted({0, *map(int, args.schemes.split(","))})
-    df = bps.datasets.load("cgm1998")
-    # Compile every kernel first so that no scheme's time carries compilation.
-    bps.cart("y ~ x1 + x2", data=df, sampler="tempered", chains=1, draws=5, tune=5, progress=False, **PRIORS)
-    bps.cart("y ~ x1 + x2", data=df, sampler="cgm", chains=1, draws=5, tune=5, progress=False, **PRIORS)
-    rows = []
-    for label, options, rungs, thesis in [SCHEMES[i] for i in chosen]:
-        row = run_scheme(df, label, options, rungs, args.steps, args.seed)
-        row["thesis_iters_per_min"] = thesis
-        rows.append(row)
-        print(json.dumps(row))
+def machine() -> str:
+    """CPU model, core count and Python/numpy versions of this machine."""
+    model = platform.processor() or "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}"
+
+
+def commit() -> str:
+    """Short hash of the checked-out commit, marked if benchmarks/ has uncommitted changes (or '?')."""
+    try:
+        here = Path(__file__).parent
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=here, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "."], capture_output=True, text=True,
+                               cwd=here, check=True).stdout.strip()
+        return head + (" with uncommitted changes in benchmarks/" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file, so no half-written report is left."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def report(rows: list[dict], args, header: dict) -> list[str]:
+    """The markdown report of the rows run so far."""
     base = rows[0]["mh_steps_per_s"]
+    base_cpu = rows[0].get("mh_steps_per_cpu_s")
     base_thesis = SCHEMES[0][3]
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.name}.json").write_text(json.dumps({"steps_per_run": args.steps, "runs": RUNS, "rows": rows},
-                                                          indent=1))
     lines = [
         "# Parallel tempering on cgm1998 (thesis table 5.1 settings)",
+        "",
+        f"Written by `{header['command']}` on {header['date']} (commit {header['commit']}); machine: "
+        f"{header['machine']}; seed {args.seed} (run c of a scheme draws from seed {args.seed}'s chain c stream); "
+        "priors and data: thesis section 5 (module docstring).",
         "",
         f"{RUNS} independent runs per scheme, {args.steps:,} MH steps per run (thesis: 1.2 M), a quarter tuning; "
         "one thread per run. R-hat: rank-normalised split R-hat across the 8 runs.",
         "",
-        "| scheme | rungs | iters/run | MH steps/s | ratio to cgm | thesis iters/min | thesis ratio | "
+        "| scheme | rungs | iters/run | MH steps/s | ratio to cgm | MH steps/CPU s | ratio to cgm (CPU) | "
+        "thesis iters/min | thesis ratio | "
         "R-hat n_leaves | R-hat log post | swap rate per pair | round trips per run |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         thesis = r["thesis_iters_per_min"]
         rates = " ".join(f"{x:.2f}" for x in r.get("swap_rate", [])) or "-"
         trips = " ".join(str(x) for x in r.get("round_trips", [])) or "-"
+        cpu = r.get("mh_steps_per_cpu_s")
+        cpu_cells = (f"{cpu:,.0f} | {cpu / base_cpu:.2f}" if cpu and base_cpu else "- | -")
         lines.append(
             f"| {r['label']} | {r['rungs']} | {r['iterations']:,} | {r['mh_steps_per_s']:,.0f} | "
-            f"{r['mh_steps_per_s'] / base:.2f} | {thesis if thesis else '-'} | "
+            f"{r['mh_steps_per_s'] / base:.2f} | {cpu_cells} | {thesis if thesis else '-'} | "
             f"{(thesis / base_thesis) if thesis else float('nan'):.2f} | {r['rhat_n_leaves']:.3f} | "
             f"{r['rhat_log_posterior']:.3f} | {rates} | {trips} |"
         )
+    if any("budget" in r for r in rows):
+        lines += ["", "R-hat against budget (same runs: the kept draws from the end of tuning up to the given share "
+                  "of them; MH steps per run spent up to that point, tuning included):", "",
+                  "| scheme | share of kept draws | MH steps per run | R-hat n_leaves | R-hat log post |",
+                  "|---|---|---|---|---|"]
+        for r in rows:
+            for b in r.get("budget", []):
+                lines.append(f"| {r['label']} | {b['fraction_of_kept']:g} | {b['mh_steps']:,} | "
+                             f"{b['rhat_n_leaves']:.3f} | {b['rhat_log_posterior']:.3f} |")
+    per_rung = [r for r in rows if "rung_mean_n_leaves" in r]
+    if per_rung:
+        lines += ["", "Per rung (pooled over the 8 runs' kept draws): mean n_leaves; mean (sd) of the rung's log "
+                  "target t log L + s log p:", ""]
+        for r in per_rung:
+            lines.append(f"- {r['label']}: n_leaves " + " ".join(f"{x:.1f}" for x in r["rung_mean_n_leaves"])
+                         + "; log target " + " ".join(f"{m:.0f} ({sd:.0f})" for m, sd in
+                                                      zip(r["rung_log_target_mean"], r["rung_log_target_sd"])))
+        geo = [r for r in per_rung if "rung_log_post_mean" in r]
+        if geo:
+            lines += ["", "Geometric ladders: temperatures t, mean (sd) of the untempered log posterior U = log L + "
+                      "log p of each rung's trees, and per pair (t_r - t_r+1) x (E U_r+1 - E U_r) (the mean log "
+                      "swap ratio; swaps need it near 0 or above) and (t_r - t_r+1) x sd(U):", ""]
+            for r in geo:
+                lines.append(f"- {r['label']}: t " + " ".join(f"{x:g}" for x in r["temperatures"]) + "; U "
+                             + " ".join(f"{m:.0f} ({sd:.0f})" for m, sd in
+                                        zip(r["rung_log_post_mean"], r["rung_log_post_sd"]))
+                             + "; dt x gap " + " ".join(f"{x:.1f}" for x in r["pair_dt_times_gap"])
+                             + "; dt x sd " + " ".join(f"{x:.1f}" for x in r["pair_dt_times_sd"]))
     lines += ["", "Most common root split per run (share of the run's kept draws):", ""]
     for r in rows:
         lines.append(f"- {r['label']}: " + "; ".join(r["root_split"]))
@@ -173,8 +289,67 @@ def main() -> None:
     lines += ["", "Mean log posterior per run:", ""]
     for r in rows:
         lines.append(f"- {r['label']}: " + " ".join(f"{x:.1f}" for x in r["mean_log_posterior"]))
-    (RESULTS / f"{args.name}.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=120_000, help="MH steps per run (thesis: 1.2 M)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--schemes", default=None,
+                        help="comma-separated indices into SCHEMES, run in this order (default: all; 0 is cgm, "
+                             "always run first)")
+    parser.add_argument("--name", default="tempered_cgm", help="results file stem")
+    parser.add_argument("--budget-fractions", default=None,
+                        help="comma-separated shares of the kept draws at which to give R-hat (e.g. 0.125,0.25,0.5,1)")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the rows of NAME.json run with the same --steps and --seed; run the others")
+    parser.add_argument("--traces", default=None,
+                        help="also save each scheme's n_leaves / log posterior traces to this .npz (not a result)")
+    args = parser.parse_args()
+    if args.schemes is None:
+        chosen = list(range(len(SCHEMES)))
+    else:
+        picked = [int(i) for i in args.schemes.split(",")]
+        bad = [i for i in picked if not 0 <= i < len(SCHEMES)]
+        if bad:
+            parser.error(f"--schemes: no scheme {bad} (indices 0..{len(SCHEMES) - 1})")
+        chosen = [0] + [i for i in dict.fromkeys(picked) if i != 0]
+    fractions = tuple(float(f) for f in args.budget_fractions.split(",")) if args.budget_fractions else ()
+    if any(not 0 < f <= 1 for f in fractions):
+        parser.error("--budget-fractions: each share must be in (0, 1]")
+    header = {"command": "python3 " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+              "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+              "commit": commit(), "machine": machine()}
+    RESULTS.mkdir(exist_ok=True)
+    json_path = RESULTS / f"{args.name}.json"
+    done: dict[str, dict] = {}
+    if args.resume and json_path.exists():
+        old = json.loads(json_path.read_text())
+        if old.get("steps_per_run") == args.steps and old.get("seed", 1) == args.seed:
+            done = {r["label"]: r for r in old["rows"]}
+    df = bps.datasets.load("cgm1998")
+    # Compile every kernel first so that no scheme's time carries compilation.
+    bps.cart("y ~ x1 + x2", data=df, sampler="tempered", chains=1, draws=5, tune=5, progress=False, **PRIORS)
+    bps.cart("y ~ x1 + x2", data=df, sampler="cgm", chains=1, draws=5, tune=5, progress=False, **PRIORS)
+    rows = []
+    traces: dict = {}
+    for label, options, rungs, thesis in [SCHEMES[i] for i in chosen]:
+        if label in done and (not fractions or "budget" in done[label]):
+            rows.append(done[label])
+            continue
+        row = run_scheme(df, label, options, rungs, args.steps, args.seed, fractions,
+                         traces if args.traces else None)
+        row["thesis_iters_per_min"] = thesis
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        write_atomic(json_path, json.dumps({"steps_per_run": args.steps, "runs": RUNS, "seed": args.seed,
+                                            "header": header, "rows": rows}, indent=1))
+        write_atomic(RESULTS / f"{args.name}.md", "\n".join(report(rows, args, header)) + "\n")
+        if args.traces:
+            with open(args.traces, "wb") as fh:
+                np.savez(fh, **{f"{k}|{v}": a for k, d in traces.items() for v, a in d.items()})
+    print("\n".join(report(rows, args, header)))
 
 
 if __name__ == "__main__":
