@@ -182,6 +182,50 @@ def run_scheme(df, label, options, rungs, steps, seed, fractions=(), traces=None
     return out
 
 
+#: The speed check's settings: (label, sampler, options or None, tree prior (alpha, beta) of the model).
+SPEED_CHECK = [
+    ("cgm, prior (0.95, 1)", "cgm", None, (0.95, 1.0)),
+    ("cgm, prior (0.35, 0.75) (shrinkage rung 1)", "cgm", None, (0.35, 0.75)),
+    ("cgm, prior (0.3, 4.0) (shrinkage rung 5)", "cgm", None, (0.3, 4.0)),
+    ("cgm, prior (0.35, 14.3) (shrinkage rung 14, the hottest)", "cgm", None, (0.35, 14.3)),
+    ("tempered, 15 shrinkage rungs all at (0.95, 1), DEO", "tempered",
+     {"ladder": "shrinkage", "shrinkage_pairs": [(0.95, 1.0)] * 14, "swaps": "deo", "adapt": False}, (0.95, 1.0)),
+    ("tempered, thesis shrinkage pairs, DEO", "tempered", {"ladder": "shrinkage", "swaps": "deo", "adapt": False},
+     (0.95, 1.0)),
+    # Temperatures must decrease strictly: 1 - 1e-6 k is the model's target to within 1e-5 of its log.
+    ("tempered, 8 geometric rungs at t = 1 - 1e-6 k (the model's target), DEO", "tempered",
+     {"ladder": "geometric", "temperatures": [1.0 - 1e-6 * k for k in range(8)], "swaps": "deo", "adapt": False},
+     (0.95, 1.0)),
+]
+
+
+def speed_check(df, steps: int, seed: int) -> list[dict]:
+    """What an MH step costs here: ``cgm`` under the tree priors of the shrinkage rungs (small trees),
+    and the tempered sampler on ladders whose rungs all share the model's target (same trees as
+    ``cgm``, so the difference is the tempering's own work: the swap rounds and bookkeeping).
+    8 runs of ``steps`` MH steps each, CPU seconds of the process."""
+    rows = []
+    for label, sampler, options, (alpha, beta) in SPEED_CHECK:
+        rungs = 1 if options is None else (len(options.get("temperatures") or []) or 15)
+        iters = steps // rungs
+        tune = iters // 4
+        draws = iters - tune
+        thin = max(draws // 500, 1)
+        priors = {**PRIORS, "alpha": alpha, "beta": beta}
+        c0 = time.process_time()
+        fit = bps.cart("y ~ x1 + x2", data=df, sampler=sampler, sampler_options=options, chains=RUNS,
+                       draws=draws // thin, tune=tune, thin=thin, seed=seed, progress=False, threads=1,
+                       check_mixing=False, **priors)
+        cpu = time.process_time() - c0
+        ss = fit.idata["sample_stats"]
+        leaves = (ss["rung_n_leaves"].values.mean() if "rung_n_leaves" in ss
+                  else fit.posterior["n_leaves"].values.mean())
+        rows.append({"label": label, "rungs": rungs, "mh_steps": iters * rungs, "cpu_s": cpu,
+                     "mh_steps_per_cpu_s": RUNS * iters * rungs / cpu, "mean_n_leaves_all_rungs": float(leaves)})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def machine() -> str:
     """CPU model, core count and Python/numpy versions of this machine."""
     model = platform.processor() or "?"
@@ -215,6 +259,13 @@ def write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def barrier(row: dict) -> float:
+    """Syed et al.'s barrier Lambda of a geometric ladder from the rungs' sd of U (normal case)."""
+    t = np.asarray(row["temperatures"], dtype=float)
+    lam = np.asarray(row["rung_log_post_sd"], dtype=float) / np.sqrt(np.pi)
+    return float(np.sum((t[:-1] - t[1:]) * 0.5 * (lam[:-1] + lam[1:])))
+
+
 def report(rows: list[dict], args, header: dict) -> list[str]:
     """The markdown report of the rows run so far."""
     base = rows[0]["mh_steps_per_s"]
@@ -225,7 +276,9 @@ def report(rows: list[dict], args, header: dict) -> list[str]:
         "",
         f"Written by `{header['command']}` on {header['date']} (commit {header['commit']}); machine: "
         f"{header['machine']}; seed {args.seed} (run c of a scheme draws from seed {args.seed}'s chain c stream); "
-        "priors and data: thesis section 5 (module docstring).",
+        "priors and data: thesis section 5 (module docstring)."
+        + (f" Completed (`--resume`: the rows above kept, the rest run) by `{header['resumed']['command']}` on "
+           f"{header['resumed']['date']} (commit {header['resumed']['commit']})." if "resumed" in header else ""),
         "",
         f"{RUNS} independent runs per scheme, {args.steps:,} MH steps per run (thesis: 1.2 M), a quarter tuning; "
         "one thread per run. R-hat: rank-normalised split R-hat across the 8 runs.",
@@ -266,6 +319,11 @@ def report(rows: list[dict], args, header: dict) -> list[str]:
                                                       zip(r["rung_log_target_mean"], r["rung_log_target_sd"])))
         geo = [r for r in per_rung if "rung_log_post_mean" in r]
         if geo:
+            lines += ["", "Lambda is the global communication barrier of Syed et al. (2019), integral over t of "
+                      "lambda(t) = E|U - U'| / 2 (U, U' independent draws of rung t; here sd(U) / sqrt(pi), the "
+                      "normal case, from the pooled sd, which also holds the spread between runs, so it is an upper "
+                      "estimate; trapezoid rule over the rungs). A ladder of N rungs placed optimally has a swap "
+                      "rejection rate of about Lambda / (N - 1) per pair: swaps need N well above Lambda."]
             lines += ["", "Geometric ladders: temperatures t, mean (sd) of the untempered log posterior U = log L + "
                       "log p of each rung's trees, and per pair (t_r - t_r+1) x (E U_r+1 - E U_r) (the mean log "
                       "swap ratio; swaps need it near 0 or above) and (t_r - t_r+1) x sd(U):", ""]
@@ -274,7 +332,20 @@ def report(rows: list[dict], args, header: dict) -> list[str]:
                              + " ".join(f"{m:.0f} ({sd:.0f})" for m, sd in
                                         zip(r["rung_log_post_mean"], r["rung_log_post_sd"]))
                              + "; dt x gap " + " ".join(f"{x:.1f}" for x in r["pair_dt_times_gap"])
-                             + "; dt x sd " + " ".join(f"{x:.1f}" for x in r["pair_dt_times_sd"]))
+                             + "; dt x sd " + " ".join(f"{x:.1f}" for x in r["pair_dt_times_sd"])
+                             + f"; barrier Lambda ~ {barrier(r):.1f}")
+    speed = header.get("speed_check")
+    if speed:
+        base_s = speed[0]["mh_steps_per_cpu_s"]
+        lines += ["", f"What an MH step costs (`--speed-check`: 8 runs of {speed[0]['mh_steps']:,} MH steps per "
+                  "setting, CPU seconds of the process; the tempered ladders whose rungs all share the model's "
+                  "target hold the same trees as `cgm`, so their ratio is the cost of the swap rounds and "
+                  "bookkeeping alone):", "",
+                  "| setting | rungs | mean n_leaves (all rungs) | MH steps/CPU s | ratio to the first row |",
+                  "|---|---|---|---|---|"]
+        for r in speed:
+            lines.append(f"| {r['label']} | {r['rungs']} | {r['mean_n_leaves_all_rungs']:.1f} | "
+                         f"{r['mh_steps_per_cpu_s']:,.0f} | {r['mh_steps_per_cpu_s'] / base_s:.2f} |")
     lines += ["", "Most common root split per run (share of the run's kept draws):", ""]
     for r in rows:
         lines.append(f"- {r['label']}: " + "; ".join(r["root_split"]))
@@ -304,6 +375,9 @@ def main() -> None:
                         help="comma-separated shares of the kept draws at which to give R-hat (e.g. 0.125,0.25,0.5,1)")
     parser.add_argument("--resume", action="store_true",
                         help="keep the rows of NAME.json run with the same --steps and --seed; run the others")
+    parser.add_argument("--speed-check", action="store_true",
+                        help="also measure what an MH step costs under the shrinkage rungs' priors and with "
+                             "tempering on identical rungs (8 runs of steps / 10 MH steps per setting)")
     parser.add_argument("--traces", default=None,
                         help="also save each scheme's n_leaves / log posterior traces to this .npz (not a result)")
     args = parser.parse_args()
@@ -324,10 +398,14 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     json_path = RESULTS / f"{args.name}.json"
     done: dict[str, dict] = {}
+    old_speed = None
     if args.resume and json_path.exists():
         old = json.loads(json_path.read_text())
         if old.get("steps_per_run") == args.steps and old.get("seed", 1) == args.seed:
             done = {r["label"]: r for r in old["rows"]}
+            old_speed = old.get("header", {}).get("speed_check")
+            # The report's header keeps the run's own date/commit/command for the kept rows.
+            header = {**old.get("header", header), "resumed": header}
     df = bps.datasets.load("cgm1998")
     # Compile every kernel first so that no scheme's time carries compilation.
     bps.cart("y ~ x1 + x2", data=df, sampler="tempered", chains=1, draws=5, tune=5, progress=False, **PRIORS)
@@ -349,6 +427,11 @@ def main() -> None:
         if args.traces:
             with open(args.traces, "wb") as fh:
                 np.savez(fh, **{f"{k}|{v}": a for k, d in traces.items() for v, a in d.items()})
+    if args.speed_check:
+        header["speed_check"] = old_speed or speed_check(df, args.steps // 10, args.seed)
+        write_atomic(json_path, json.dumps({"steps_per_run": args.steps, "runs": RUNS, "seed": args.seed,
+                                            "header": header, "rows": rows}, indent=1))
+        write_atomic(RESULTS / f"{args.name}.md", "\n".join(report(rows, args, header)) + "\n")
     print("\n".join(report(rows, args, header)))
 
 
