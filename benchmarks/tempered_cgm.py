@@ -301,6 +301,11 @@ def reading(rows: list[dict], header: dict) -> list[str]:
                    f"{c['rhat_n_leaves']:.3f} / {c['rhat_log_posterior']:.3f} without tempering; round trips per run "
                    f"{min(min(r['round_trips']) for r in thesis)}-{max(max(r['round_trips']) for r in thesis)}.")
     geo = [r for r in rows if "rung_log_post_mean" in r]
+    lik = by.get("likelihood DEO adapted (16 rungs, the default)")
+    prior_note = ""
+    if lik and "rung_mean_n_leaves" in lik:
+        prior_note = (f"; the likelihood ladder, whose prior is not tempered, keeps "
+                      f"{rng(lik['rung_mean_n_leaves'], '{:.1f}')} leaves on every rung")
     for r in geo:
         gaps = r["pair_dt_times_gap"]
         t = r["temperatures"]
@@ -320,7 +325,8 @@ def reading(rows: list[dict], header: dict) -> list[str]:
             f"{exponents} for the {len(gaps)} pairs, so the pairs t = {pairs} swap at rates {rates}: between "
             f"t = {t[worst[0]]:g} and {t[worst[-1] + 1]:g} the trees' size jumps (from "
             f"{r['rung_mean_n_leaves'][worst[0]]:.1f} to {r['rung_mean_n_leaves'][worst[-1] + 1]:.1f} leaves: "
-            "tempering the prior too lets them grow) and the ladder has too few rungs there to bridge it. "
+            "tempering the prior too lets them grow" + prior_note + ") and the ladder has too few rungs there to "
+            "bridge it. "
             f"Syed et al.'s barrier is Lambda ~ {lam:.1f}, so {len(t)} rungs leave each pair a rejection rate of about "
             f"Lambda / {len(t) - 1} ~ {lam / (len(t) - 1):.1f} (above 1: swaps fail) and rates near 0.5 need about "
             f"2 Lambda ~ {2 * lam:.0f} rungs. The thesis does not report its swap rates.")
@@ -347,15 +353,13 @@ def reading(rows: list[dict], header: dict) -> list[str]:
                      f"trees hold {rng([x['mean_n_leaves_all_rungs'] for x in small], '{:.1f}')} leaves against "
                      f"{speed[0]['mean_n_leaves_all_rungs']:.1f}, runs at "
                      f"{rng([x['mh_steps_per_cpu_s'] / base_s for x in small], '{:.2f}')} of `cgm`'s speed under the "
-                     "model's prior: in our kernels a move costs about the rows of the nodes it touches, not the "
-                     "size of the tree, so small trees are not much cheaper.")
+                     "model's prior: small trees make an MH step no cheaper here.")
             if same:
                 line += (f" Tempering 15 rungs that all share the model's target (the same trees as `cgm`) runs at "
                          f"{same['mh_steps_per_cpu_s'] / base_s:.2f} of `cgm`'s speed: that is the cost of the swap "
                          "rounds and the per-rung bookkeeping, and it sets our ratio. The thesis' 2.6-3.1x speed-up "
                          "must come from its implementation's cost per move growing with the tree (it calls its "
-                         "timing a rough proxy); it does not carry over to kernels whose moves are already cheap on "
-                         "big trees.")
+                         "timing a rough proxy); it does not carry over to our kernels.")
         out.append(line)
     return out if len(out) > 3 else []
 
@@ -371,6 +375,8 @@ def report(rows: list[dict], args, header: dict) -> list[str]:
         f"Written by `{header['command']}` on {header['date']} (commit {header['commit']}); machine: "
         f"{header['machine']}; seed {args.seed} (run c of a scheme draws from seed {args.seed}'s chain c stream); "
         "priors and data: thesis section 5 (module docstring)."
+        + (f" Rendered from the stored rows by `{rendered['command']}` (commit {rendered['commit']})."
+           if (rendered := getattr(args, "rendered", None)) else "")
         + (f" Completed (`--resume`: the rows above kept, the rest run) by `{header['resumed']['command']}` on "
            f"{header['resumed']['date']} (commit {header['resumed']['commit']})." if "resumed" in header else ""),
         "",
@@ -499,18 +505,23 @@ def main() -> None:
         if old.get("steps_per_run") == args.steps and old.get("seed", 1) == args.seed:
             done = {r["label"]: r for r in old["rows"]}
             old_speed = old.get("header", {}).get("speed_check")
-            # The report's header keeps the run's own date/commit/command for the kept rows.
-            header = {**old.get("header", header), "resumed": header}
+            # The report's header keeps the run's own date/commit/command for the kept rows; what this
+            # invocation adds is recorded below once it has run something (else it only renders).
+            header, this_run = old.get("header", header), header
     df = bps.datasets.load("cgm1998")
     # Compile every kernel first so that no scheme's time carries compilation.
     bps.cart("y ~ x1 + x2", data=df, sampler="tempered", chains=1, draws=5, tune=5, progress=False, **PRIORS)
     bps.cart("y ~ x1 + x2", data=df, sampler="cgm", chains=1, draws=5, tune=5, progress=False, **PRIORS)
     rows = []
     traces: dict = {}
+    if not done:
+        this_run = header
     for label, options, rungs, thesis in [SCHEMES[i] for i in chosen]:
         if label in done and (not fractions or "budget" in done[label]):
             rows.append(done[label])
             continue
+        if done:
+            header["resumed"] = this_run
         row = run_scheme(df, label, options, rungs, args.steps, args.seed, fractions,
                          traces if args.traces else None)
         row["thesis_iters_per_min"] = thesis
@@ -523,9 +534,14 @@ def main() -> None:
             with open(args.traces, "wb") as fh:
                 np.savez(fh, **{f"{k}|{v}": a for k, d in traces.items() for v, a in d.items()})
     if args.speed_check:
+        if not old_speed and done:
+            header["resumed"] = this_run
         header["speed_check"] = old_speed or speed_check(df, args.steps // 10, args.seed)
         write_atomic(json_path, json.dumps({"steps_per_run": args.steps, "runs": RUNS, "seed": args.seed,
                                             "header": header, "rows": rows}, indent=1))
+        write_atomic(RESULTS / f"{args.name}.md", "\n".join(report(rows, args, header)) + "\n")
+    if done and header.get("resumed") is not this_run:
+        args.rendered = this_run
         write_atomic(RESULTS / f"{args.name}.md", "\n".join(report(rows, args, header)) + "\n")
     print("\n".join(report(rows, args, header)))
 
