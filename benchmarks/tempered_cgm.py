@@ -359,7 +359,11 @@ def reading(rows: list[dict], header: dict) -> list[str]:
                          f"{same['mh_steps_per_cpu_s'] / base_s:.2f} of `cgm`'s speed: that is the cost of the swap "
                          "rounds and the per-rung bookkeeping, and it sets our ratio. The thesis' 2.6-3.1x speed-up "
                          "must come from its implementation's cost per move growing with the tree (it calls its "
-                         "timing a rough proxy); it does not carry over to our kernels.")
+                         "timing a rough proxy); it does not carry over to our kernels. Where the tempering's "
+                         "cost goes (read from `_kernels/tempering.py`, not timed apart): every proposed swap "
+                         "recomputes both trees' prior parts, including whether each leaf still has an available "
+                         "rule, a pass over the leaf's rows, so a swap round costs about one pass over the data per "
+                         "rung; caching that flag per leaf would cut it without changing any draw.")
         out.append(line)
     return out if len(out) > 3 else []
 
