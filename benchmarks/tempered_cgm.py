@@ -21,7 +21,9 @@ neighbouring rungs times their temperature gap set the swap rates).
 
 ``--budget-fractions 0.125,0.25,0.5,1`` adds R-hat against budget from the same runs: R-hat of
 the kept draws from the end of tuning up to the given fraction of them (the MH steps spent up to
-that point are printed beside it). ``--resume`` keeps the rows already in ``NAME.json`` that
+that point are printed beside it). ``--budget-runs 0.125,0.25,0.5`` runs ``cgm`` and the default
+again as independent runs of those fractions of ``--steps`` (each with its own quarter of
+tuning) and gives their R-hat. ``--resume`` keeps the rows already in ``NAME.json`` that
 were run with the same steps and seed and runs only the missing schemes; the report is
 rewritten after every scheme (atomically), so a stopped run leaves a whole report of the
 schemes it finished.
@@ -30,9 +32,10 @@ Run: ``python3 benchmarks/tempered_cgm.py [--steps N]`` from the repository root
 committed ``tempered_cgm.md``). The full budget (``tempered_cgm_full.md``)::
 
     python3 benchmarks/tempered_cgm.py --steps 1200000 --schemes 10,4,2,3,1,11 \\
-        --budget-fractions 0.125,0.25,0.5,1 --speed-check --name tempered_cgm_full
+        --budget-fractions 0.125,0.25,0.5,1 --budget-runs 0.125,0.25,0.5 --speed-check \\
+        --name tempered_cgm_full
 
-(about 12 CPU minutes; the committed file was run in two invocations, the second with
+(about 14 CPU minutes; the committed file was run in three invocations, the later ones with
 ``--resume``, as its header says). ``--speed-check`` adds what an MH step costs (8 runs of
 steps / 10 MH steps per setting): ``cgm`` under the shrinkage rungs' tree priors, and tempered
 ladders whose rungs all share the model's target.
@@ -237,6 +240,19 @@ def speed_check(df, steps: int, seed: int) -> list[dict]:
     return rows
 
 
+def independent_budget_runs(df, steps: int, shares: list[float], seed: int) -> list[dict]:
+    """R-hat of ``cgm`` and of the default from independent runs of a fraction of ``steps`` each
+    (their own quarter of tuning), beside the prefixes of the full runs."""
+    out = []
+    for share in shares:
+        for label, options, rungs, _ in (SCHEMES[0], SCHEMES[10]):
+            row = run_scheme(df, label, options, rungs, int(round(share * steps)), seed)
+            out.append({"fraction": share, "label": label, "mh_steps": row["mh_steps"], "cpu_s": row["cpu_s"],
+                        "rhat_n_leaves": row["rhat_n_leaves"], "rhat_log_posterior": row["rhat_log_posterior"]})
+            print(json.dumps(out[-1]), flush=True)
+    return out
+
+
 def machine() -> str:
     """CPU model, core count and Python/numpy versions of this machine."""
     model = platform.processor() or "?"
@@ -297,6 +313,14 @@ def reading(rows: list[dict], header: dict) -> list[str]:
                          f"run, {b[-1]['rhat_n_leaves']:.3f} at {b[-1]['mh_steps']:,} (log posterior "
                          f"{b[0]['rhat_log_posterior']:.3f} -> {b[-1]['rhat_log_posterior']:.3f})")
         out.append("- R-hat across the 8 runs against budget: " + "; ".join(parts) + ".")
+    if header.get("budget_runs"):
+        parts = []
+        for label in dict.fromkeys(b["label"] for b in header["budget_runs"]):
+            runs = [b for b in header["budget_runs"] if b["label"] == label]
+            parts.append(f"{label}: " + ", ".join(f"{b['rhat_n_leaves']:.3f} / {b['rhat_log_posterior']:.3f} at "
+                                                  f"{b['mh_steps']:,}" for b in runs))
+        out.append("- Independent runs at a fraction of the budget (their own tuning), R-hat of n_leaves / log "
+                   "posterior: " + "; ".join(parts) + ".")
     thesis = [r for r in rows if "thesis" in r["label"]]
     if thesis and "no tempering (cgm)" in by:
         c = by["no tempering (cgm)"]
@@ -418,6 +442,14 @@ def report(rows: list[dict], args, header: dict) -> list[str]:
             for b in r.get("budget", []):
                 lines.append(f"| {r['label']} | {b['fraction_of_kept']:g} | {b['mh_steps']:,} | "
                              f"{b['rhat_n_leaves']:.3f} | {b['rhat_log_posterior']:.3f} |")
+    if header.get("budget_runs"):
+        lines += ["", "R-hat of independent runs at a fraction of the budget (`--budget-runs`: 8 new runs each, with "
+                  "their own quarter of tuning, same seed):", "",
+                  "| scheme | share of the budget | MH steps per run | R-hat n_leaves | R-hat log post |",
+                  "|---|---|---|---|---|"]
+        for b in header["budget_runs"]:
+            lines.append(f"| {b['label']} | {b['fraction']:g} | {b['mh_steps']:,} | {b['rhat_n_leaves']:.3f} | "
+                         f"{b['rhat_log_posterior']:.3f} |")
     per_rung = [r for r in rows if "rung_mean_n_leaves" in r]
     if per_rung:
         lines += ["", "Per rung (pooled over the 8 runs' kept draws): mean n_leaves; mean (sd) of the rung's log "
@@ -485,6 +517,9 @@ def main() -> None:
                         help="comma-separated shares of the kept draws at which to give R-hat (e.g. 0.125,0.25,0.5,1)")
     parser.add_argument("--resume", action="store_true",
                         help="keep the rows of NAME.json run with the same --steps and --seed; run the others")
+    parser.add_argument("--budget-runs", default=None,
+                        help="comma-separated fractions of --steps at which to run cgm and the default again as "
+                             "independent runs (own tuning) and give their R-hat (e.g. 0.125,0.25,0.5)")
     parser.add_argument("--speed-check", action="store_true",
                         help="also measure what an MH step costs under the shrinkage rungs' priors and with "
                              "tempering on identical rungs (8 runs of steps / 10 MH steps per setting)")
@@ -509,11 +544,13 @@ def main() -> None:
     json_path = RESULTS / f"{args.name}.json"
     done: dict[str, dict] = {}
     old_speed = None
+    old_budget_runs = None
     if args.resume and json_path.exists():
         old = json.loads(json_path.read_text())
         if old.get("steps_per_run") == args.steps and old.get("seed", 1) == args.seed:
             done = {r["label"]: r for r in old["rows"]}
             old_speed = old.get("header", {}).get("speed_check")
+            old_budget_runs = old.get("header", {}).get("budget_runs")
             # The report's header keeps the run's own date/commit/command for the kept rows; what this
             # invocation adds is recorded below once it has run something (else it only renders).
             header, this_run = old.get("header", header), header
@@ -546,6 +583,17 @@ def main() -> None:
         if not old_speed and done:
             header["resumed"] = this_run
         header["speed_check"] = old_speed or speed_check(df, args.steps // 10, args.seed)
+        write_atomic(json_path, json.dumps({"steps_per_run": args.steps, "runs": RUNS, "seed": args.seed,
+                                            "header": header, "rows": rows}, indent=1))
+        write_atomic(RESULTS / f"{args.name}.md", "\n".join(report(rows, args, header)) + "\n")
+    if args.budget_runs:
+        shares = [float(f) for f in args.budget_runs.split(",")]
+        if not old_budget_runs or sorted({b["fraction"] for b in old_budget_runs}) != sorted(set(shares)):
+            if done:
+                header["resumed"] = this_run
+            header["budget_runs"] = independent_budget_runs(df, args.steps, shares, args.seed)
+        else:
+            header["budget_runs"] = old_budget_runs
         write_atomic(json_path, json.dumps({"steps_per_run": args.steps, "runs": RUNS, "seed": args.seed,
                                             "header": header, "rows": rows}, indent=1))
         write_atomic(RESULTS / f"{args.name}.md", "\n".join(report(rows, args, header)) + "\n")
