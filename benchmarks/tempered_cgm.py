@@ -286,6 +286,21 @@ def write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def resumed_runs(header: dict) -> list[dict]:
+    """The invocations that continued a run with --resume (a list; older files stored one dict)."""
+    runs = header.get("resumed", [])
+    return [runs] if isinstance(runs, dict) else list(runs)
+
+
+def note_run(header: dict, this_run: dict, what: str) -> None:
+    """Record that this --resume invocation ran ``what`` (once per invocation)."""
+    runs = resumed_runs(header)
+    if not runs or runs[-1] is not this_run:
+        runs.append(this_run)
+    this_run.setdefault("ran", []).append(what)
+    header["resumed"] = runs
+
+
 def barrier(row: dict) -> float:
     """Syed et al.'s barrier Lambda of a geometric ladder from the rungs' sd of U (normal case)."""
     t = np.asarray(row["temperatures"], dtype=float)
@@ -410,8 +425,8 @@ def report(rows: list[dict], args, header: dict) -> list[str]:
         "priors and data: thesis section 5 (module docstring)."
         + (f" Rendered from the stored rows by `{rendered['command']}` (commit {rendered['commit']})."
            if (rendered := getattr(args, "rendered", None)) else "")
-        + (f" Completed (`--resume`: the rows above kept, the rest run) by `{header['resumed']['command']}` on "
-           f"{header['resumed']['date']} (commit {header['resumed']['commit']})." if "resumed" in header else ""),
+        + "".join(f" Continued (`--resume`: the stored rows kept) by `{r['command']}` on {r['date']} (commit "
+                  f"{r['commit']}), which ran: {', '.join(r.get('ran', ['?']))}." for r in resumed_runs(header)),
         "",
         f"{RUNS} independent runs per scheme, {args.steps:,} MH steps per run (thesis: 1.2 M), a quarter tuning; "
         "one thread per run. R-hat: rank-normalised split R-hat across the 8 runs.",
@@ -567,7 +582,7 @@ def main() -> None:
             rows.append(done[label])
             continue
         if done:
-            header["resumed"] = this_run
+            note_run(header, this_run, label)
         row = run_scheme(df, label, options, rungs, args.steps, args.seed, fractions,
                          traces if args.traces else None)
         row["thesis_iters_per_min"] = thesis
@@ -581,7 +596,7 @@ def main() -> None:
                 np.savez(fh, **{f"{k}|{v}": a for k, d in traces.items() for v, a in d.items()})
     if args.speed_check:
         if not old_speed and done:
-            header["resumed"] = this_run
+            note_run(header, this_run, "the speed check")
         header["speed_check"] = old_speed or speed_check(df, args.steps // 10, args.seed)
         write_atomic(json_path, json.dumps({"steps_per_run": args.steps, "runs": RUNS, "seed": args.seed,
                                             "header": header, "rows": rows}, indent=1))
@@ -590,14 +605,14 @@ def main() -> None:
         shares = [float(f) for f in args.budget_runs.split(",")]
         if not old_budget_runs or sorted({b["fraction"] for b in old_budget_runs}) != sorted(set(shares)):
             if done:
-                header["resumed"] = this_run
+                note_run(header, this_run, "the independent budget runs")
             header["budget_runs"] = independent_budget_runs(df, args.steps, shares, args.seed)
         else:
             header["budget_runs"] = old_budget_runs
         write_atomic(json_path, json.dumps({"steps_per_run": args.steps, "runs": RUNS, "seed": args.seed,
                                             "header": header, "rows": rows}, indent=1))
         write_atomic(RESULTS / f"{args.name}.md", "\n".join(report(rows, args, header)) + "\n")
-    if done and header.get("resumed") is not this_run:
+    if done and not any(r is this_run for r in resumed_runs(header)):
         args.rendered = this_run
         write_atomic(RESULTS / f"{args.name}.md", "\n".join(report(rows, args, header)) + "\n")
     print("\n".join(report(rows, args, header)))
