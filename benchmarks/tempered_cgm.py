@@ -272,9 +272,10 @@ def commit() -> str:
         here = Path(__file__).parent
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                               cwd=here, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "."], capture_output=True, text=True,
-                               cwd=here, check=True).stdout.strip()
-        return head + (" with uncommitted changes in benchmarks/" if dirty else "")
+        # The results folder is what the script writes; changes elsewhere in benchmarks/ are code.
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", ".", ":!results"], capture_output=True,
+                               text=True, cwd=here, check=True).stdout.strip()
+        return head + (" with uncommitted changes in benchmarks/ (outside results/)" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "?"
 
