@@ -130,9 +130,9 @@ print(f"largest / smallest weight: {w.max() / w.min():.1f}; Kish ESS {kish_ess(w
 #
 # Read the two tables above for this run's numbers; what they measure, and what to look for:
 #
-# - **Start with `cgm`** (the single tree's default): it is cheap per iteration and has change and swap
-#   moves that `grow_prune` lacks. Trust it only when R-hat across four or more chains is below
-#   about 1.01.
+# - **`cgm`** is the cheapest per iteration and has change and swap moves that `grow_prune` lacks
+#   (it was the single tree's default; `bps.cart` now uses `tempered`, below). Trust it only when
+#   R-hat across four or more chains is below about 1.01.
 # - **`grow_prune`** is the move set of most BART packages; on a single tree it is usually the
 #   slowest to leave a mode (compare its R-hat and ESS with `cgm`'s).
 # - **`pg`** rebuilds the whole tree at each iteration, so it can jump between trees that local
@@ -143,11 +143,14 @@ print(f"largest / smallest weight: {w.max() / w.min():.1f}; Kish ESS {kish_ess(w
 #   more distinct trees per iteration, at the cost of computing all rates. Use its weights (the
 #   package does) and judge it by the ESS, which accounts for them.
 # - **`tempered`** is for multimodal posteriors where the other chains disagree (R-hat well above
-#   1): the hot rungs cross between modes and pass trees down. It costs one MH step per rung; see
-#   the parallel-tempering vignette.
+#   1): the hot rungs cross between modes and pass trees down; it is `bps.cart`'s default. It costs
+#   one MH step per rung plus the swaps, about two `cgm` steps per rung on cgm1998
+#   (`benchmarks/results/tempered_cgm_full.md`); see the parallel-tempering vignette.
 #
 # Inside BART the same choice applies to each tree's update (`bps.bart(..., sampler=...)`): the
 # other trees make each tree's posterior simpler, and `grow_prune` (BART's default) or `cgm` are the
-# usual choices; `grow_prune` gave more effective draws per CPU second than `cgm` on every data set
-# of `benchmarks/results/bart_default_mixing.md`. `pg` helps when single trees must be deep (the
-# particle Gibbs vignette).
+# usual choices; `grow_prune` gave more effective draws of f(x) at the median test point per CPU
+# second than `cgm` on every data set of `benchmarks/results/bart_default_mixing.md` (1.16-1.55x,
+# medians over seeds), and of sigma and of the 5% quantile of f(x) on all but hypercube-2, where the
+# two are level (1.01x and 0.93x). `pg` helps when single trees must be deep (the particle Gibbs
+# vignette).
