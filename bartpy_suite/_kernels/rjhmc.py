@@ -247,7 +247,7 @@ def nuts_on(s, settings, data, sc, rng, rs, init_step):
     q = bufs[0, :dim]
     g = bufs[1, :dim]
     minv = bufs[2, :dim]
-    out = np.empty((1, dim))
+    out = np.empty((ns.n_after, dim))  # soft_settings: n_after = 1, the transition kept
     pack(s.right, n, conf, off, s.tau, s.delta, s.mu, s.scal[0], q)
     carry = settings.rj.carry
     per_int = 1 + (nx - 1 if mode == MODE_DFI else 0)
@@ -265,7 +265,7 @@ def nuts_on(s, settings, data, sc, rng, rs, init_step):
     u[0] = nuts.energy(q, g, tgt, True)
     eps = nuts.run((q, g, u), eps0, minv, ns, tgt, sc.nuts, out, rng, rs, init_step)
     for a in range(dim):
-        q[a] = out[0, a]
+        q[a] = out[ns.n_after - 1, a]
     sigma, _ = unpack(q, s.right, s.kappa, off, n, conf, s.tau, s.delta, s.mu)
     s.scal[0] = sigma
     s.scal[2] = eps
