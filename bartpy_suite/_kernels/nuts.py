@@ -208,7 +208,7 @@ def _build_tree(depth, z, prop, edge, leap, tgt, sc, rng, acc):
     return persist
 
 
-@helper(refcounts=True)
+@helper
 def transition(z, eps, minv, max_depth, tgt, sc, rng, rs):
     """One NUTS transition from the point ``z = (q, g, u)`` in place; return the adaptation statistic.
 
@@ -216,7 +216,7 @@ def transition(z, eps, minv, max_depth, tgt, sc, rng, rs):
     ``q``: only the first dim entries are used); ``rs`` accumulates divergences, depth and leapfrog counts.
     """
     q, g, u = z
-    scr, scs, tmp = sc
+    scr, scs, tmp, acc = sc.scr, sc.scs, sc.tmp, sc.acc
     d = q.shape[0]
     (p, rho, p_fwd_bck, p_sharp_fwd_bck, p_fwd_fwd, p_sharp_fwd_fwd, p_bck_fwd, p_sharp_bck_fwd,
      p_bck_bck, p_sharp_bck_bck, rho_fwd, rho_bck) = (tmp[0, :d], tmp[1, :d], tmp[2, :d], tmp[3, :d], tmp[4, :d],
@@ -253,7 +253,8 @@ def transition(z, eps, minv, max_depth, tgt, sc, rng, rs):
     bu[0] = u[0]
     H0 = u[0] + _kinetic(p, minv)
     log_sum_weight = 0.0
-    acc = np.zeros(4)
+    for a in range(4):
+        acc[a] = 0.0
     depth = 0
     while depth < max_depth:
         for a in range(d):
@@ -331,8 +332,23 @@ def transition(z, eps, minv, max_depth, tgt, sc, rng, rs):
 
 
 def new_scratch(dim: int, max_depth: int) -> NutsScratch:
-    """Scratch of ``transition`` for ``dim`` coordinates and trees up to ``max_depth``."""
-    return NutsScratch(np.zeros((max_depth + 1, 8, dim)), np.zeros((max_depth + 1, 5)), np.zeros((16, dim)))
+    """Scratch of ``run`` for at most ``dim`` coordinates and trees up to ``max_depth``.
+
+    Parameters
+    ----------
+    dim : int
+        Largest number of coordinates of q.
+    max_depth : int
+        NUTS's maximum tree depth.
+
+    Returns
+    -------
+    NutsScratch
+    """
+    # a soft tree of n nodes has at least (n - 1) / 2 coordinates (classification, DF): order's size
+    return NutsScratch(np.zeros((max_depth + 1, 8, dim)), np.zeros((max_depth + 1, 5)), np.zeros((16, dim)),
+                       np.zeros(4), np.zeros(64, dtype=np.int64), np.zeros((2, dim)),
+                       np.zeros(2 * dim + 1, dtype=np.int64))
 
 
 @helper
@@ -418,14 +434,13 @@ def _init_stepsize(q, g, u, eps, minv, tgt, rng, buf):
     return eps
 
 
-@helper(refcounts=True)
-def _gibbs_kappa(q, g, u, tgt, rng):
+@helper
+def _gibbs_kappa(q, g, u, tgt, rng, order):
     """HMC-DF's discrete update (spec 2.6): visit every split variable in random order, propose
     a uniform kappa' (possibly equal) and accept with probability min(1, exp(U_old - U_new))."""
     right, kappa, nn = tgt.right, tgt.kappa, tgt.nn
     nx = tgt.conf.nx
     n = nn[0]
-    order = np.empty(n, dtype=np.int64)
     m = 0
     for j in range(n):
         if right[j] >= 0:
@@ -450,7 +465,7 @@ def _gibbs_kappa(q, g, u, tgt, rng):
     u[0] = energy(q, g, tgt, True)
 
 
-@helper(refcounts=True)
+@helper
 def run(z, eps0, minv, ns, tgt, sc, out, rng, rs, init_step):
     """``ns.warmup`` adaptive warm-up transitions (h annealed from ``ns.h_init`` to ``ns.h_final``),
     then ``ns.n_after`` transitions at the adapted step size, recorded into ``out`` (n_after, dim).
@@ -471,7 +486,7 @@ def run(z, eps0, minv, ns, tgt, sc, out, rng, rs, init_step):
     hbuf = tgt.work.h
     max_depth = ns.max_depth
     delta, gamma, t0, kappa = ns.target_accept, ns.gamma, ns.t0, ns.kappa
-    ends = np.empty(64, dtype=np.int64)
+    ends = sc.ends
     n_windows, w1 = window_plan(W, ends)
     last_end = ends[n_windows - 1] if n_windows > 0 else W - 1
     ramp = h_ramp(W, w1, last_end)
@@ -483,8 +498,11 @@ def run(z, eps0, minv, ns, tgt, sc, out, rng, rs, init_step):
     xbar = 0.0
     counter = 0.0
     wn = 0.0
-    wmean = np.zeros(d)
-    wm2 = np.zeros(d)
+    wmean = sc.welford[0, :d]
+    wm2 = sc.welford[1, :d]
+    for a in range(d):
+        wmean[a] = 0.0
+        wm2[a] = 0.0
     widx = 0
     h_prev = hbuf[0]
     gibbs = conf.kind == KIND_SOFT_TREE and conf.mode == MODE_DF and conf.nx > 1
@@ -496,7 +514,7 @@ def run(z, eps0, minv, ns, tgt, sc, out, rng, rs, init_step):
             u[0] = energy(q, g, tgt, True)  # spec 5, pitfall 3: recompute after h changes
             h_prev = h
         if gibbs:
-            _gibbs_kappa(q, g, u, tgt, rng)
+            _gibbs_kappa(q, g, u, tgt, rng, sc.order)
         stat = transition(z, eps, minv, max_depth, tgt, sc, rng, rs)
         if t >= W:
             for a in range(d):

@@ -9,7 +9,11 @@ inserted or removed, so the warm start maps values by node identity (spec 2.3); 
 positional mapping is reachable with ``code_quirks``.
 
 The kernel ``iteration`` takes the records of ``soft_records.py``: the four states (``RJStates``),
-the scratch (``RJScratch``), the settings (``SoftSettings``: density, moves, NUTS) and the data.
+the scratch (``RJScratch``, built by ``new_scratch``), the settings (``SoftSettings``: density,
+moves, NUTS) and the data, and hands them to the helper ``_iteration``. Nothing below the kernel
+allocates or counts references: every buffer is in the scratch. Taking a record of arrays apart in
+a function that counts references costs one reference-count call per array; with the arrays in
+records that was half of the kernel's code and 1-2 CPU s of the first fit's compile.
 
 Import rule: numpy, numba, ``math``, the soft-tree and NUTS kernels and ``soft_records``.
 """
@@ -22,7 +26,14 @@ import numpy as np
 
 from . import nuts
 from .jit import helper, kernel
-from .soft_records import MODE_DFI, SoftState, SoftTarget, new_state  # noqa: F401 (SoftState, new_state re-exported)
+from .soft_records import (  # noqa: F401 (SoftState, new_state re-exported)
+    MODE_DFI,
+    RJScratch,
+    SoftState,
+    SoftTarget,
+    new_state,
+    new_work,
+)
 from .soft_tree import layout, pack, unpack
 
 MOVE_GROW = 0
@@ -183,15 +194,15 @@ def _draw_split(s, j, conf, rng):
         s.delta[j, s.kappa[j]] = 1.0
 
 
-@helper(refcounts=True)
-def _positional_copy(src, dst):
+@helper
+def _positional_copy(src, dst, index):
     """The code's warm start after a prune (spec 2.3 [QUIRK]): internal nodes of ``dst`` take the
     values of ``src``'s internal nodes by preorder position, leaves those of ``src``'s leaves
-    left to right."""
+    left to right. ``index`` (2, >= nodes) is scratch."""
     ni = 0
     nl = 0
-    ints = np.empty(src.nn[0], dtype=np.int64)
-    leaves = np.empty(src.nn[0], dtype=np.int64)
+    ints = index[0]
+    leaves = index[1]
     for j in range(src.nn[0]):
         if src.right[j] >= 0:
             ints[ni] = j
@@ -232,8 +243,8 @@ def state_energy(s, h, conf, data, sc):
     return u, work.parts[0], work.parts[1]
 
 
-@helper(refcounts=True)
-def nuts_on(s, settings, data, sc, rng, rs, init_step):
+@helper
+def nuts_on(s, settings, data, sc, rng, init_step):
     """One intermediate NUTS run on state ``s``, in place (spec 2.1, step 2): ``settings.nuts.warmup``
     adaptive transitions with the h ramp, then one transition kept. The faithful mode restarts
     the adaptation (eps 1, identity metric); the cheap mode starts from the values carried by node."""
@@ -247,7 +258,7 @@ def nuts_on(s, settings, data, sc, rng, rs, init_step):
     q = bufs[0, :dim]
     g = bufs[1, :dim]
     minv = bufs[2, :dim]
-    out = np.empty((ns.n_after, dim))  # soft_settings: n_after = 1, the transition kept
+    out = sc.kept[:, :dim]  # soft_settings: n_after = 1, the transition kept
     pack(s.right, n, conf, off, s.tau, s.delta, s.mu, s.scal[0], q)
     carry = settings.rj.carry
     per_int = 1 + (nx - 1 if mode == MODE_DFI else 0)
@@ -261,9 +272,9 @@ def nuts_on(s, settings, data, sc, rng, rs, init_step):
     eps0 = s.scal[2] if carry else 1.0
     work.h[0] = ns.h_init if ns.warmup > 0 else ns.h_final
     tgt = SoftTarget(data, s.right, s.kappa, s.nn, off, conf, work)
-    u = np.empty(1)
+    u = sc.u
     u[0] = nuts.energy(q, g, tgt, True)
-    eps = nuts.run((q, g, u), eps0, minv, ns, tgt, sc.nuts, out, rng, rs, init_step)
+    eps = nuts.run((q, g, u), eps0, minv, ns, tgt, sc.nuts, out, rng, sc.rs, init_step)
     for a in range(dim):
         q[a] = out[ns.n_after - 1, a]
     sigma, _ = unpack(q, s.right, s.kappa, off, n, conf, s.tau, s.delta, s.mu)
@@ -328,8 +339,40 @@ def _propose(cur, prop, move, p_g, settings, rng):
     return log_q + log_rv
 
 
+def new_scratch(cap: int, n: int, nx: int, n_classes: int, ns) -> RJScratch:
+    """Scratch of ``iteration`` for trees of at most ``cap`` nodes on ``n`` rows of ``nx``
+    predictors (``n_classes`` 0: regression), with the NUTS settings ``ns`` (a ``NutsSettings``).
+
+    Parameters
+    ----------
+    cap, n, nx, n_classes : int
+        Node capacity, rows, predictors and classes (0: regression).
+    ns : NutsSettings
+        NUTS's settings (maximum depth, kept transitions per run, final bandwidth).
+
+    Returns
+    -------
+    RJScratch
+    """
+    dim = cap * nx + 1
+    return RJScratch(np.zeros(cap, dtype=np.int64), np.zeros((6, dim)), new_work(n, cap, nx, n_classes, ns.h_final),
+                     nuts.new_scratch(dim, ns.max_depth), np.zeros(nuts.N_RUN_STATS), np.zeros(1),
+                     np.zeros((ns.n_after, dim)), np.zeros((2, cap), dtype=np.int64))
+
+
 @kernel
 def iteration(states, sc, settings, data, rng, warm, start, record, init_step):
+    """One RJHMC-Tree iteration (``_iteration``), called from Python.
+
+    The kernel only hands its records to a helper: a kernel counts references, which for records
+    of arrays means a reference-count call per array each time a record or a field of one is
+    taken apart, most of the kernel's code; the helpers below it borrow and allocate nothing.
+    """
+    return _iteration(states, sc, settings, data, rng, warm, start, record, init_step)
+
+
+@helper
+def _iteration(states, sc, settings, data, rng, warm, start, record, init_step):
     """One RJHMC-Tree iteration (spec 2.1) from state ``states.cur`` = (T, x), in place.
 
     ``states`` (an ``RJStates``) also holds the scratch states ``x1``, ``prop``, ``xs`` (x',
@@ -348,9 +391,11 @@ def iteration(states, sc, settings, data, rng, warm, start, record, init_step):
     """
     cur, x1, prop, xs = states.cur, states.x1, states.prop, states.xs
     conf, rj = settings.conf, settings.rj
+    rs = sc.rs
+    for k in range(rs.shape[0]):
+        rs[k] = 0.0
     if start:
-        rs = np.zeros(nuts.N_RUN_STATS)
-        nuts_on(cur, settings, data, sc, rng, rs, init_step)
+        nuts_on(cur, settings, data, sc, rng, init_step)
         return 0.0
     if warm:
         pg, pp = rj.p_grow_warm, rj.p_prune_warm
@@ -363,7 +408,6 @@ def iteration(states, sc, settings, data, rng, warm, start, record, init_step):
         if move == MOVE_PRUNE and count_leaves(cur) == 1:
             move = MOVE_GROW  # a stump can only grow (spec 2.1)
     p_g = pg / (pg + pp) if pg + pp > 0.0 else 0.5
-    rs = np.zeros(nuts.N_RUN_STATS)
     h_f = settings.nuts.h_final
     alpha_s, beta_s = rj.alpha_s, rj.beta_s
     # S_m(x) and P(T) before the first run (eq. 19 needs them; the code's prune rv reads x)
@@ -373,7 +417,7 @@ def iteration(states, sc, settings, data, rng, warm, start, record, init_step):
     log_pt = log_tree_prior(cur, alpha_s, beta_s)
     # first NUTS run on T: x -> x'
     copy_state(cur, x1)
-    nuts_on(x1, settings, data, sc, rng, rs, init_step)
+    nuts_on(x1, settings, data, sc, rng, init_step)
     if move == MOVE_STAY and not warm and rj.carry:
         # After tune a stay is always accepted (eq. 18 telescopes to S_m(x') - S_m(x') = 0, spec
         # 2.4), so the code's second run on the same T is one more NUTS transition kernel on the
@@ -388,7 +432,7 @@ def iteration(states, sc, settings, data, rng, warm, start, record, init_step):
     if rj.code_quirks and move == MOVE_PRUNE:
         ratio = _propose(cur, xs, move, p_g, settings, rng)  # the code's rv at x
         copy_state(xs, prop)
-        _positional_copy(x1, prop)
+        _positional_copy(x1, prop, sc.index)
         prop.scal[0] = x1.scal[0]
     else:
         ratio = _propose(x1, prop, move, p_g, settings, rng)
@@ -396,7 +440,7 @@ def iteration(states, sc, settings, data, rng, warm, start, record, init_step):
     _, ll2, lp2 = state_energy(prop, h_f, conf, data, sc)
     s_x2 = lik * ll2 + lp2
     # second NUTS run on T*: x'' -> x*
-    nuts_on(prop, settings, data, sc, rng, rs, init_step)
+    nuts_on(prop, settings, data, sc, rng, init_step)
     if warm:
         _, ll3, lp3 = state_energy(prop, h_f, conf, data, sc)
         log_alpha = lik * ll3 + lp3 + log_pt_new - s_x - log_pt + ratio  # eq. 19

@@ -172,20 +172,30 @@ class RJStates(NamedTuple):
 
 
 class NutsScratch(NamedTuple):
-    """Scratch of ``nuts.transition`` (``nuts.new_scratch``)."""
+    """Scratch of a NUTS run (``nuts.new_scratch``). The kernels allocate nothing below
+    ``rjhmc.iteration``: a compiled function that allocates counts references, and reference
+    counting the arrays of these records was most of the kernel's code (``rjhmc.iteration``)."""
 
     scr: np.ndarray  # (max_depth + 1, 8, dim) per-depth vectors of ``_build_tree``
     scs: np.ndarray  # (max_depth + 1, 5) per-depth scalars
     tmp: np.ndarray  # (16, dim) the trajectory's end states and momenta
+    acc: np.ndarray  # (4,) a transition's accumulators (``nuts._build_tree``)
+    ends: np.ndarray  # int64 (64,) last transition of each slow window (``nuts.window_plan``)
+    welford: np.ndarray  # (2, dim) running mean and sum of squares of a metric window
+    order: np.ndarray  # int64 (2 dim + 1,) visiting order of the split variables (``nuts._gibbs_kappa``)
 
 
 class RJScratch(NamedTuple):
-    """Scratch of an RJ iteration for trees of at most ``cap`` nodes."""
+    """Scratch of an RJ iteration for trees of at most ``cap`` nodes (``rjhmc.new_scratch``)."""
 
     off: np.ndarray  # int64 (cap,) parameter offsets
     bufs: np.ndarray  # (6, dim) q, gradient, inverse metric of a NUTS run; q and gradient of energies
     work: SoftWork
     nuts: NutsScratch
+    rs: np.ndarray  # (nuts.N_RUN_STATS,) statistics of the iteration's NUTS runs
+    u: np.ndarray  # (1,) U at the NUTS run's point
+    kept: np.ndarray  # (n_after, dim) the NUTS run's kept transitions
+    index: np.ndarray  # int64 (2, cap) internal nodes and leaves in preorder (``rjhmc._positional_copy``)
 
 
 class SoftTrees(NamedTuple):

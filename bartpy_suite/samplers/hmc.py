@@ -25,14 +25,12 @@ from .._kernels.kept import kept_draw
 from .._kernels.record import grow_store, new_store, trim_store
 from .._kernels.soft_records import (
     KIND_SOFT_TREE,
-    RJScratch,
     RJSettings,
     RJStates,
     SoftConf,
     SoftData,
     SoftSettings,
     new_state,
-    new_work,
 )
 from .._validation import check_choice, check_int_at_least, check_moves, check_open_unit
 from ..errors import ArgumentError
@@ -181,11 +179,9 @@ class SoftTreeChain:
         self.x1 = new_state(cap, self.nx)
         self.prop = new_state(cap, self.nx)
         self.xs = new_state(cap, self.nx)
-        self.work = new_work(self.n, cap, self.nx, self.n_classes, self.settings.nuts.h_final)
-        dim = cap * self.nx + 1
         self.states = RJStates(self.cur, self.x1, self.prop, self.xs, self.it)
-        self.scratch = RJScratch(np.zeros(cap, dtype=np.int64), np.zeros((6, dim)), self.work,
-                                 nuts.new_scratch(dim, self.max_depth))
+        self.scratch = rjhmc.new_scratch(cap, self.n, self.nx, self.n_classes, self.settings.nuts)
+        self.work = self.scratch.work
 
     # -- the chain protocol ------------------------------------------------------------------
     def allocate(self, draws: int) -> None:
