@@ -56,10 +56,10 @@ def predictions(chain, x, h):
     """(soft mean, value of the most probable leaf) of the chain's current tree at bandwidth h."""
     s = chain.cur
     n = int(s.nn[0])
-    work = st.new_work(x.shape[0], chain.cap, chain.nx, 0)
+    work = st.new_work(x.shape[0], chain.cap, chain.nx, 0, h)
     leaves = s.right[:n] < 0
     phi = np.empty((x.shape[0], int(leaves.sum())))
-    st.leaf_probabilities(x, s.right, s.kappa, n, s.tau, s.delta, h, chain.mode, work.P, work.SP, work.SM, phi)
+    st.leaf_probabilities(x, s, h, chain.mode, work, phi)
     mu = s.mu[:n][leaves]
     return phi @ mu, mu[np.argmax(phi, axis=1)]
 

@@ -9,6 +9,7 @@ import numpy as np
 from scipy import special, stats
 
 from bartpy_suite._kernels import soft_tree as st
+from bartpy_suite._kernels.soft_records import KIND_SOFT_TREE, SoftConf
 
 
 def random_preorder_tree(rng, max_depth=3, p_split=0.7):
@@ -28,21 +29,12 @@ def random_preorder_tree(rng, max_depth=3, p_split=0.7):
     return np.array(right, dtype=np.int64), np.array(depth, dtype=np.int64)
 
 
-def make_conf(nx, mode, h=0.1, n_classes=0, lik=1.0, class_const=1.0, mu_mean=0.0, mu_scale=1.0, a=1.5, b=1.5,
+def make_conf(nx, mode, n_classes=0, lik=True, class_const=True, mu_mean=0.0, mu_scale=1.0, a=1.5, b=1.5,
               class_alpha=1.0):
-    conf = np.zeros(st.N_CONF)
-    conf[st.C_H] = h
-    conf[st.C_LIK] = lik
-    conf[st.C_MODE] = mode
-    conf[st.C_MU_MEAN] = mu_mean
-    conf[st.C_MU_SCALE] = mu_scale
-    conf[st.C_SIG_A] = a
-    conf[st.C_SIG_B] = b
-    conf[st.C_N_CLASSES] = n_classes
-    conf[st.C_CLASS_ALPHA] = class_alpha
-    conf[st.C_CLASS_CONST] = class_const
-    conf[st.C_NX] = nx
-    return conf
+    """The kernels' density settings (the routing bandwidth is the work's ``h``)."""
+    return SoftConf(mode=int(mode), nx=int(nx), n_classes=int(n_classes), lik=bool(lik), mu_mean=float(mu_mean),
+                    mu_scale=float(mu_scale), sig_a=float(a), sig_b=float(b), class_alpha=float(class_alpha),
+                    class_const=bool(class_const), kind=KIND_SOFT_TREE)
 
 
 def stick(v):
@@ -59,10 +51,10 @@ def stick(v):
     return delta, logj
 
 
-def reference_potential(q, X, y, ycls, right, kappa, conf):
-    """U(q) = -(log lik + log prior + log|J|) by recursion over the tree (no shared code)."""
+def reference_potential(q, X, y, ycls, right, kappa, conf, h):
+    """U(q) = -(log lik + log prior + log|J|) at bandwidth h by recursion over the tree (no shared code)."""
     n, nx = X.shape
-    mode, h, ncls = int(conf[st.C_MODE]), conf[st.C_H], int(conf[st.C_N_CLASSES])
+    mode, ncls = conf.mode, conf.n_classes
     regression = ncls == 0
     pos = 0
     params = {}
@@ -85,7 +77,7 @@ def reference_potential(q, X, y, ycls, right, kappa, conf):
             params[j] = (tau, delta)
         elif regression:
             params[j] = q[pos]
-            logprior += stats.norm(conf[st.C_MU_MEAN], conf[st.C_MU_SCALE]).logpdf(q[pos])
+            logprior += stats.norm(conf.mu_mean, conf.mu_scale).logpdf(q[pos])
             pos += 1
     phi = {}
 
@@ -105,17 +97,17 @@ def reference_potential(q, X, y, ycls, right, kappa, conf):
         s = q[-1]
         sigma = math.exp(s)
         logj += s
-        logprior += stats.invgamma(conf[st.C_SIG_A], scale=conf[st.C_SIG_B]).logpdf(sigma)
+        logprior += stats.invgamma(conf.sig_a, scale=conf.sig_b).logpdf(sigma)
         f = sum(phi[k] * params[k] for k in leaves)
         loglik = stats.norm(f, sigma).logpdf(y).sum()
     else:
-        alpha = conf[st.C_CLASS_ALPHA]
+        alpha = conf.class_alpha
         for k in leaves:
             C = np.array([phi[k][ycls == m].sum() for m in range(ncls)])
             term = -special.gammaln(C.sum() + ncls * alpha) + special.gammaln(C + alpha).sum()
-            if conf[st.C_CLASS_CONST]:
+            if conf.class_const:
                 term += special.gammaln(ncls * alpha) - ncls * special.gammaln(alpha)
             loglik += term
-    if conf[st.C_LIK] == 0:
+    if not conf.lik:
         loglik = 0.0
     return -(loglik + logprior + logj)

@@ -11,6 +11,7 @@ from scipy import special, stats
 
 from bartpy_suite._kernels import nuts
 from bartpy_suite._kernels import soft_tree as st
+from bartpy_suite._kernels.soft_records import KIND_GAUSSIAN, SoftData, SoftTarget, new_state
 
 
 def _problem(rng, mode, n_classes, n=40, nx=3, h=0.2, **conf_kw):
@@ -19,15 +20,16 @@ def _problem(rng, mode, n_classes, n=40, nx=3, h=0.2, **conf_kw):
     ycls = rng.integers(0, max(n_classes, 1), n)
     right, _ = random_preorder_tree(rng)
     kappa = rng.integers(0, nx, len(right))
-    conf = make_conf(nx, mode, n_classes=n_classes, h=h, **conf_kw)
+    conf = make_conf(nx, mode, n_classes=n_classes, **conf_kw)
     off = np.zeros(len(right), dtype=np.int64)
     dim = st.layout(right, len(right), nx, mode, n_classes == 0, off)
-    work = st.new_work(n, len(right), nx, n_classes)
-    return X, y, ycls, right, kappa, conf, off, dim, work
+    work = st.new_work(n, len(right), nx, n_classes, h)
+    tgt = SoftTarget(SoftData(X, y, ycls), right, kappa, np.array([len(right)]), off, conf, work)
+    return tgt, dim
 
 
 CASES = [(mode, k, const, lik) for mode in (st.MODE_DF, st.MODE_DFI) for k in (0, 2, 3)
-         for const in (1.0, 0.0) for lik in (1.0, 0.0) if not (k == 0 and const == 0.0)]
+         for const in (True, False) for lik in (True, False) if not (k == 0 and not const)]
 
 
 @pytest.mark.parametrize("mode,n_classes,const,lik", CASES)
@@ -35,10 +37,10 @@ def test_log_density_matches_numpy(mode, n_classes, const, lik):
     # Same formula evaluated two independent ways in float64: agreement to 1e-10 relative.
     rng = np.random.default_rng(100 + 10 * mode + n_classes + int(2 * const) + int(4 * lik))
     for _ in range(3):
-        X, y, ycls, right, kappa, conf, off, dim, work = _problem(rng, mode, n_classes, class_const=const, lik=lik)
+        tgt, dim = _problem(rng, mode, n_classes, class_const=const, lik=lik)
         q = rng.normal(size=dim)
-        u = st.potential(q, np.zeros(dim), X, y, ycls, right, kappa, off, len(right), conf, work, False)
-        ref = reference_potential(q, X, y, ycls, right, kappa, conf)
+        u = st.potential(q, np.zeros(dim), tgt, False)
+        ref = reference_potential(q, *tgt.data, tgt.right, tgt.kappa, tgt.conf, tgt.work.h[0])
         assert u == pytest.approx(ref, rel=1e-10, abs=1e-10)
 
 
@@ -48,16 +50,16 @@ def test_gradient_matches_finite_differences(mode, n_classes):
     # the analytic gradient must agree to 1e-6 relative to the largest gradient entry.
     rng = np.random.default_rng(7 + mode + n_classes)
     for _ in range(4):
-        X, y, ycls, right, kappa, conf, off, dim, work = _problem(rng, mode, n_classes, nx=4)
+        tgt, dim = _problem(rng, mode, n_classes, nx=4)
         q = rng.normal(size=dim)
         g = np.zeros(dim)
-        st.potential(q, g, X, y, ycls, right, kappa, off, len(right), conf, work, True)
+        st.potential(q, g, tgt, True)
         fd = np.empty(dim)
         for a in range(dim):
             e = np.zeros(dim)
             e[a] = 1e-5
-            up = st.potential(q + e, np.zeros(dim), X, y, ycls, right, kappa, off, len(right), conf, work, False)
-            down = st.potential(q - e, np.zeros(dim), X, y, ycls, right, kappa, off, len(right), conf, work, False)
+            up = st.potential(q + e, np.zeros(dim), tgt, False)
+            down = st.potential(q - e, np.zeros(dim), tgt, False)
             fd[a] = (up - down) / 2e-5
         assert np.max(np.abs(g - fd)) <= 1e-6 * max(1.0, np.max(np.abs(g)))
 
@@ -91,20 +93,19 @@ def _nuts_draws(tgt, q0, n_draws, seed, warmup=500):
     d = q0.shape[0]
     q, g, u = q0.copy(), np.zeros(d), np.zeros(1)
     u[0] = nuts.energy(q, g, tgt, True)
-    scr, scs, tmp = nuts.new_scratch(d, 10)
     minv, rs = np.ones(d), np.zeros(nuts.N_RUN_STATS)
     out = np.zeros((n_draws, d))
-    h = tgt[7][st.C_H]
-    nuts.run(q, g, u, 1.0, minv, warmup, n_draws, out, h, h, False, nuts.default_adapt(), tgt, scr, scs, tmp,
+    h = tgt.work.h[0]
+    nuts.run((q, g, u), 1.0, minv, nuts.settings(warmup, n_draws, h, h), tgt, nuts.new_scratch(d, 10), out,
              np.random.default_rng(seed), rs, None)
     return out, rs
 
 
 def _gaussian_target(cov, mean):
-    conf = np.zeros(st.N_CONF)
-    conf[st.C_KIND] = 1.0
-    one = np.zeros(1, dtype=np.int64)
-    return (np.linalg.inv(cov), mean, one, one, one, one, np.ones(1, dtype=np.int64), conf, st.new_work(1, 1, 1, 0))
+    conf = make_conf(1, st.MODE_DF)._replace(kind=KIND_GAUSSIAN)
+    s = new_state(1, 1)
+    data = SoftData(np.linalg.inv(cov), mean, np.zeros(1, dtype=np.int64))
+    return SoftTarget(data, s.right, s.kappa, s.nn, np.zeros(1, dtype=np.int64), conf, st.new_work(1, 1, 1, 0, 1.0))
 
 
 def test_nuts_correlated_gaussian():
@@ -120,15 +121,16 @@ def test_nuts_correlated_gaussian():
     assert rs[nuts.R_DIVERGENT] <= 20  # only early warm-up steps from eps = 1 may diverge
 
 
-def _soft_target(rng, lik=1.0, mode=st.MODE_DFI, n=60, nx=2):
+def _soft_target(rng, lik=True, mode=st.MODE_DFI, n=60, nx=2):
     X = rng.random((n, nx))
     right = np.array([2, -1, -1] + [-1] * 2, dtype=np.int64)[:3]
     kappa = np.zeros(3, dtype=np.int64)
     y = np.where(X[:, 0] > 0.5, 1.0, -1.0) + 0.5 * rng.normal(size=n)
-    conf = make_conf(nx, mode, h=0.1, lik=lik)
+    conf = make_conf(nx, mode, lik=lik)
     off = np.zeros(3, dtype=np.int64)
     dim = st.layout(right, 3, nx, mode, True, off)
-    tgt = (X, y, np.zeros(n, dtype=np.int64), right, kappa, off, np.array([3]), conf, st.new_work(n, 3, nx, 0))
+    tgt = SoftTarget(SoftData(X, y, np.zeros(n, dtype=np.int64)), right, kappa, np.array([3]), off, conf,
+                     st.new_work(n, 3, nx, 0, 0.1))
     return tgt, dim
 
 
@@ -185,10 +187,10 @@ def test_nuts_prior_only_recovers_priors():
     # autocorrelation is negligible here); each must have p > 0.001.
     rng = np.random.default_rng(8)
     nx = 3
-    tgt, dim = _soft_target(rng, lik=0.0, nx=nx)
+    tgt, dim = _soft_target(rng, lik=False, nx=nx)
     draws, _ = _nuts_draws(tgt, np.zeros(dim), 10_000, seed=41)
     draws = draws[::10]
-    right, kappa, off, conf, work = tgt[3], tgt[4], tgt[5], tgt[7], tgt[8]
+    right, kappa, off, conf, work = tgt.right, tgt.kappa, tgt.off, tgt.conf, tgt.work
     taus, deltas, mus, sigmas = [], [], [], []
     for q in draws:
         sigma, _ = st.unpack(q, right, kappa, off, 3, conf, work.tau, work.delta, work.mu)

@@ -321,10 +321,10 @@ def test_fit_path_is_the_chain_run_by_hand():
     assert counts[-1] == n
     np.testing.assert_allclose(tau[s.right[:n] >= 0], s.tau[:n][s.right[:n] >= 0], rtol=0, atol=1e-12)
     assert fit.posterior["sigma"].values[0, -1] == pytest.approx(s.scal[0], abs=1e-12)
-    work = kst.new_work(len(y), chain.cap, 2, 0)
+    work = kst.new_work(len(y), chain.cap, 2, 0, 0.001)
     leaves = s.right[:n] < 0
     phi = np.empty((len(y), int(leaves.sum())))
-    kst.leaf_probabilities(xs, s.right, s.kappa, n, s.tau, s.delta, 0.001, kst.MODE_DFI, work.P, work.SP, work.SM, phi)
+    kst.leaf_probabilities(xs, s, 0.001, kst.MODE_DFI, work, phi)
     draws_f = soft.samples(fit, soft.scaled_x(fit, None)[0])
     np.testing.assert_allclose(draws_f[-1], phi @ s.mu[:n][leaves], rtol=0, atol=1e-9)
     assert int(fit.sample_stats["accepted_total"].values[0, -1]) == chain.n_accepted

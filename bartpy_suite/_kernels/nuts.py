@@ -2,12 +2,15 @@
 dual-averaging step size and windowed metric adaptation (Stan's ``base_nuts.hpp``,
 ``windowed_adaptation.hpp``, ``stepsize_adaptation.hpp``, ``var_adaptation.hpp``; spec 6).
 
-The target is a tuple ``tgt = (X, y, ycls, right, kappa, off, nn, conf, work)``: a soft tree
-(``_kernels.soft_tree.potential``; ``nn[0]`` its node count) or, when ``conf[C_KIND] == 1``, a
-Gaussian with precision ``X`` and mean ``y`` (used by the tests of NUTS alone). numba cannot
-cache a kernel that takes another kernel as an argument, hence this dispatch.
+The target ``tgt`` is a ``soft_records.SoftTarget``: a soft tree (``_kernels.soft_tree.potential``;
+``tgt.nn[0]`` its node count, ``tgt.work.h[0]`` the routing bandwidth, which ``run`` anneals) or,
+when ``tgt.conf.kind == KIND_GAUSSIAN``, a Gaussian with precision ``tgt.data.X`` and mean
+``tgt.data.y`` (used by the tests of NUTS alone). numba cannot cache a kernel that takes another
+kernel as an argument, hence this dispatch. The settings are a ``soft_records.NutsSettings``, the
+scratch a ``soft_records.NutsScratch``; a point ``z = (q, g, u)`` is the position, the gradient of
+U there and U (``u[0]``).
 
-Import rule: numpy, numba, ``math`` and ``_kernels.soft_tree``.
+Import rule: numpy, numba, ``math``, ``_kernels.soft_tree`` and ``_kernels.soft_records``.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ import math
 import numpy as np
 
 from .jit import helper
-from .soft_tree import C_H, C_KIND, C_MODE, C_NX, MODE_DF, potential
+from .soft_records import KIND_GAUSSIAN, KIND_SOFT_TREE, MODE_DF, NutsScratch, NutsSettings
+from .soft_tree import potential
 
 MAX_DELTA_H = 1000.0  # a leapfrog point with H - H0 above this is divergent
 EPS_MIN = 1e-10
@@ -32,26 +36,40 @@ R_ACCEPT = 4  # sum of the adaptation statistic
 R_EPS = 5  # step size after the run
 N_RUN_STATS = 6
 
-# slots of the adaptation settings ``ad``
-A_DELTA = 0  # target acceptance (0.8)
-A_GAMMA = 1
-A_T0 = 2
-A_KAPPA = 3
-A_MAX_DEPTH = 4
-N_ADAPT = 5
 
+def settings(warmup: int, n_after: int, h_init: float, h_final: float, *, target_accept: float = 0.8,
+             max_tree_depth: int = 10, code_schedule: bool = False) -> NutsSettings:
+    """NUTS settings: Stan's and NumPyro's adaptation defaults (gamma 0.05, t0 10, kappa 0.75) and
+    the plan of a run (``warmup`` adaptive transitions with h annealed from ``h_init`` to
+    ``h_final``, then ``n_after`` kept ones). Stan's step-size initialisation is chosen by
+    ``run``'s ``init_step`` argument.
 
-def default_adapt(target_accept: float = 0.8, max_tree_depth: int = 10) -> np.ndarray:
-    """Adaptation settings (Stan's and NumPyro's defaults). Stan's step-size initialisation is
-    chosen by ``run``'s ``init_step`` argument."""
-    return np.array([target_accept, 0.05, 10.0, 0.75, float(max_tree_depth)])
+    Parameters
+    ----------
+    warmup, n_after : int
+        Adaptive and kept transitions of a run.
+    h_init, h_final : float
+        Routing bandwidth at the start and the end of the warm-up.
+    target_accept : float
+        Dual-averaging target acceptance statistic.
+    max_tree_depth : int
+        Maximum tree depth (2^depth - 1 leapfrog steps).
+    code_schedule : bool
+        The authors' code's h schedule (spec 3) instead of the recommended one.
+
+    Returns
+    -------
+    NutsSettings
+    """
+    return NutsSettings(float(target_accept), 0.05, 10.0, 0.75, int(max_tree_depth), int(warmup), int(n_after),
+                        float(h_init), float(h_final), bool(code_schedule))
 
 
 @helper
 def energy(q, g, tgt, want_grad):
     """U(q) and its gradient (into ``g``) of the target ``tgt``."""
-    X, y, ycls, right, kappa, off, nn, conf, work = tgt
-    if conf[C_KIND] == 1.0:
+    if tgt.conf.kind == KIND_GAUSSIAN:
+        X, y = tgt.data.X, tgt.data.y
         d = q.shape[0]
         u = 0.0
         for a in range(d):
@@ -61,7 +79,7 @@ def energy(q, g, tgt, want_grad):
             g[a] = s
             u += 0.5 * (q[a] - y[a]) * s
         return u
-    return potential(q, g, X, y, ycls, right, kappa, off, nn[0], conf, work, want_grad)
+    return potential(q, g, tgt, want_grad)
 
 
 @helper
@@ -107,15 +125,20 @@ def _criterion(p_sharp_minus, p_sharp_plus, rho):
 
 
 @helper
-def _build_tree(depth, z, prop_q, prop_g, prop_u, p_sharp_beg, p_sharp_end, rho, p_beg, p_end, H0, eps, minv, tgt,
-                scr, scs, rng, acc):
+def _build_tree(depth, z, prop, edge, leap, tgt, sc, rng, acc):
     """Stan's ``build_tree``: extend the trajectory in ``z = (q, p, g, u)`` by 2^depth leapfrog
     steps of signed size ``eps``; return False if the subtree is divergent or turns back.
 
+    ``prop = (q, g, u)`` receives the subtree's proposal; ``edge = (p_sharp_beg, p_sharp_end, rho,
+    p_beg, p_end)`` the momenta at its two ends and the sum of its momenta (added to ``rho``);
+    ``leap = (H0, eps, minv)``: the initial Hamiltonian, the signed step size and the inverse metric.
     ``acc`` = (n_leapfrog, log_sum_weight of this subtree (in/out), sum of metropolis probabilities,
-    divergent). ``scr[depth]`` / ``scs[depth]`` are this depth's vector / scalar scratch.
+    divergent). ``sc.scr[depth]`` / ``sc.scs[depth]`` are this depth's vector / scalar scratch.
     """
     zq, zp, zg, zu = z
+    prop_q, prop_g, prop_u = prop
+    p_sharp_beg, p_sharp_end, rho, p_beg, p_end = edge
+    H0, eps, minv = leap
     d = zq.shape[0]
     if depth == 0:
         zu[0] = _leapfrog(zq, zp, zg, eps, minv, tgt)
@@ -137,25 +160,26 @@ def _build_tree(depth, z, prop_q, prop_g, prop_u, p_sharp_beg, p_sharp_end, rho,
             p_end[a] = zp[a]
         prop_u[0] = zu[0]
         return acc[3] == 0.0
-    s = scr[depth]
+    s = sc.scr[depth]
     p_sharp_init_end, p_init_end, rho_init = s[0, :d], s[1, :d], s[2, :d]
     p_final_beg, p_sharp_final_beg, rho_final = s[3, :d], s[4, :d], s[5, :d]
     prop_final_q, prop_final_g = s[6, :d], s[7, :d]
-    prop_final_u = scs[depth, 0:1]
+    prop_final_u = sc.scs[depth, 0:1]
     for a in range(d):
         rho_init[a] = 0.0
         rho_final[a] = 0.0
     lsw_outer = acc[1]
     acc[1] = -np.inf
-    valid_init = _build_tree(depth - 1, z, prop_q, prop_g, prop_u, p_sharp_beg, p_sharp_init_end, rho_init,
-                             p_beg, p_init_end, H0, eps, minv, tgt, scr, scs, rng, acc)
+    valid_init = _build_tree(depth - 1, z, prop, (p_sharp_beg, p_sharp_init_end, rho_init, p_beg, p_init_end),
+                             leap, tgt, sc, rng, acc)
     lsw_init = acc[1]
     if not valid_init:
         acc[1] = _logsumexp(lsw_outer, lsw_init)
         return False
     acc[1] = -np.inf
-    valid_final = _build_tree(depth - 1, z, prop_final_q, prop_final_g, prop_final_u, p_sharp_final_beg,
-                              p_sharp_end, rho_final, p_final_beg, p_end, H0, eps, minv, tgt, scr, scs, rng, acc)
+    valid_final = _build_tree(depth - 1, z, (prop_final_q, prop_final_g, prop_final_u),
+                              (p_sharp_final_beg, p_sharp_end, rho_final, p_final_beg, p_end), leap, tgt, sc, rng,
+                              acc)
     lsw_final = acc[1]
     if not valid_final:
         acc[1] = _logsumexp(lsw_outer, _logsumexp(lsw_init, lsw_final))
@@ -184,13 +208,15 @@ def _build_tree(depth, z, prop_q, prop_g, prop_u, p_sharp_beg, p_sharp_end, rho,
     return persist
 
 
-@helper(refcounts=True)
-def transition(q, g, u, eps, minv, max_depth, tgt, scr, scs, tmp, rng, rs):
-    """One NUTS transition from (q, g, u[0]) in place; return the adaptation statistic.
+@helper
+def transition(z, eps, minv, max_depth, tgt, sc, rng, rs):
+    """One NUTS transition from the point ``z = (q, g, u)`` in place; return the adaptation statistic.
 
-    ``tmp`` (16, >= dim) holds the trajectory's end states and momenta (scratch may be wider than
+    ``sc.tmp`` (16, >= dim) holds the trajectory's end states and momenta (scratch may be wider than
     ``q``: only the first dim entries are used); ``rs`` accumulates divergences, depth and leapfrog counts.
     """
+    q, g, u = z
+    scr, scs, tmp, acc = sc.scr, sc.scs, sc.tmp, sc.acc
     d = q.shape[0]
     (p, rho, p_fwd_bck, p_sharp_fwd_bck, p_fwd_fwd, p_sharp_fwd_fwd, p_bck_fwd, p_sharp_bck_fwd,
      p_bck_bck, p_sharp_bck_bck, rho_fwd, rho_bck) = (tmp[0, :d], tmp[1, :d], tmp[2, :d], tmp[3, :d], tmp[4, :d],
@@ -227,7 +253,8 @@ def transition(q, g, u, eps, minv, max_depth, tgt, scr, scs, tmp, rng, rs):
     bu[0] = u[0]
     H0 = u[0] + _kinetic(p, minv)
     log_sum_weight = 0.0
-    acc = np.zeros(4)
+    for a in range(4):
+        acc[a] = 0.0
     depth = 0
     while depth < max_depth:
         for a in range(d):
@@ -244,8 +271,9 @@ def transition(q, g, u, eps, minv, max_depth, tgt, scr, scs, tmp, rng, rs):
                 zp[a] = fp[a]
                 zg[a] = fg[a]
             zu[0] = fu[0]
-            valid = _build_tree(depth, (zq, zp, zg, zu), prop, prop_g, prop_u, p_sharp_fwd_bck, p_sharp_fwd_fwd,
-                                rho_fwd, p_fwd_bck, p_fwd_fwd, H0, eps, minv, tgt, scr, scs, rng, acc)
+            valid = _build_tree(depth, (zq, zp, zg, zu), (prop, prop_g, prop_u),
+                                (p_sharp_fwd_bck, p_sharp_fwd_fwd, rho_fwd, p_fwd_bck, p_fwd_fwd), (H0, eps, minv),
+                                tgt, sc, rng, acc)
             for a in range(d):
                 fq[a] = zq[a]
                 fp[a] = zp[a]
@@ -260,8 +288,9 @@ def transition(q, g, u, eps, minv, max_depth, tgt, scr, scs, tmp, rng, rs):
                 zp[a] = bp[a]
                 zg[a] = bg[a]
             zu[0] = bu[0]
-            valid = _build_tree(depth, (zq, zp, zg, zu), prop, prop_g, prop_u, p_sharp_bck_fwd, p_sharp_bck_bck,
-                                rho_bck, p_bck_fwd, p_bck_bck, H0, -eps, minv, tgt, scr, scs, rng, acc)
+            valid = _build_tree(depth, (zq, zp, zg, zu), (prop, prop_g, prop_u),
+                                (p_sharp_bck_fwd, p_sharp_bck_bck, rho_bck, p_bck_fwd, p_bck_bck), (H0, -eps, minv),
+                                tgt, sc, rng, acc)
             for a in range(d):
                 bq[a] = zq[a]
                 bp[a] = zp[a]
@@ -302,9 +331,24 @@ def transition(q, g, u, eps, minv, max_depth, tgt, scr, scs, tmp, rng, rs):
     return stat
 
 
-def new_scratch(dim: int, max_depth: int):
-    """Scratch of ``transition`` for ``dim`` coordinates: (scr, scs, tmp)."""
-    return np.zeros((max_depth + 1, 8, dim)), np.zeros((max_depth + 1, 5)), np.zeros((16, dim))
+def new_scratch(dim: int, max_depth: int) -> NutsScratch:
+    """Scratch of ``run`` for at most ``dim`` coordinates and trees up to ``max_depth``.
+
+    Parameters
+    ----------
+    dim : int
+        Largest number of coordinates of q.
+    max_depth : int
+        NUTS's maximum tree depth.
+
+    Returns
+    -------
+    NutsScratch
+    """
+    # a soft tree of n nodes has at least (n - 1) / 2 coordinates (classification, DF): order's size
+    return NutsScratch(np.zeros((max_depth + 1, 8, dim)), np.zeros((max_depth + 1, 5)), np.zeros((16, dim)),
+                       np.zeros(4), np.zeros(64, dtype=np.int64), np.zeros((2, dim)),
+                       np.zeros(2 * dim + 1, dtype=np.int64))
 
 
 @helper
@@ -390,14 +434,13 @@ def _init_stepsize(q, g, u, eps, minv, tgt, rng, buf):
     return eps
 
 
-@helper(refcounts=True)
-def _gibbs_kappa(q, g, u, tgt, rng):
+@helper
+def _gibbs_kappa(q, g, u, tgt, rng, order):
     """HMC-DF's discrete update (spec 2.6): visit every split variable in random order, propose
     a uniform kappa' (possibly equal) and accept with probability min(1, exp(U_old - U_new))."""
-    right, kappa, nn, conf = tgt[3], tgt[4], tgt[6], tgt[7]
-    nx = int(conf[C_NX])
+    right, kappa, nn = tgt.right, tgt.kappa, tgt.nn
+    nx = tgt.conf.nx
     n = nn[0]
-    order = np.empty(n, dtype=np.int64)
     m = 0
     for j in range(n):
         if right[j] >= 0:
@@ -422,22 +465,28 @@ def _gibbs_kappa(q, g, u, tgt, rng):
     u[0] = energy(q, g, tgt, True)
 
 
-@helper(refcounts=True)
-def run(q, g, u, eps0, minv, W, n_after, out, h_init, h_final, code_schedule, ad, tgt, scr, scs, tmp, rng, rs,
-        init_step):
-    """W adaptive warm-up transitions (h annealed from ``h_init`` to ``h_final``), then
-    ``n_after`` transitions at the adapted step size, recorded into ``out`` (n_after, dim).
+@helper
+def run(z, eps0, minv, ns, tgt, sc, out, rng, rs, init_step):
+    """``ns.warmup`` adaptive warm-up transitions (h annealed from ``ns.h_init`` to ``ns.h_final``),
+    then ``ns.n_after`` transitions at the adapted step size, recorded into ``out`` (n_after, dim).
 
-    ``q``, ``g``, ``u`` hold the state (U and its gradient at the current h); ``minv`` the diagonal
-    inverse metric, adapted in place. Returns the final step size. ``rs`` collects statistics.
+    The point ``z = (q, g, u)`` holds the state (U and its gradient at the current h,
+    ``tgt.work.h[0]``); ``minv`` the diagonal inverse metric, adapted in place; ``ns`` is a
+    ``NutsSettings``. Returns the final step size. ``rs`` collects statistics.
     ``init_step``: None, or True for Stan's step-size heuristic at the start and after each
-    metric window. None is a type, so without the heuristic it is not compiled at all.
+    metric window. None is a type, so without the heuristic it is not compiled at all (which is
+    why it is an argument of its own, not a field of ``ns``).
     """
+    q, g, u = z
+    W, n_after = ns.warmup, ns.n_after
+    h_init, h_final, code_schedule = ns.h_init, ns.h_final, ns.code_schedule
+    tmp = sc.tmp
     d = q.shape[0]
-    conf = tgt[7]
-    max_depth = int(ad[A_MAX_DEPTH])
-    delta, gamma, t0, kappa = ad[A_DELTA], ad[A_GAMMA], ad[A_T0], ad[A_KAPPA]
-    ends = np.empty(64, dtype=np.int64)
+    conf = tgt.conf
+    hbuf = tgt.work.h
+    max_depth = ns.max_depth
+    delta, gamma, t0, kappa = ns.target_accept, ns.gamma, ns.t0, ns.kappa
+    ends = sc.ends
     n_windows, w1 = window_plan(W, ends)
     last_end = ends[n_windows - 1] if n_windows > 0 else W - 1
     ramp = h_ramp(W, w1, last_end)
@@ -449,21 +498,24 @@ def run(q, g, u, eps0, minv, W, n_after, out, h_init, h_final, code_schedule, ad
     xbar = 0.0
     counter = 0.0
     wn = 0.0
-    wmean = np.zeros(d)
-    wm2 = np.zeros(d)
+    wmean = sc.welford[0, :d]
+    wm2 = sc.welford[1, :d]
+    for a in range(d):
+        wmean[a] = 0.0
+        wm2[a] = 0.0
     widx = 0
-    h_prev = conf[C_H]
-    gibbs = conf[C_KIND] == 0.0 and conf[C_MODE] == MODE_DF and conf[C_NX] > 1.0
+    h_prev = hbuf[0]
+    gibbs = conf.kind == KIND_SOFT_TREE and conf.mode == MODE_DF and conf.nx > 1
     for t in range(W + n_after):
         h = h_at(t, h_init, h_final, w1, ramp, code_schedule) if t < W else \
             h_at(W, h_init, h_final, w1, ramp, code_schedule)
-        conf[C_H] = h
+        hbuf[0] = h
         if h != h_prev:
             u[0] = energy(q, g, tgt, True)  # spec 5, pitfall 3: recompute after h changes
             h_prev = h
         if gibbs:
-            _gibbs_kappa(q, g, u, tgt, rng)
-        stat = transition(q, g, u, eps, minv, max_depth, tgt, scr, scs, tmp, rng, rs)
+            _gibbs_kappa(q, g, u, tgt, rng, sc.order)
+        stat = transition(z, eps, minv, max_depth, tgt, sc, rng, rs)
         if t >= W:
             for a in range(d):
                 out[t - W, a] = q[a]

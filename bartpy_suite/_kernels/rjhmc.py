@@ -2,57 +2,43 @@
 on the current topology, a warm start of the new dimensions, a NUTS run on the proposed
 topology and the reversible-jump acceptance (eq. 18 telescoped after warm-up, eq. 19 during it).
 
-A soft-tree state (``SoftState``) holds the topology in preorder (``right``, ``kappa``,
+A soft-tree state (``soft_records.SoftState``) holds the topology in preorder (``right``, ``kappa``,
 ``depth``) and the constrained node parameters (``tau``, ``delta``, ``mu``, ``sig``), plus the
 inverse metric carried per node for the cheap mode. Values move with their node when a node is
 inserted or removed, so the warm start maps values by node identity (spec 2.3); the code's
 positional mapping is reachable with ``code_quirks``.
 
-Import rule: numpy, numba, ``math`` and the soft-tree and NUTS kernels.
+The kernel ``iteration`` takes the records of ``soft_records.py``: the four states (``RJStates``),
+the scratch (``RJScratch``, built by ``new_scratch``), the settings (``SoftSettings``: density,
+moves, NUTS) and the data, and hands them to the helper ``_iteration``. Nothing below the kernel
+allocates or counts references: every buffer is in the scratch. Taking a record of arrays apart in
+a function that counts references costs one reference-count call per array; with the arrays in
+records that was half of the kernel's code and 1-2 CPU s of the first fit's compile.
+
+Import rule: numpy, numba, ``math``, the soft-tree and NUTS kernels and ``soft_records``.
 """
 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 
 from . import nuts
 from .jit import helper, kernel
-from .soft_tree import (
-    C_H,
-    C_LIK,
-    C_MODE,
-    C_MU_MEAN,
-    C_MU_SCALE,
-    C_N_CLASSES,
-    C_NX,
+from .soft_records import (  # noqa: F401 (SoftState, new_state re-exported)
     MODE_DFI,
-    layout,
-    pack,
-    unpack,
+    RJScratch,
+    SoftState,
+    SoftTarget,
+    new_state,
+    new_work,
 )
+from .soft_tree import layout, pack, unpack
 
 MOVE_GROW = 0
 MOVE_PRUNE = 1
 MOVE_STAY = 2
-
-# slots of the RJ settings ``rc``
-R_P_GROW_WARM = 0
-R_P_PRUNE_WARM = 1
-R_P_GROW = 2
-R_P_PRUNE = 3
-R_ALPHA_S = 4  # p_split(d) = alpha_s (1 + d)^-beta_s (eqs. 14-15)
-R_BETA_S = 5
-R_H_INIT = 6
-R_H_FINAL = 7
-R_WARMUP = 8  # NUTS warm-up transitions per intermediate run (500 in the paper's code)
-R_CARRY = 9  # 1: carry step size and inverse metric across iterations (cheap mode); 0: restart (faithful)
-R_CODE_QUIRKS = 10  # 1: the authors' code's prune warm start, prune rv and stump reverse probability
-R_CODE_SCHEDULE = 11  # 1: the code's h schedule (spec 3); 0: the recommended one
-R_KEEP_FIRST = 12  # 1: on rejection keep x' (the first NUTS run's state); 0: return to x as the code does
-N_RC = 13
 
 # slots of the per-iteration output ``it``
 I_MOVE = 0
@@ -68,28 +54,6 @@ I_LOG_LIK = 9  # log lik, log prior of the parameters and log p(T) of the state 
 I_LOG_PRIOR = 10
 I_LOG_TREE_PRIOR = 11
 N_IT = 12
-
-
-class SoftState(NamedTuple):
-    """One soft tree with its constrained parameters (capacity ``cap`` nodes)."""
-
-    right: np.ndarray  # int64 (cap,) right child, -1 at leaves
-    kappa: np.ndarray  # int64 (cap,) split variable (DF)
-    depth: np.ndarray  # int64 (cap,)
-    tau: np.ndarray  # (cap,)
-    delta: np.ndarray  # (cap, nx)
-    mu: np.ndarray  # (cap,)
-    minv: np.ndarray  # (cap, nx) carried inverse metric per node coordinate
-    scal: np.ndarray  # (4,) sigma, its inverse metric, step size, spare
-    nn: np.ndarray  # int64 (1,) node count
-
-
-def new_state(cap: int, nx: int) -> SoftState:
-    """A stump with tau = 1/2, uniform direction, mu = 0, sigma = 1."""
-    s = SoftState(np.full(cap, -1, dtype=np.int64), np.zeros(cap, dtype=np.int64), np.zeros(cap, dtype=np.int64),
-                  np.full(cap, 0.5), np.full((cap, nx), 1.0 / nx), np.zeros(cap), np.ones((cap, nx)),
-                  np.array([1.0, 1.0, 1.0, 0.0]), np.ones(1, dtype=np.int64))
-    return s
 
 
 @helper
@@ -197,15 +161,15 @@ def count_leaves(s):
 @helper
 def _log_split_prior(s, j, conf):
     """log p of node j's split parameters: tau ~ Beta(1,1) (0), kappa uniform or Delta ~ Dir(1)."""
-    nx = int(conf[C_NX])
-    if int(conf[C_MODE]) == MODE_DFI:
+    nx = conf.nx
+    if conf.mode == MODE_DFI:
         return math.lgamma(nx)
     return -math.log(nx)
 
 
 @helper
 def _log_mu_prior(m, conf):
-    m0, s0 = conf[C_MU_MEAN], conf[C_MU_SCALE]
+    m0, s0 = conf.mu_mean, conf.mu_scale
     z = (m - m0) / s0
     return -0.5 * math.log(2.0 * math.pi) - math.log(s0) - 0.5 * z * z
 
@@ -213,9 +177,9 @@ def _log_mu_prior(m, conf):
 @helper
 def _draw_split(s, j, conf, rng):
     """Prior draws of node j's split: tau ~ U(0,1), kappa ~ U{0..nx-1} or Delta ~ Dir(1)."""
-    nx = int(conf[C_NX])
+    nx = conf.nx
     s.tau[j] = rng.random()
-    if int(conf[C_MODE]) == MODE_DFI:
+    if conf.mode == MODE_DFI:
         tot = 0.0
         for d in range(nx):
             e = -math.log(1.0 - rng.random())
@@ -230,15 +194,15 @@ def _draw_split(s, j, conf, rng):
         s.delta[j, s.kappa[j]] = 1.0
 
 
-@helper(refcounts=True)
-def _positional_copy(src, dst):
+@helper
+def _positional_copy(src, dst, index):
     """The code's warm start after a prune (spec 2.3 [QUIRK]): internal nodes of ``dst`` take the
     values of ``src``'s internal nodes by preorder position, leaves those of ``src``'s leaves
-    left to right."""
+    left to right. ``index`` (2, >= nodes) is scratch."""
     ni = 0
     nl = 0
-    ints = np.empty(src.nn[0], dtype=np.int64)
-    leaves = np.empty(src.nn[0], dtype=np.int64)
+    ints = index[0]
+    leaves = index[1]
     for j in range(src.nn[0]):
         if src.right[j] >= 0:
             ints[ni] = j
@@ -263,37 +227,40 @@ def _positional_copy(src, dst):
 
 
 @helper
-def state_energy(s, conf, h, X, y, ycls, off, qbuf, gbuf, work):
-    """(U, log lik, log prior) of state ``s`` at bandwidth h; ``qbuf``/``gbuf`` are scratch."""
-    regression = conf[C_N_CLASSES] == 0
-    nx = int(conf[C_NX])
-    dim = layout(s.right, s.nn[0], nx, int(conf[C_MODE]), regression, off)
-    q = qbuf[:dim]
+def state_energy(s, h, conf, data, sc):
+    """(U, log lik, log prior) of state ``s`` at bandwidth h (``conf`` a ``SoftConf``, ``sc`` an
+    ``RJScratch``: q and gradient in ``sc.bufs[4]``, ``sc.bufs[5]``)."""
+    regression = conf.n_classes == 0
+    off, work = sc.off, sc.work
+    dim = layout(s.right, s.nn[0], conf.nx, conf.mode, regression, off)
+    q = sc.bufs[4, :dim]
     pack(s.right, s.nn[0], conf, off, s.tau, s.delta, s.mu, s.scal[0], q)
-    old = conf[C_H]
-    conf[C_H] = h
-    tgt = (X, y, ycls, s.right, s.kappa, off, s.nn, conf, work)
-    u = nuts.energy(q, gbuf[:dim], tgt, False)
-    conf[C_H] = old
+    old = work.h[0]
+    work.h[0] = h
+    tgt = SoftTarget(data, s.right, s.kappa, s.nn, off, conf, work)
+    u = nuts.energy(q, sc.bufs[5, :dim], tgt, False)
+    work.h[0] = old
     return u, work.parts[0], work.parts[1]
 
 
-@helper(refcounts=True)
-def nuts_on(s, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, rs, init_step):
-    """One intermediate NUTS run on state ``s``, in place (spec 2.1, step 2): ``rc[R_WARMUP]``
+@helper
+def nuts_on(s, settings, data, sc, rng, init_step):
+    """One intermediate NUTS run on state ``s``, in place (spec 2.1, step 2): ``settings.nuts.warmup``
     adaptive transitions with the h ramp, then one transition kept. The faithful mode restarts
     the adaptation (eps 1, identity metric); the cheap mode starts from the values carried by node."""
-    regression = conf[C_N_CLASSES] == 0
-    nx = int(conf[C_NX])
-    mode = int(conf[C_MODE])
+    conf, ns = settings.conf, settings.nuts
+    off, bufs, work = sc.off, sc.bufs, sc.work
+    regression = conf.n_classes == 0
+    nx = conf.nx
+    mode = conf.mode
     n = s.nn[0]
     dim = layout(s.right, n, nx, mode, regression, off)
     q = bufs[0, :dim]
     g = bufs[1, :dim]
     minv = bufs[2, :dim]
-    out = np.empty((1, dim))
+    out = sc.kept[:, :dim]  # soft_settings: n_after = 1, the transition kept
     pack(s.right, n, conf, off, s.tau, s.delta, s.mu, s.scal[0], q)
-    carry = rc[R_CARRY] != 0.0
+    carry = settings.rj.carry
     per_int = 1 + (nx - 1 if mode == MODE_DFI else 0)
     for j in range(n):
         o = off[j]
@@ -303,16 +270,13 @@ def nuts_on(s, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, rs
     if regression:
         minv[dim - 1] = s.scal[1] if carry else 1.0
     eps0 = s.scal[2] if carry else 1.0
-    W = int(rc[R_WARMUP])
-    h_i, h_f = rc[R_H_INIT], rc[R_H_FINAL]
-    conf[C_H] = h_i if W > 0 else h_f
-    tgt = (X, y, ycls, s.right, s.kappa, off, s.nn, conf, work)
-    u = np.empty(1)
+    work.h[0] = ns.h_init if ns.warmup > 0 else ns.h_final
+    tgt = SoftTarget(data, s.right, s.kappa, s.nn, off, conf, work)
+    u = sc.u
     u[0] = nuts.energy(q, g, tgt, True)
-    eps = nuts.run(q, g, u, eps0, minv, W, 1, out, h_i, h_f, rc[R_CODE_SCHEDULE] != 0.0, ad, tgt, scr, scs, tmp,
-                   rng, rs, init_step)
+    eps = nuts.run((q, g, u), eps0, minv, ns, tgt, sc.nuts, out, rng, sc.rs, init_step)
     for a in range(dim):
-        q[a] = out[0, a]
+        q[a] = out[ns.n_after - 1, a]
     sigma, _ = unpack(q, s.right, s.kappa, off, n, conf, s.tau, s.delta, s.mu)
     s.scal[0] = sigma
     s.scal[2] = eps
@@ -326,12 +290,13 @@ def nuts_on(s, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, rs
 
 
 @helper
-def _propose(cur, prop, move, p_g, conf, rc, rng):
+def _propose(cur, prop, move, p_g, settings, rng):
     """Build T* in ``prop`` (a copy of ``cur`` holding x') for ``move`` (never a prune of a stump:
     ``iteration`` makes that a grow); return log q ratio + log rv ratio. Spec 2.3."""
+    conf = settings.conf
     copy_state(cur, prop)
-    quirks = rc[R_CODE_QUIRKS] != 0.0
-    regression = conf[C_N_CLASSES] == 0
+    quirks = settings.rj.code_quirks
+    regression = conf.n_classes == 0
     b = count_leaves(cur)
     if move == MOVE_STAY:
         return 0.0
@@ -349,7 +314,7 @@ def _propose(cur, prop, move, p_g, conf, rc, rng):
         _draw_split(prop, i, conf, rng)
         log_rv = -_log_split_prior(prop, i, conf)
         if regression:
-            prop.mu[i + 2] = conf[C_MU_MEAN] + conf[C_MU_SCALE] * rng.standard_normal()
+            prop.mu[i + 2] = conf.mu_mean + conf.mu_scale * rng.standard_normal()
             log_rv -= _log_mu_prior(prop.mu[i + 2], conf)
         pg_eff = 1.0 if b == 1 else p_g
         log_q = math.log(1.0 - p_g) - math.log(count_nog(prop)) + math.log(b) - math.log(pg_eff)
@@ -374,32 +339,68 @@ def _propose(cur, prop, move, p_g, conf, rc, rng):
     return log_q + log_rv
 
 
+def new_scratch(cap: int, n: int, nx: int, n_classes: int, ns) -> RJScratch:
+    """Scratch of ``iteration`` for trees of at most ``cap`` nodes on ``n`` rows of ``nx``
+    predictors (``n_classes`` 0: regression), with the NUTS settings ``ns`` (a ``NutsSettings``).
+
+    Parameters
+    ----------
+    cap, n, nx, n_classes : int
+        Node capacity, rows, predictors and classes (0: regression).
+    ns : NutsSettings
+        NUTS's settings (maximum depth, kept transitions per run, final bandwidth).
+
+    Returns
+    -------
+    RJScratch
+    """
+    dim = cap * nx + 1
+    return RJScratch(np.zeros(cap, dtype=np.int64), np.zeros((6, dim)), new_work(n, cap, nx, n_classes, ns.h_final),
+                     nuts.new_scratch(dim, ns.max_depth), np.zeros(nuts.N_RUN_STATS), np.zeros(1),
+                     np.zeros((ns.n_after, dim)), np.zeros((2, cap), dtype=np.int64))
+
+
 @kernel
-def iteration(cur, x1, prop, xs, warm, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, it, start,
-              record, init_step):
-    """One RJHMC-Tree iteration (spec 2.1) from state ``cur`` = (T, x), in place.
+def iteration(states, sc, settings, data, rng, warm, start, record, init_step):
+    """One RJHMC-Tree iteration (``_iteration``), called from Python.
 
-    ``x1``, ``prop``, ``xs`` are scratch states (x', (T*, x''), the x values before the code's
-    prune rv). ``warm`` selects the warm-up move probabilities and eq. 19. ``it`` receives
-    the move, acceptance, log alpha and the NUTS statistics of both runs, and with ``record``
-    the log likelihood, log prior and log p(T) of the state the iteration leaves. ``init_step``
-    as in ``nuts.run``.
+    The kernel only hands its records to a helper: a kernel counts references, which for records
+    of arrays means a reference-count call per array each time a record or a field of one is
+    taken apart, most of the kernel's code; the helpers below it borrow and allocate nothing.
+    """
+    return _iteration(states, sc, settings, data, rng, warm, start, record, init_step)
 
-    After tune, in the cheap mode (``rc[R_CARRY]``), a stay runs NUTS once (x' is kept: eq. 18
+
+@helper
+def _iteration(states, sc, settings, data, rng, warm, start, record, init_step):
+    """One RJHMC-Tree iteration (spec 2.1) from state ``states.cur`` = (T, x), in place.
+
+    ``states`` (an ``RJStates``) also holds the scratch states ``x1``, ``prop``, ``xs`` (x',
+    (T*, x''), the x values before the code's prune rv) and ``it``, which receives the move,
+    acceptance, log alpha and the NUTS statistics of both runs, and with ``record`` the log
+    likelihood, log prior and log p(T) of the state the iteration leaves. ``sc`` is an
+    ``RJScratch``, ``settings`` a ``SoftSettings``, ``data`` a ``SoftData``. ``warm`` selects the
+    warm-up move probabilities and eq. 19. ``init_step`` as in ``nuts.run``.
+
+    After tune, in the cheap mode (``settings.rj.carry``), a stay runs NUTS once (x' is kept: eq. 18
     accepts every stay there, so the second run is only a further NUTS kernel on the same target).
 
     With ``start``, instead, the chain's first NUTS run on ``cur`` (spec 2.5) and nothing else.
     The one kernel serves both (and the energies) so that the NUTS code is optimised and turned
     into machine code once, not once per kernel that calls it (issue 11, section 1).
     """
+    cur, x1, prop, xs = states.cur, states.x1, states.prop, states.xs
+    conf, rj = settings.conf, settings.rj
+    rs = sc.rs
+    for k in range(rs.shape[0]):
+        rs[k] = 0.0
     if start:
-        rs = np.zeros(nuts.N_RUN_STATS)
-        nuts_on(cur, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, rs, init_step)
+        nuts_on(cur, settings, data, sc, rng, init_step)
         return 0.0
     if warm:
-        pg, pp = rc[R_P_GROW_WARM], rc[R_P_PRUNE_WARM]
+        pg, pp = rj.p_grow_warm, rj.p_prune_warm
     else:
-        pg, pp = rc[R_P_GROW], rc[R_P_PRUNE]
+        pg, pp = rj.p_grow, rj.p_prune
     u = rng.random()
     move = MOVE_STAY
     if u < pg + pp:
@@ -407,67 +408,64 @@ def iteration(cur, x1, prop, xs, warm, rc, ad, conf, X, y, ycls, off, bufs, work
         if move == MOVE_PRUNE and count_leaves(cur) == 1:
             move = MOVE_GROW  # a stump can only grow (spec 2.1)
     p_g = pg / (pg + pp) if pg + pp > 0.0 else 0.5
-    rs = np.zeros(nuts.N_RUN_STATS)
-    h_f = rc[R_H_FINAL]
-    alpha_s, beta_s = rc[R_ALPHA_S], rc[R_BETA_S]
-    q0 = bufs[4]
-    g0 = bufs[5]
+    h_f = settings.nuts.h_final
+    alpha_s, beta_s = rj.alpha_s, rj.beta_s
     # S_m(x) and P(T) before the first run (eq. 19 needs them; the code's prune rv reads x)
-    u_x, ll_x, lp_x = state_energy(cur, conf, h_f, X, y, ycls, off, q0, g0, work)
-    lik = conf[C_LIK]
+    u_x, ll_x, lp_x = state_energy(cur, h_f, conf, data, sc)
+    lik = 1.0 if conf.lik else 0.0
     s_x = lik * ll_x + lp_x
     log_pt = log_tree_prior(cur, alpha_s, beta_s)
     # first NUTS run on T: x -> x'
     copy_state(cur, x1)
-    nuts_on(x1, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, rs, init_step)
-    if move == MOVE_STAY and not warm and rc[R_CARRY] != 0.0:
+    nuts_on(x1, settings, data, sc, rng, init_step)
+    if move == MOVE_STAY and not warm and rj.carry:
         # After tune a stay is always accepted (eq. 18 telescopes to S_m(x') - S_m(x') = 0, spec
         # 2.4), so the code's second run on the same T is one more NUTS transition kernel on the
         # same target: the cheap mode keeps x' and skips it (a third of the post-tune NUTS work
         # at the default .2/.2/.6 moves). The faithful mode (restart) runs it, as the code.
         copy_state(x1, cur)
-        _finish(cur, rs, MOVE_STAY, True, 0.0, record, conf, h_f, X, y, ycls, off, q0, g0, work, alpha_s, beta_s, it)
+        _finish(states, rs, MOVE_STAY, True, 0.0, record, settings, data, sc)
         return u_x
-    _, ll1, lp1 = state_energy(x1, conf, h_f, X, y, ycls, off, q0, g0, work)
+    _, ll1, lp1 = state_energy(x1, h_f, conf, data, sc)
     s_x1 = lik * ll1 + lp1
     # T* and x'' (warm start: survivors keep x' values by node; new coordinates from the prior)
-    if rc[R_CODE_QUIRKS] != 0.0 and move == MOVE_PRUNE:
-        ratio = _propose(cur, xs, move, p_g, conf, rc, rng)  # the code's rv at x
+    if rj.code_quirks and move == MOVE_PRUNE:
+        ratio = _propose(cur, xs, move, p_g, settings, rng)  # the code's rv at x
         copy_state(xs, prop)
-        _positional_copy(x1, prop)
+        _positional_copy(x1, prop, sc.index)
         prop.scal[0] = x1.scal[0]
     else:
-        ratio = _propose(x1, prop, move, p_g, conf, rc, rng)
+        ratio = _propose(x1, prop, move, p_g, settings, rng)
     log_pt_new = log_tree_prior(prop, alpha_s, beta_s)
-    _, ll2, lp2 = state_energy(prop, conf, h_f, X, y, ycls, off, q0, g0, work)
+    _, ll2, lp2 = state_energy(prop, h_f, conf, data, sc)
     s_x2 = lik * ll2 + lp2
     # second NUTS run on T*: x'' -> x*
-    nuts_on(prop, rc, ad, conf, X, y, ycls, off, bufs, work, scr, scs, tmp, rng, rs, init_step)
+    nuts_on(prop, settings, data, sc, rng, init_step)
     if warm:
-        _, ll3, lp3 = state_energy(prop, conf, h_f, X, y, ycls, off, q0, g0, work)
+        _, ll3, lp3 = state_energy(prop, h_f, conf, data, sc)
         log_alpha = lik * ll3 + lp3 + log_pt_new - s_x - log_pt + ratio  # eq. 19
     else:
         log_alpha = s_x2 - s_x1 + log_pt_new - log_pt + ratio  # eq. 18, telescoped (spec 2.4)
     accepted = math.log(rng.random()) < log_alpha
     if accepted:
         copy_state(prop, cur)
-    elif rc[R_KEEP_FIRST] != 0.0:
+    elif rj.keep_first:
         copy_state(x1, cur)
-    elif rc[R_CARRY] != 0.0:
+    elif rj.carry:
         cur.scal[1] = x1.scal[1]
         cur.scal[2] = x1.scal[2]
         for j in range(cur.nn[0]):
             for d in range(cur.minv.shape[1]):
                 cur.minv[j, d] = x1.minv[j, d]
-    _finish(cur, rs, move, accepted, log_alpha, record, conf, h_f, X, y, ycls, off, q0, g0, work, alpha_s, beta_s,
-            it)
+    _finish(states, rs, move, accepted, log_alpha, record, settings, data, sc)
     return u_x
 
 
 @helper(inline=True)
-def _finish(cur, rs, move, accepted, log_alpha, record, conf, h_f, X, y, ycls, off, q0, g0, work, alpha_s, beta_s,
-            it):
-    """Fill the iteration's statistics ``it`` (and with ``record`` the energies of the state left)."""
+def _finish(states, rs, move, accepted, log_alpha, record, settings, data, sc):
+    """Fill the iteration's statistics ``states.it`` (and with ``record`` the energies of the state
+    left, ``states.cur``)."""
+    cur, it = states.cur, states.it
     it[I_MOVE] = move
     it[I_ACCEPTED] = 1.0 if accepted else 0.0
     it[I_LOG_ALPHA] = log_alpha
@@ -478,5 +476,5 @@ def _finish(cur, rs, move, accepted, log_alpha, record, conf, h_f, X, y, ycls, o
     it[I_DIVERGENT] = rs[nuts.R_DIVERGENT]
     it[I_ACCEPT_STAT] = rs[nuts.R_ACCEPT]
     if record:
-        _, it[I_LOG_LIK], it[I_LOG_PRIOR] = state_energy(cur, conf, h_f, X, y, ycls, off, q0, g0, work)
-        it[I_LOG_TREE_PRIOR] = log_tree_prior(cur, alpha_s, beta_s)
+        _, it[I_LOG_LIK], it[I_LOG_PRIOR] = state_energy(cur, settings.nuts.h_final, settings.conf, data, sc)
+        it[I_LOG_TREE_PRIOR] = log_tree_prior(cur, settings.rj.alpha_s, settings.rj.beta_s)

@@ -30,6 +30,7 @@ import numpy as np
 
 from .jit import helper, kernel
 from .predict import BLOCK, _over_samples, _work_for, block_leaves, blocked_codes, tree_size
+from .soft_records import SoftTrees
 from .soft_tree import expit
 from .tree import goes_left
 
@@ -319,8 +320,10 @@ def forest_shap(rows: np.ndarray, train_codes: np.ndarray, is_cat: np.ndarray, v
 # O(leaves x depth^3) per row: soft trees are single trees of a few leaves.
 
 @helper
-def _soft_gates(x, i, var, right, tau, h, root, size, out):
-    """``out[k]``: the gate probability of the edge into local node k for row i of ``x`` (1 at the root)."""
+def _soft_gates(x, i, trees, root, size, out):
+    """``out[k]``: the gate probability of the edge into local node k for row i of ``x`` (1 at the
+    root) in the tree of ``size`` nodes at ``root`` of ``trees`` (a ``SoftTrees``)."""
+    var, right, tau, h = trees.var, trees.right, trees.tau, trees.h
     out[0] = 1.0
     for k in range(size):
         node = root + k
@@ -333,8 +336,10 @@ def _soft_gates(x, i, var, right, tau, h, root, size, out):
 
 
 @helper(refcounts=True)
-def _soft_sample_shap(rows, train, var, right, tau, value, root, size, h, s, phi, base):
-    """Soft-tree SHAP values of sample ``s`` (one tree of ``size`` nodes at ``root``)."""
+def _soft_sample_shap(rows, train, trees, value, s, phi, base):
+    """Soft-tree SHAP values of sample ``s`` (one tree of ``trees.counts[s]`` nodes at ``trees.roots[s]``)."""
+    var, right = trees.var, trees.right
+    root, size = trees.roots[s], trees.counts[s]
     parent = np.empty(size, dtype=np.int64)
     parent[0] = -1
     for k in range(size):
@@ -345,7 +350,7 @@ def _soft_sample_shap(rows, train, var, right, tau, value, root, size, h, s, phi
     reach = np.empty(size)
     cover = np.zeros(size)
     for i in range(train.shape[0]):
-        _soft_gates(train, i, var, right, tau, h, root, size, gate)
+        _soft_gates(train, i, trees, root, size, gate)
         reach[0] = 1.0
         for k in range(1, size):  # preorder: a parent before its children
             reach[k] = reach[parent[k]] * gate[k]
@@ -371,7 +376,7 @@ def _soft_sample_shap(rows, train, var, right, tau, value, root, size, h, s, phi
     for i in range(rows.shape[0]):
         for v in range(rows.shape[1]):
             phi[s, i, v] = 0.0
-        _soft_gates(rows, i, var, right, tau, h, root, size, gate)
+        _soft_gates(rows, i, trees, root, size, gate)
         for leaf in range(size):
             if var[root + leaf] >= 0:
                 continue
@@ -411,14 +416,13 @@ def _soft_sample_shap(rows, train, var, right, tau, value, root, size, h, s, phi
 
 
 @kernel
-def _soft_shap_range(rows, train, var, right, tau, value, roots, counts, h, start, stop, phi, base):
+def _soft_shap_range(rows, train, trees, value, start, stop, phi, base):
     """``soft_tree_shap`` for samples ``start`` to ``stop - 1``."""
     for s in range(start, stop):
-        _soft_sample_shap(rows, train, var, right, tau, value, roots[s], counts[s], h, s, phi, base)
+        _soft_sample_shap(rows, train, trees, value, s, phi, base)
 
 
-def soft_tree_shap(rows: np.ndarray, train: np.ndarray, var: np.ndarray, right: np.ndarray, tau: np.ndarray,
-                   value: np.ndarray, roots: np.ndarray, counts: np.ndarray, h: float, phi: np.ndarray,
+def soft_tree_shap(rows: np.ndarray, train: np.ndarray, trees: SoftTrees, value: np.ndarray, phi: np.ndarray,
                    base: np.ndarray, threads: int | None = None) -> None:
     """Path-dependent SHAP values of soft trees with axis-aligned gates (one tree per sample).
 
@@ -428,12 +432,12 @@ def soft_tree_shap(rows: np.ndarray, train: np.ndarray, var: np.ndarray, right: 
         Scaled predictors of the rows to explain.
     train : ndarray of float64, shape (n, p)
         Scaled training predictors, which define the soft covers.
-    var, right, tau, value : ndarray
-        Split predictor (-1 at leaves), flat right child, threshold and leaf value per stored node.
-    roots, counts : ndarray of int64, shape (samples,)
-        Flat root and node count of each sample's tree.
-    h : float
-        Gate bandwidth.
+    trees : SoftTrees
+        The samples' trees: split predictor (-1 at leaves), flat right child and threshold per
+        stored node, flat root and node count of each sample's tree (int64, shape (samples,)) and
+        the gate bandwidth ``h`` (``delta`` and ``mode`` are not read: the gates are axis-aligned).
+    value : ndarray of float64, shape (nodes,)
+        Leaf value per stored node.
     phi : ndarray of float64, shape (samples, m, p)
         Written: the SHAP values.
     base : ndarray of float64, shape (samples,)
@@ -443,5 +447,5 @@ def soft_tree_shap(rows: np.ndarray, train: np.ndarray, var: np.ndarray, right: 
     """
     if train.shape[0] == 0:
         raise ValueError("soft_tree_shap: the covers need at least one training row")
-    _over_samples(lambda a, b: _soft_shap_range(rows, train, var, right, tau, value, roots, counts, h, a, b, phi,
-                                                base), roots.shape[0], threads)
+    _over_samples(lambda a, b: _soft_shap_range(rows, train, trees, value, a, b, phi, base), trees.roots.shape[0],
+                  threads)

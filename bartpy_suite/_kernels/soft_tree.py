@@ -12,63 +12,34 @@ t_j (tau = expit(t)) and, in DFI, v_j (nx - 1 stick-breaking coordinates of Delt
 mu_k (regression only); regression adds s = log sigma last. ``layout`` computes the offsets.
 The potential energy U(q) = -(log lik + log prior + log |J|) (spec 1.2, 1.4, 5).
 
-Import rule: numpy, numba and ``math`` only.
+The settings (``SoftConf``), the data, the scratch and the stored trees are the typed records of
+``soft_records.py``; NUTS's target is a ``SoftTarget``.
+
+Import rule: numpy, numba, ``math`` and ``soft_records``.
 """
 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 
 from .jit import helper, kernel
+from .soft_records import MODE_DF, MODE_DFI, SoftWork, new_work  # noqa: F401 (SoftWork, new_work re-exported)
 
-MODE_DF = 0
-MODE_DFI = 1
-
-# slots of the float configuration vector ``conf``
-C_H = 0  # routing bandwidth h
+# Slots of the model's prior vector ``SoftTreeProblem.conf`` (``models/soft_tree.py`` fills it);
+# ``samplers.hmc.soft_settings`` reads it once into the typed ``soft_records.SoftConf`` that the
+# kernels take. The kernels never read this vector.
 C_LIK = 1  # 1: likelihood on, 0: prior only
-C_MODE = 2  # MODE_DF or MODE_DFI
 C_MU_MEAN = 3
 C_MU_SCALE = 4
 C_SIG_A = 5  # sigma ~ InverseGamma(a, b) on sigma (not sigma^2), spec 1.2
 C_SIG_B = 6
-C_N_CLASSES = 7  # 0 for regression
 C_CLASS_ALPHA = 8  # symmetric Dirichlet alpha of the class likelihood (eq. 10)
 C_CLASS_CONST = 9  # 1: include lnGamma(A) - sum lnGamma(alpha) per leaf (eq. 10); 0: the code's version
-C_NX = 10
-C_KIND = 11  # target kind for ``nuts``: 0 soft tree, 1 Gaussian (tests)
-N_CONF = 12
+N_CONF = 12  # slots 0, 2, 7, 10 and 11 (once h, mode, classes, predictors, target kind) are unused
 
 LOG_2PI = math.log(2.0 * math.pi)
-
-
-class SoftWork(NamedTuple):
-    """Scratch arrays of the density of one soft tree with at most ``cap`` nodes."""
-
-    P: np.ndarray  # (n, cap) probability of reaching each node
-    SP: np.ndarray  # (n, cap) expit(a) at internal nodes
-    SM: np.ndarray  # (n, cap) expit(-a)
-    B: np.ndarray  # (cap,) backward adjoints of one row
-    tau: np.ndarray  # (cap,)
-    delta: np.ndarray  # (cap, nx)
-    gtau: np.ndarray  # (cap,) d log lik / d tau
-    gdelta: np.ndarray  # (cap, nx)
-    mu: np.ndarray  # (cap,)
-    counts: np.ndarray  # (cap, n_classes) soft class counts
-    parts: np.ndarray  # (3,) log lik, log prior, log |J| of the last evaluation
-    gleaf: np.ndarray  # (cap, n_classes) d log lik / d phi of a row of each class at each leaf
-    stick: np.ndarray  # (2, nx) forward quantities of ``stick_backward``
-
-
-def new_work(n: int, cap: int, nx: int, n_classes: int) -> SoftWork:
-    """Scratch for ``n`` rows, ``cap`` nodes, ``nx`` predictors and ``n_classes`` classes (0: regression)."""
-    return SoftWork(np.zeros((n, cap)), np.zeros((n, cap)), np.zeros((n, cap)), np.zeros(cap), np.zeros(cap),
-                    np.zeros((cap, nx)), np.zeros(cap), np.zeros((cap, nx)), np.zeros(cap),
-                    np.zeros((cap, max(n_classes, 1))), np.zeros(3), np.zeros((cap, max(n_classes, 1))),
-                    np.zeros((2, max(nx, 1))))
 
 
 @helper
@@ -186,10 +157,10 @@ def stick_backward(v, gdelta, out_gv, buf):
 
 @helper
 def unpack(q, right, kappa, off, n_nodes, conf, tau, delta, mu):
-    """Constrained node parameters from ``q``; return (sigma, log |J|)."""
-    nx = int(conf[C_NX])
-    mode = int(conf[C_MODE])
-    regression = conf[C_N_CLASSES] == 0
+    """Constrained node parameters from ``q`` (``conf`` a ``SoftConf``); return (sigma, log |J|)."""
+    nx = conf.nx
+    mode = conf.mode
+    regression = conf.n_classes == 0
     logj = 0.0
     for j in range(n_nodes):
         o = off[j]
@@ -214,8 +185,10 @@ def unpack(q, right, kappa, off, n_nodes, conf, tau, delta, mu):
 
 
 @helper
-def route(X, right, kappa, n_nodes, tau, delta, h, mode, P, SP, SM):
-    """Forward pass: reach probabilities ``P`` (n, nodes) and expit(+-a) at internal nodes."""
+def route(X, right, kappa, n_nodes, tau, delta, h, mode, w):
+    """Forward pass: reach probabilities ``w.P`` (n, nodes) and expit(+-a) at internal nodes
+    (``w.SP``, ``w.SM``)."""
+    P, SP, SM = w.P, w.SP, w.SM
     n, nx = X.shape
     inv_h = 1.0 / h
     for i in range(n):
@@ -241,11 +214,11 @@ def route(X, right, kappa, n_nodes, tau, delta, h, mode, P, SP, SM):
 @helper
 def log_prior(right, n_nodes, conf, tau, delta, mu, sigma):
     """log p(theta | T) in constrained coordinates, with every normalising constant (spec 5, pitfall 7)."""
-    nx = int(conf[C_NX])
-    mode = int(conf[C_MODE])
-    regression = conf[C_N_CLASSES] == 0
+    nx = conf.nx
+    mode = conf.mode
+    regression = conf.n_classes == 0
     lp = 0.0
-    m0, s0 = conf[C_MU_MEAN], conf[C_MU_SCALE]
+    m0, s0 = conf.mu_mean, conf.mu_scale
     for j in range(n_nodes):
         if right[j] >= 0:
             # tau ~ Beta(1, 1): log density 0
@@ -257,24 +230,27 @@ def log_prior(right, n_nodes, conf, tau, delta, mu, sigma):
             zz = (mu[j] - m0) / s0
             lp += -0.5 * LOG_2PI - math.log(s0) - 0.5 * zz * zz
     if regression:
-        a, b = conf[C_SIG_A], conf[C_SIG_B]
+        a, b = conf.sig_a, conf.sig_b
         lp += a * math.log(b) - math.lgamma(a) - (a + 1.0) * math.log(sigma) - b / sigma
     return lp
 
 
 @helper
-def log_lik_grad(X, y, ycls, right, kappa, n_nodes, conf, w, sigma, want_grad):
-    """log likelihood (eq. 12 regression, eq. 10 classification) at the parameters in ``w``.
+def log_lik_grad(t, sigma, want_grad):
+    """log likelihood (eq. 12 regression, eq. 10 classification) of the target ``t`` (a
+    ``SoftTarget``) at the parameters in ``t.work``, at the bandwidth ``t.work.h[0]``.
 
     With ``want_grad`` also d/dtau and d/dDelta (into ``w.gtau``, ``w.gdelta``) and, for
     regression, d/dmu into ``w.counts[:, 0]``. Returns (log lik, d log lik / d s) with s = log sigma.
     """
+    X, y, ycls = t.data
+    right, kappa, n_nodes, conf, w = t.right, t.kappa, t.nn[0], t.conf, t.work
     n, nx = X.shape
-    mode = int(conf[C_MODE])
-    h = conf[C_H]
-    ncls = int(conf[C_N_CLASSES])
+    mode = conf.mode
+    h = w.h[0]
+    ncls = conf.n_classes
     P, SP, SM, B = w.P, w.SP, w.SM, w.B
-    route(X, right, kappa, n_nodes, w.tau, w.delta, h, mode, P, SP, SM)
+    route(X, right, kappa, n_nodes, w.tau, w.delta, h, mode, w)
     if want_grad:
         for j in range(n_nodes):
             w.gtau[j] = 0.0
@@ -301,11 +277,11 @@ def log_lik_grad(X, y, ycls, right, kappa, n_nodes, conf, w, sigma, want_grad):
                         w.counts[j, 0] -= r * P[i, j] / var
                     else:
                         B[j] = SM[i, j] * B[j + 1] + SP[i, j] * B[right[j]]
-                _backward_row(X, i, right, kappa, n_nodes, mode, h, P, SP, SM, B, w.gtau, w.gdelta)
+                _backward_row(X, i, right, n_nodes, mode, h, w)
         ll = -0.5 * n * (LOG_2PI + 2.0 * math.log(sigma)) - 0.5 * ssr / var
         ds = -n + ssr / var
         return ll, ds
-    alpha = conf[C_CLASS_ALPHA]
+    alpha = conf.class_alpha
     A = alpha * ncls
     C = w.counts
     for j in range(n_nodes):
@@ -316,7 +292,7 @@ def log_lik_grad(X, y, ycls, right, kappa, n_nodes, conf, w, sigma, want_grad):
         for j in range(n_nodes):
             if right[j] < 0:
                 C[j, ycls[i]] += P[i, j]
-    const = math.lgamma(A) - ncls * math.lgamma(alpha) if conf[C_CLASS_CONST] != 0.0 else 0.0
+    const = math.lgamma(A) - ncls * math.lgamma(alpha) if conf.class_const else 0.0
     for j in range(n_nodes):
         if right[j] < 0:
             tot = 0.0
@@ -343,13 +319,15 @@ def log_lik_grad(X, y, ycls, right, kappa, n_nodes, conf, w, sigma, want_grad):
                     B[j] = gl[j, c]
                 else:
                     B[j] = SM[i, j] * B[j + 1] + SP[i, j] * B[right[j]]
-            _backward_row(X, i, right, kappa, n_nodes, mode, h, P, SP, SM, B, w.gtau, w.gdelta)
+            _backward_row(X, i, right, n_nodes, mode, h, w)
     return ll, ds
 
 
 @helper
-def _backward_row(X, i, right, kappa, n_nodes, mode, h, P, SP, SM, B, gtau, gdelta):
-    """Add row i's contribution to d log lik / d tau and d/dDelta (spec 5, backward pass)."""
+def _backward_row(X, i, right, n_nodes, mode, h, w):
+    """Add row i's contribution to d log lik / d tau and d/dDelta (``w.gtau``, ``w.gdelta``) from
+    the adjoints ``w.B`` and the forward pass in ``w`` (spec 5, backward pass)."""
+    P, SP, SM, B, gtau, gdelta = w.P, w.SP, w.SM, w.B, w.gtau, w.gdelta
     nx = X.shape[1]
     inv_h = 1.0 / h
     for j in range(n_nodes):
@@ -364,21 +342,23 @@ def _backward_row(X, i, right, kappa, n_nodes, mode, h, P, SP, SM, B, gtau, gdel
 
 
 @helper
-def potential(q, grad, X, y, ycls, right, kappa, off, n_nodes, conf, w, want_grad):
-    """U(q) = -(lik * log lik + log prior + log |J|); fills ``grad`` = dU/dq when ``want_grad``.
+def potential(q, grad, t, want_grad):
+    """U(q) = -(lik * log lik + log prior + log |J|) of the target ``t`` (a ``SoftTarget``); fills
+    ``grad`` = dU/dq when ``want_grad``.
 
-    ``w.parts`` receives (log lik, log prior, log |J|), so S_T = parts[0] + parts[1] (spec 2.4).
+    ``t.work.parts`` receives (log lik, log prior, log |J|), so S_T = parts[0] + parts[1] (spec 2.4).
     """
-    nx = int(conf[C_NX])
-    mode = int(conf[C_MODE])
-    regression = conf[C_N_CLASSES] == 0
-    lik = conf[C_LIK] != 0.0
+    right, kappa, off, n_nodes, conf, w = t.right, t.kappa, t.off, t.nn[0], t.conf, t.work
+    nx = conf.nx
+    mode = conf.mode
+    regression = conf.n_classes == 0
+    lik = conf.lik
     sigma, logj = unpack(q, right, kappa, off, n_nodes, conf, w.tau, w.delta, w.mu)
     lp = log_prior(right, n_nodes, conf, w.tau, w.delta, w.mu, sigma)
     ll = 0.0
     ds = 0.0
     if lik:
-        ll, ds = log_lik_grad(X, y, ycls, right, kappa, n_nodes, conf, w, sigma, want_grad)
+        ll, ds = log_lik_grad(t, sigma, want_grad)
     w.parts[0] = ll
     w.parts[1] = lp
     w.parts[2] = logj
@@ -387,7 +367,7 @@ def potential(q, grad, X, y, ycls, right, kappa, off, n_nodes, conf, w, want_gra
         u = np.inf
     if not want_grad:
         return u
-    m0, s0 = conf[C_MU_MEAN], conf[C_MU_SCALE]
+    m0, s0 = conf.mu_mean, conf.mu_scale
     for j in range(n_nodes):
         o = off[j]
         if right[j] >= 0:
@@ -408,7 +388,7 @@ def potential(q, grad, X, y, ycls, right, kappa, off, n_nodes, conf, w, want_gra
                 g += w.counts[j, 0]
             grad[o] = -g
     if regression:
-        a, b = conf[C_SIG_A], conf[C_SIG_B]
+        a, b = conf.sig_a, conf.sig_b
         grad[q.shape[0] - 1] = -(ds - a + b / sigma)
     return u
 
@@ -416,9 +396,9 @@ def potential(q, grad, X, y, ycls, right, kappa, off, n_nodes, conf, w, want_gra
 @helper
 def pack(right, n_nodes, conf, off, tau, delta, mu, sigma, q):
     """Unconstrained ``q`` from constrained node parameters (the inverse of ``unpack``)."""
-    nx = int(conf[C_NX])
-    mode = int(conf[C_MODE])
-    regression = conf[C_N_CLASSES] == 0
+    nx = conf.nx
+    mode = conf.mode
+    regression = conf.n_classes == 0
     for j in range(n_nodes):
         o = off[j]
         if right[j] >= 0:
@@ -433,9 +413,12 @@ def pack(right, n_nodes, conf, off, tau, delta, mu, sigma, q):
 
 
 @kernel
-def leaf_probabilities(X, right, kappa, n_nodes, tau, delta, h, mode, P, SP, SM, phi):
-    """phi (n, n_leaves): each row's probability of each leaf, leaves left to right."""
-    route(X, right, kappa, n_nodes, tau, delta, h, mode, P, SP, SM)
+def leaf_probabilities(X, s, h, mode, w, phi):
+    """phi (n, n_leaves): each row's probability of each leaf of the tree of ``s`` (a
+    ``SoftState``), leaves left to right, at bandwidth ``h``; ``w`` (a ``SoftWork``) is scratch."""
+    right, n_nodes = s.right, s.nn[0]
+    P = w.P
+    route(X, right, s.kappa, n_nodes, s.tau, s.delta, h, mode, w)
     k = 0
     for j in range(n_nodes):
         if right[j] < 0:
@@ -445,8 +428,10 @@ def leaf_probabilities(X, right, kappa, n_nodes, tau, delta, h, mode, P, SP, SM,
 
 
 @helper
-def _reach(X, i, first, count, node_var, right, tau, delta, h, mode, P):
-    """Reach probabilities of row i in the stored tree at flat slots first..first+count-1."""
+def _reach(X, i, first, count, trees, P):
+    """Reach probabilities of row i in the stored tree at flat slots first..first+count-1 of
+    ``trees`` (a ``SoftTrees``)."""
+    node_var, right, tau, delta, h, mode = trees.var, trees.right, trees.tau, trees.delta, trees.h, trees.mode
     nx = X.shape[1]
     P[0] = 1.0
     for j in range(first, first + count):
@@ -466,14 +451,15 @@ def _reach(X, i, first, count, node_var, right, tau, delta, h, mode, P):
 
 
 @kernel
-def predict_samples(X, node_var, right, roots, counts, tau, delta, value, prob, h, mode, out_f, out_p):
+def predict_samples(X, trees, value, prob, out_f, out_p):
     """Soft-routed predictions of every stored tree (eq. 3 before the average over draws).
 
-    ``roots``/``counts`` (samples,) locate each draw's tree in the flat store (preorder;
-    ``right`` flat right children). Regression fills ``out_f`` (samples, n) with sum_k phi_k mu_k;
+    ``trees`` (a ``SoftTrees``) locates each draw's tree in the flat store (``roots``/``counts``)
+    and routes it. Regression fills ``out_f`` (samples, n) with sum_k phi_k mu_k;
     classification (``prob`` with columns) fills ``out_p`` (samples, n, classes) with
     sum_k phi_k p_k.
     """
+    node_var, roots, counts = trees.var, trees.roots, trees.counts
     n = X.shape[0]
     k = prob.shape[1]
     P = np.empty(max(counts.max(), 1) if counts.shape[0] > 0 else 1)
@@ -481,7 +467,7 @@ def predict_samples(X, node_var, right, roots, counts, tau, delta, value, prob, 
         first = roots[s]
         c = counts[s]
         for i in range(n):
-            _reach(X, i, first, c, node_var, right, tau, delta, h, mode, P)
+            _reach(X, i, first, c, trees, P)
             f = 0.0
             for m in range(k):
                 out_p[s, i, m] = 0.0
@@ -498,15 +484,17 @@ def predict_samples(X, node_var, right, roots, counts, tau, delta, value, prob, 
 
 
 @kernel
-def argmax_leaves(X, node_var, right, roots, counts, tau, delta, h, mode, out):
-    """The paper's per-iteration routing (spec 4): each row's most probable leaf (flat slot)."""
+def argmax_leaves(X, trees, out):
+    """The paper's per-iteration routing (spec 4): each row's most probable leaf (flat slot) in each
+    tree of ``trees`` (a ``SoftTrees``)."""
+    node_var, roots, counts = trees.var, trees.roots, trees.counts
     n = X.shape[0]
     P = np.empty(max(counts.max(), 1) if counts.shape[0] > 0 else 1)
     for s in range(roots.shape[0]):
         first = roots[s]
         c = counts[s]
         for i in range(n):
-            _reach(X, i, first, c, node_var, right, tau, delta, h, mode, P)
+            _reach(X, i, first, c, trees, P)
             best = -1.0
             for j in range(first, first + c):
                 if node_var[j] < 0 and P[j - first] > best:
@@ -515,8 +503,9 @@ def argmax_leaves(X, node_var, right, roots, counts, tau, delta, h, mode, out):
 
 
 @kernel
-def soft_class_counts(X, ycls, n_classes, node_var, right, roots, counts, tau, delta, h, mode, out):
-    """Soft class counts C_km of the training rows per stored leaf (flat slot, class)."""
+def soft_class_counts(X, ycls, n_classes, trees, out):
+    """Soft class counts C_km of the training rows per leaf (flat slot, class) of ``trees`` (a ``SoftTrees``)."""
+    node_var, roots, counts = trees.var, trees.roots, trees.counts
     n = X.shape[0]
     P = np.empty(max(counts.max(), 1) if counts.shape[0] > 0 else 1)
     for s in range(roots.shape[0]):
@@ -526,7 +515,7 @@ def soft_class_counts(X, ycls, n_classes, node_var, right, roots, counts, tau, d
             for m in range(n_classes):
                 out[j, m] = 0.0
         for i in range(n):
-            _reach(X, i, first, c, node_var, right, tau, delta, h, mode, P)
+            _reach(X, i, first, c, trees, P)
             for j in range(first, first + c):
                 if node_var[j] < 0:
                     out[j, ycls[i]] += P[j - first]

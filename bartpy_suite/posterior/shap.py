@@ -44,7 +44,7 @@ import xarray as xr
 
 from .. import _validation as check
 from .._kernels.shap import forest_shap, soft_tree_shap
-from .._kernels.soft_tree import MODE_DF
+from .._kernels.soft_records import MODE_DF, SoftTrees
 from ..errors import ArgumentError, DataError
 from .weighted import weighted_quantiles
 
@@ -158,8 +158,9 @@ def shap_values(fit, rows: np.ndarray, samples: np.ndarray, threads: int | None 
         roots = np.ascontiguousarray(store["roots"][samples])
         counts = np.ascontiguousarray(store["counts"][samples])
         for k, (value, _) in enumerate(outputs):
-            soft_tree_shap(rows, train, store["var"], store["right"], store["tau"], value, roots, counts,
-                           float(fit.config["h_final"]), phi[k], base[k], threads)
+            trees = SoftTrees(store["var"], store["right"], roots, counts, store["tau"], store["delta"],
+                              float(fit.config["h_final"]), MODE_DF)
+            soft_tree_shap(rows, train, trees, value, phi[k], base[k], threads)
         return phi, base
     t = fit.tree_store
     train = np.ascontiguousarray(fit.binned.codes, dtype=np.int32)

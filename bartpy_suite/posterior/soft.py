@@ -24,6 +24,7 @@ import xarray as xr
 
 from .._kernels import soft_tree as st
 from .._kernels.record import right_children, tree_roots
+from .._kernels.soft_records import SoftTrees
 from ..errors import ArgumentError
 from ..samplers.registry import samplers_for
 from .prediction_table import missing_rows
@@ -127,8 +128,8 @@ def samples(fit, x: np.ndarray) -> np.ndarray:
     out_p = np.zeros((n_samples, x.shape[0], k) if k else (0, 0, 0))
     value = a.get("value", np.zeros(a["var"].shape[0]))
     prob = a.get("prob", np.zeros((a["var"].shape[0], 0)))
-    st.predict_samples(x, a["var"], a["right"], a["roots"], a["counts"], a["tau"], a["delta"], value, prob, h, mode,
-                       out_f, out_p)
+    st.predict_samples(x, SoftTrees(a["var"], a["right"], a["roots"], a["counts"], a["tau"], a["delta"], h, mode),
+                       value, prob, out_f, out_p)
     return out_p if k else out_f
 
 
@@ -141,13 +142,13 @@ def paper_metric(fit, newdata=None) -> np.ndarray:
     h = float(fit.config["h_final"])
     mode = routing_mode(fit)
     leaf = np.zeros((a["counts"].size, x.shape[0]), dtype=np.int64)
-    st.argmax_leaves(x, a["var"], a["right"], a["roots"], a["counts"], a["tau"], a["delta"], h, mode, leaf)
+    trees = SoftTrees(a["var"], a["right"], a["roots"], a["counts"], a["tau"], a["delta"], h, mode)
+    st.argmax_leaves(x, trees, leaf)
     if not fit.is_classification:
         return a["value"][leaf]
     k = len(fit.config["class_labels"])
     xt = np.ascontiguousarray(fit.idata[SOFT_GROUP]["x_scaled"].values, dtype=np.float64)
     ycls = np.ascontiguousarray(fit.idata["observed_data"]["y"].values, dtype=np.int64)
     counts = np.zeros((a["var"].shape[0], k))
-    st.soft_class_counts(xt, ycls, k, a["var"], a["right"], a["roots"], a["counts"], a["tau"], a["delta"], h, mode,
-                         counts)
+    st.soft_class_counts(xt, ycls, k, trees, counts)
     return np.argmax(counts, axis=1)[leaf]

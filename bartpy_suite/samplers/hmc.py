@@ -23,6 +23,15 @@ from .._kernels import nuts, rjhmc
 from .._kernels import soft_tree as st
 from .._kernels.kept import kept_draw
 from .._kernels.record import grow_store, new_store, trim_store
+from .._kernels.soft_records import (
+    KIND_SOFT_TREE,
+    RJSettings,
+    RJStates,
+    SoftConf,
+    SoftData,
+    SoftSettings,
+    new_state,
+)
 from .._validation import check_choice, check_int_at_least, check_moves, check_open_unit
 from ..errors import ArgumentError
 from .draws import ChainDraws
@@ -101,6 +110,41 @@ STATISTICS = (
 )
 
 
+def soft_settings(problem: SoftTreeProblem, options: dict, mode: int) -> SoftSettings:
+    """The kernels' settings of a chain: the density (``SoftConf``, from the model's prior vector
+    ``problem.conf``, whose slots are ``st.C_*``), the moves (``RJSettings``) and NUTS
+    (``NutsSettings``: one run is ``warmup`` adaptive transitions, then one kept), typed and immutable.
+
+    Parameters
+    ----------
+    problem : SoftTreeProblem
+        The model's problem (predictors, response, prior settings, tree prior, bandwidths).
+    options : dict
+        The validated sampler options (``OPTIONS``).
+    mode : int
+        ``st.MODE_DF`` (``hmc_df``) or ``st.MODE_DFI`` (``hmc_dfi``).
+
+    Returns
+    -------
+    SoftSettings
+    """
+    v = np.asarray(problem.conf, dtype=np.float64)
+    conf = SoftConf(mode=int(mode), nx=int(np.shape(problem.x)[1]), n_classes=int(problem.n_classes),
+                    lik=bool(v[st.C_LIK] != 0.0), mu_mean=float(v[st.C_MU_MEAN]), mu_scale=float(v[st.C_MU_SCALE]),
+                    sig_a=float(v[st.C_SIG_A]), sig_b=float(v[st.C_SIG_B]),
+                    class_alpha=float(v[st.C_CLASS_ALPHA]), class_const=bool(v[st.C_CLASS_CONST] != 0.0),
+                    kind=KIND_SOFT_TREE)
+    tune_moves, moves = options["moves_tune"], options["moves"]
+    rj = RJSettings(p_grow_warm=float(tune_moves["grow"]), p_prune_warm=float(tune_moves["prune"]),
+                    p_grow=float(moves["grow"]), p_prune=float(moves["prune"]), alpha_s=float(problem.alpha_s),
+                    beta_s=float(problem.beta_s), carry=options["adaptation"] == "carry",
+                    code_quirks=bool(options["code_quirks"]), keep_first=bool(options["keep_first_run"]))
+    ns = nuts.settings(options["warmup"], 1, problem.h_init, problem.h_final,
+                       target_accept=options["target_accept"], max_tree_depth=options["max_tree_depth"],
+                       code_schedule=options["h_schedule"] == "code")
+    return SoftSettings(conf, rj, ns)
+
+
 class SoftTreeChain:
     """One RJHMC-Tree chain: the soft tree, the NUTS scratch and the draw buffers."""
 
@@ -111,50 +155,33 @@ class SoftTreeChain:
         self.n_classes = int(problem.n_classes)
         self.rng = rng
         self.n, self.nx = self.x.shape
-        self.conf = np.array(problem.conf, dtype=np.float64)
-        self.conf[st.C_MODE] = mode
-        self.conf[st.C_NX] = self.nx
-        self.conf[st.C_N_CLASSES] = self.n_classes
-        self.conf[st.C_H] = problem.h_final
+        self.data = SoftData(self.x, self.y, self.ycls)
+        self.settings = soft_settings(problem, options, mode)
+        self.conf = self.settings.conf
         self.mode = mode
-        rc = np.zeros(rjhmc.N_RC)
-        tune_moves, moves = options["moves_tune"], options["moves"]
-        rc[rjhmc.R_P_GROW_WARM], rc[rjhmc.R_P_PRUNE_WARM] = tune_moves["grow"], tune_moves["prune"]
-        rc[rjhmc.R_P_GROW], rc[rjhmc.R_P_PRUNE] = moves["grow"], moves["prune"]
-        rc[rjhmc.R_ALPHA_S], rc[rjhmc.R_BETA_S] = problem.alpha_s, problem.beta_s
-        rc[rjhmc.R_H_INIT], rc[rjhmc.R_H_FINAL] = problem.h_init, problem.h_final
-        rc[rjhmc.R_WARMUP] = options["warmup"]
-        rc[rjhmc.R_CARRY] = options["adaptation"] == "carry"
-        rc[rjhmc.R_CODE_QUIRKS] = options["code_quirks"]
-        rc[rjhmc.R_CODE_SCHEDULE] = options["h_schedule"] == "code"
-        rc[rjhmc.R_KEEP_FIRST] = options["keep_first_run"]
-        self.rc = rc
-        self.max_depth = int(options["max_tree_depth"])
-        self.ad = nuts.default_adapt(options["target_accept"], self.max_depth)
+        self.max_depth = self.settings.nuts.max_depth
         self.init_step = True if options["init_stepsize"] else None  # None: not compiled (nuts.run)
+        self.it = np.zeros(rjhmc.N_IT)
         self._allocate_state(FIRST_CAPACITY)
         # the code's start (spec 2.5): a stump at U(-2, 2) on the unconstrained scale, then one NUTS run
         s = self.cur
         s.mu[0] = rng.uniform(-2.0, 2.0)
         s.scal[0] = math.exp(rng.uniform(-2.0, 2.0))
         self.started = False
-        self.it = np.zeros(rjhmc.N_IT)
         self.n_accepted = 0
 
     def _allocate_state(self, cap: int) -> None:
         old = getattr(self, "cur", None)
         self.cap = cap
-        self.cur = rjhmc.new_state(cap, self.nx)
+        self.cur = new_state(cap, self.nx)
         if old is not None:
             rjhmc.copy_state(old, self.cur)
-        self.x1 = rjhmc.new_state(cap, self.nx)
-        self.prop = rjhmc.new_state(cap, self.nx)
-        self.xs = rjhmc.new_state(cap, self.nx)
-        self.work = st.new_work(self.n, cap, self.nx, self.n_classes)
-        dim = cap * self.nx + 1
-        self.bufs = np.zeros((6, dim))
-        self.off = np.zeros(cap, dtype=np.int64)
-        self.scr, self.scs, self.tmp = nuts.new_scratch(dim, self.max_depth)
+        self.x1 = new_state(cap, self.nx)
+        self.prop = new_state(cap, self.nx)
+        self.xs = new_state(cap, self.nx)
+        self.states = RJStates(self.cur, self.x1, self.prop, self.xs, self.it)
+        self.scratch = rjhmc.new_scratch(cap, self.n, self.nx, self.n_classes, self.settings.nuts)
+        self.work = self.scratch.work
 
     # -- the chain protocol ------------------------------------------------------------------
     def allocate(self, draws: int) -> None:
@@ -184,9 +211,8 @@ class SoftTreeChain:
                 self._record(d)
 
     def _iteration(self, warm: bool, *, start: bool, record: bool) -> None:
-        rjhmc.iteration(self.cur, self.x1, self.prop, self.xs, warm, self.rc, self.ad, self.conf, self.x, self.y,
-                        self.ycls, self.off, self.bufs, self.work, self.scr, self.scs, self.tmp, self.rng, self.it,
-                        start, record, self.init_step)
+        rjhmc.iteration(self.states, self.scratch, self.settings, self.data, self.rng, warm, start, record,
+                        self.init_step)
 
     def _record(self, d: int) -> None:
         s = self.cur
@@ -196,8 +222,8 @@ class SoftTreeChain:
         self.post["n_leaves"][d] = int(leaves.sum())
         self.post["depth"][d] = int(s.depth[:n].max())
         it = self.it
-        self.post["log_posterior"][d] = (self.conf[st.C_LIK] * it[rjhmc.I_LOG_LIK] + it[rjhmc.I_LOG_PRIOR]
-                                         + it[rjhmc.I_LOG_TREE_PRIOR])
+        lik = 1.0 if self.conf.lik else 0.0
+        self.post["log_posterior"][d] = lik * it[rjhmc.I_LOG_LIK] + it[rjhmc.I_LOG_PRIOR] + it[rjhmc.I_LOG_TREE_PRIOR]
         if self.n_classes == 0:
             self.post["sigma"][d] = s.scal[0]
         self.stats["move"][d] = int(it[rjhmc.I_MOVE])
@@ -230,14 +256,13 @@ class SoftTreeChain:
         s = self.cur
         w = self.work
         phi = np.empty((self.n, int(leaves.sum())))
-        st.leaf_probabilities(self.x, s.right, s.kappa, n, s.tau, s.delta, self.rc[rjhmc.R_H_FINAL], self.mode,
-                              w.P, w.SP, w.SM, phi)
+        st.leaf_probabilities(self.x, s, self.settings.nuts.h_final, self.mode, w, phi)
         counts = np.zeros((phi.shape[1], self.n_classes))
         for m in range(self.n_classes):
             counts[:, m] = phi[self.ycls == m].sum(axis=0)
         out = np.full((n, self.n_classes), np.nan)
-        alpha = self.conf[st.C_CLASS_ALPHA] if self.conf[st.C_LIK] else 0.0
-        out[leaves] = self.rng.dirichlet(np.ones(self.n_classes), size=phi.shape[1]) if not self.conf[st.C_LIK] \
+        alpha = self.conf.class_alpha if self.conf.lik else 0.0
+        out[leaves] = self.rng.dirichlet(np.ones(self.n_classes), size=phi.shape[1]) if not self.conf.lik \
             else np.vstack([self.rng.dirichlet(c + alpha) for c in counts])
         return out
 
