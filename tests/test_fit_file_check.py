@@ -707,3 +707,42 @@ def test_survival_fit_loads_and_new_rows_go_through_predict_only(survival_file):
     for call in (lambda: again.function_samples(new), lambda: again.shap(new), lambda: again.importance(new)):
         with pytest.raises(ArgumentError, match=r"predict\(newdata, kind='survival'"):
             call()
+
+
+@pytest.mark.parametrize("kind", ("cart", "cart_mvs", "cart_class", "bart", "probit", "multinomial", "soft",
+                                  "soft_class"))
+def test_leaf_model_edited_to_any_other_name_is_refused_or_loads_identically(saved, tmp_path, kind):
+    """config["leaf_model"] set to every registered name, or removed: the file is refused with a
+    FitFileError or loads to the same predictions (e.g. BART's "normal" and CART's "mean_shift"
+    are one leaf model). A soft leaf model on hard trees crashed on load, a hard one on soft trees
+    predicted the soft tree with the hard kernels (other values)."""
+    from bartpy_suite.posterior.leaf_models import LEAF_MODELS
+
+    fit, path = saved(kind)
+    expected = _predict(fit)
+    for name in [*sorted(LEAF_MODELS), None]:
+        if name == fit.config.get("leaf_model"):
+            continue
+
+        def edit(a, name=name):
+            config = json.loads(a[CONFIG_ATTR])
+            if name is None:
+                config.pop("leaf_model", None)
+            else:
+                config["leaf_model"] = name
+            a[CONFIG_ATTR] = json.dumps(config)
+
+        dst = _edit(path, tmp_path / f"{name}.nc", "constant_data", attrs=edit)
+        try:
+            back = bps.load(dst)
+        except FitFileError:
+            continue
+        np.testing.assert_array_equal(_predict(back), expected, err_msg=f"leaf_model {name!r}")
+
+
+@pytest.mark.parametrize("kind,name", [("cart", "soft_normal"), ("cart_class", "soft_dirichlet"),
+                                       ("soft", "normal"), ("soft_class", "dirichlet")])
+def test_leaf_model_of_the_other_split_kind_names_the_model_type(saved, kind, name):
+    _, path = saved(kind)
+    edit = lambda a: a.update({CONFIG_ATTR: json.dumps({**json.loads(a[CONFIG_ATTR]), "leaf_model": name})})  # noqa: E731
+    _refused(_edit(path, None, "constant_data", attrs=edit), f"leaf_model {name!r}", "split trees, not of a")

@@ -401,6 +401,13 @@ class _Checker:
                          f"{', '.join(sorted(LEAF_MODELS))}")
         if LEAF_MODELS[leaf_model].classification != (config["response_kind"] == "categorical"):
             _fail(where, f"leaf_model {leaf_model!r} does not model a {config['response_kind']} response")
+        # the leaf model decides which prediction kernels read the trees (hard splits on bin codes,
+        # or soft routing through the soft_trees group): it must be one of the model type's, else
+        # a soft tree would be predicted as a hard one (wrong values) or the reverse (a crash)
+        soft_model = config["model_type"] == "soft_tree"
+        if LEAF_MODELS[leaf_model].hard_splits == soft_model:
+            _fail(where, f"leaf_model {leaf_model!r} is a leaf model of {'hard' if soft_model else 'soft'}-split "
+                         f"trees, not of a {config['model_type']!r} fit")
         if config["response_kind"] == "categorical":
             labels = config.get("class_labels")
             if not isinstance(labels, list) or len(labels) < 2 or \
