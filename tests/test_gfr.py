@@ -288,6 +288,14 @@ def test_bad_settings_raise_clear_errors(kwargs, match):
         bps.BART(**kwargs)
 
 
+@pytest.mark.parametrize("key, close", [("sweep", "sweeps"), ("weight", "weights"), ("max_dept", "max_depth")])
+def test_misspelled_init_option_suggests_the_right_one(key, close):
+    """A near miss of an ``init_options`` key, 'sweeps' included (it is not a sampler option),
+    names the key and suggests the one meant, as ``sampler_options`` does."""
+    with pytest.raises(ArgumentError, match=f"init_options.*{key!r}.*'sweeps'.*Did you mean {close!r}"):
+        bps.BART(init="gfr", init_options={key: 3})
+
+
 def test_unsupported_models_say_what_gfr_fits():
     """Probit, multinomial and ordinal BART, and CART, are refused naming what works."""
     rng = np.random.default_rng(0)
