@@ -527,7 +527,7 @@ class TreeModel:
         if derived is not None:
             derived(draws.posterior)
         finish = attach(draws) if attach is not None else None
-        fit = build_fit(draws, statistics=self.spec.statistics[problem.model], coords=self.spec.coords,
+        fit = build_fit(draws, statistics=self.spec.statistics.get(problem.model, ()), coords=self.spec.coords,
                         ess_method=self.spec.ess_method,
                         binned=binned, y=np.asarray(y), config=config, design=design, finish=finish)
         if self.check_mixing:
