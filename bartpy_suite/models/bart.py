@@ -140,7 +140,8 @@ class BART(TreeModel):
         the same prior, and chain c starts from the forest and sigma of sweep k - 1 - c; those
         sweeps are not kept as draws. The chains' sampler is unchanged, so they target the same
         posterior; they need far fewer tuning sweeps (``tune``). Regression BART with
-        ``sampler`` "grow_prune", "cgm" or "gfr", without ``executor`` and ``sparse``.
+        ``sampler`` "grow_prune", "cgm" or "gfr", without ``executor``, ``sparse`` and
+        ``na_action="split"``.
     init_options : dict or None
         Settings of ``init="gfr"``: ``sweeps`` (k, default ``max(5, chains)``, at least
         ``chains``) and the ``gfr`` sampler's options (``weights``, ``max_depth``,
