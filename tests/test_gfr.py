@@ -419,3 +419,39 @@ def test_missing_split_is_refused():
         bps.BART(sampler="gfr", progress=False).fit(x, y, na_action="split")
     with pytest.raises(ArgumentError, match="na_action='split'"):
         bps.BART(init="gfr", progress=False).fit(x, y, na_action="split")
+
+
+def test_one_model_fitted_from_two_threads_warm_starts_each_fit_from_its_own_data(monkeypatch):
+    """``init="gfr"`` keeps no per-fit state on the model: two fits of one ``BART`` instance running
+    at once (threads) each warm-start from their own data. A barrier holds both fits just before
+    the warm start, where the model used to read the problem it had stored on itself: one fit
+    then started from the other's GFR forests (different draws from its sequential fit)."""
+    import threading
+
+    from bartpy_suite.models import bart as bart_module
+
+    rng = np.random.default_rng(21)
+    x = rng.uniform(size=(80, 2))
+    ys = [np.where(x[:, 0] > 0.5, 2.0, -1.0) + 0.3 * rng.normal(size=80), 3.0 * x[:, 1] + 0.3 * rng.normal(size=80)]
+    model = bps.BART(init="gfr", trees=5, chains=1, draws=5, tune=0, seed=3, progress=False, check_mixing=False)
+    alone = [model.fit(x, y).posterior["sigma"].values for y in ys]
+    barrier = threading.Barrier(2, timeout=120)
+    spawn = bart_module.spawn_generators
+
+    def spawn_together(*args):
+        barrier.wait()
+        return spawn(*args)
+
+    monkeypatch.setattr(bart_module, "spawn_generators", spawn_together)
+    out = [None, None]
+
+    def run(i):
+        out[i] = model.fit(x, ys[i]).posterior["sigma"].values
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(2):
+        np.testing.assert_array_equal(out[i], alone[i])
