@@ -746,3 +746,19 @@ def test_leaf_model_of_the_other_split_kind_names_the_model_type(saved, kind, na
     _, path = saved(kind)
     edit = lambda a: a.update({CONFIG_ATTR: json.dumps({**json.loads(a[CONFIG_ATTR]), "leaf_model": name})})  # noqa: E731
     _refused(_edit(path, None, "constant_data", attrs=edit), f"leaf_model {name!r}", "split trees, not of a")
+
+
+def test_survival_settings_on_a_leaf_model_other_than_probit_are_refused(saved, survival_file):
+    """Survival BART is the probit leaf model on person-period rows: survival settings (copied from
+    a real survival fit) added to a three-class multinomial fit loaded, and its predict(kind=
+    'survival') returned numbers computed from the multinomial trees as if they were one probit."""
+    _, multinomial_path = saved("multinomial")
+    survival = survival_file[0].config["survival"]
+
+    def change(attrs):
+        config = json.loads(attrs[CONFIG_ATTR])
+        config["survival"] = {**survival, "time_name": config["predictors"][0]}
+        attrs[CONFIG_ATTR] = json.dumps(config)
+        attrs.pop(DESIGN_ATTR, None)  # the design of a survival fit leaves the time out
+
+    _refused(_edit(multinomial_path, None, "constant_data", attrs=change), "a survival fit is", "probit")

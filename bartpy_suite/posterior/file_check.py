@@ -373,6 +373,8 @@ class _Checker:
                              "1 <= cause <= causes")
         if binned["is_cat"][0] or config["response_kind"] != "categorical" or config["model_type"] != "bart":
             _fail(where, "a survival fit is BART of a 0/1 response with the numeric time as predictor 0")
+        if leaf_model_name(config) != "probit":  # survival.predict reads the trees as one probit sum
+            _fail(where, f"a survival fit is probit BART, not leaf_model {leaf_model_name(config)!r}")
 
     def config(self) -> dict:
         where = f"constant_data.attrs[{CONFIG_ATTR!r}]"
