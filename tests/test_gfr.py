@@ -455,3 +455,21 @@ def test_one_model_fitted_from_two_threads_warm_starts_each_fit_from_its_own_dat
         t.join()
     for i in range(2):
         np.testing.assert_array_equal(out[i], alone[i])
+
+
+def test_mixing_check_of_a_gfr_fit_says_its_draws_are_a_search_not_posterior_draws():
+    """Spec pitfall 15: a ``gfr`` fit's sweeps are a stochastic search, so the mixing check's
+    advice for it (note, warning and strong warning) points to ``init="gfr"`` with an MCMC
+    sampler for posterior intervals instead of "another sampler" in general."""
+    from bartpy_suite.posterior.mixing import _advice, mixing_report
+
+    rng = np.random.default_rng(3)
+    x = rng.uniform(size=(200, 3))
+    y = np.sin(6 * x[:, 0]) + 0.3 * rng.normal(size=200)
+    fit = bps.BART(sampler="gfr", trees=10, chains=2, tune=15, draws=25, seed=1, progress=False,
+                   check_mixing=False).fit(x, y)
+    for severity in ("note", "warning", "strong"):
+        advice = _advice(fit, severity)
+        assert "not posterior draws" in advice and "init='gfr'" in advice, advice
+    report = mixing_report(fit)
+    assert report.severity == "ok" or "init='gfr'" in report.message
