@@ -238,22 +238,23 @@ def test_warm_start_maps_sweeps_to_chains_and_leaves_their_generators():
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("sampler", ["grow_prune", "cgm"])
 @pytest.mark.parametrize("factor", [False, True], ids=["numeric", "factor"])
-def test_warm_started_chain_matches_exact_posterior(factor):
-    """A grow_prune chain (one tree, sigma fixed) started from a GFR forest, no tuning, passes
-    ``test_bart_exact.py``'s exact-posterior test with its settings (40,000 draws thinned by 30;
-    G-test p > 1e-4, TV within 0.01 of iid noise): the warm start does not change the kernel's
-    stationary distribution."""
+def test_warm_started_chain_matches_exact_posterior(factor, sampler):
+    """A grow_prune or cgm chain (one tree, sigma fixed) started from a GFR forest, no tuning,
+    passes ``test_bart_exact.py``'s exact-posterior test with its settings (40,000 draws thinned
+    by 30; G-test p > 1e-4, TV within 0.01 of iid noise): the warm start does not change the
+    kernel's stationary distribution."""
     binned, y = BE.grid_problem(factor)
     keys, _, post = BE.exact_posterior(binned, y)
     problem = _problem(binned, y)
     chain = bart_chain(binned.codes, binned.is_categorical, binned.nbins, y, problem.hyper,
-                       SAMPLERS["grow_prune"].option_defaults()["moves"], np.random.default_rng(31 + factor), 1,
+                       SAMPLERS[sampler].option_defaults()["moves"], np.random.default_rng(31 + factor), 1,
                        SIGMA_FIXED)
     warm_start([chain], problem, np.random.default_rng(61 + factor), check_init_options(None, 1))
     assert chain.forest.meta[0, 1] > 1, "the GFR start should not be a stump on this data"
     out = run_padded(chain, BE.DRAWS, 0, BE.DRAWS * BE.THIN, 0, BE.THIN)
-    check_draws(BE.canonical_draws(out, binned), dict(zip(keys, post)), f"warm-started grow_prune factor={factor}")
+    check_draws(BE.canonical_draws(out, binned), dict(zip(keys, post)), f"warm-started {sampler} factor={factor}")
 
 
 def test_warm_start_through_bart_is_deterministic_and_fits():
