@@ -762,3 +762,21 @@ def test_survival_settings_on_a_leaf_model_other_than_probit_are_refused(saved, 
         attrs.pop(DESIGN_ATTR, None)  # the design of a survival fit leaves the time out
 
     _refused(_edit(multinomial_path, None, "constant_data", attrs=change), "a survival fit is", "probit")
+
+
+@pytest.mark.parametrize("leaf_model", ["mean_shift", None])
+def test_soft_trees_group_in_a_hard_split_fit_is_refused(saved, leaf_model):
+    """A soft tree's file with model_type edited to 'cart' (and leaf_model to a hard one, or
+    removed) passed the check and would be predicted with the hard kernels (other values)."""
+    _, path = saved("soft")
+
+    def change(attrs):
+        config = json.loads(attrs[CONFIG_ATTR])
+        config["model_type"] = "cart"
+        if leaf_model is None:
+            config.pop("leaf_model", None)
+        else:
+            config["leaf_model"] = leaf_model
+        attrs[CONFIG_ATTR] = json.dumps(config)
+
+    _refused(_edit(path, None, "constant_data", attrs=change), "soft_trees", "hard-split")

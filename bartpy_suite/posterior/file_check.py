@@ -329,6 +329,10 @@ class _Checker:
             if len(dims) != 3:
                 _fail(f"{name}/tree_nodes", f"dims {tuple(dims)}, expected (chain, draw, <tree dim>)")
             self.tree_store(name, dims[2], binned, split, p)
+        if SOFT_GROUP in self.idata.children and LEAF_MODELS[leaf_model_name(config)].hard_splits:
+            # a soft tree's file with an edited model type would be predicted with the hard kernels
+            _fail(SOFT_GROUP, f"a soft tree's group in a {config['model_type']!r} fit, whose leaf model "
+                              f"{leaf_model_name(config)!r} has hard-split trees")
         if config["model_type"] == "soft_tree" or SOFT_GROUP in self.idata.children:
             self.soft(config, trees)
         if LOG_LIKELIHOOD_GROUP in self.idata.children:
