@@ -707,3 +707,76 @@ def test_survival_fit_loads_and_new_rows_go_through_predict_only(survival_file):
     for call in (lambda: again.function_samples(new), lambda: again.shap(new), lambda: again.importance(new)):
         with pytest.raises(ArgumentError, match=r"predict\(newdata, kind='survival'"):
             call()
+
+
+@pytest.mark.parametrize("kind", ("cart", "cart_mvs", "cart_class", "bart", "probit", "multinomial", "soft",
+                                  "soft_class"))
+def test_leaf_model_edited_to_any_other_name_is_refused_or_loads_identically(saved, tmp_path, kind):
+    """config["leaf_model"] set to every registered name, or removed: the file is refused with a
+    FitFileError or loads to the same predictions (e.g. BART's "normal" and CART's "mean_shift"
+    are one leaf model). A soft leaf model on hard trees crashed on load, a hard one on soft trees
+    predicted the soft tree with the hard kernels (other values)."""
+    from bartpy_suite.posterior.leaf_models import LEAF_MODELS
+
+    fit, path = saved(kind)
+    expected = _predict(fit)
+    for name in [*sorted(LEAF_MODELS), None]:
+        if name == fit.config.get("leaf_model"):
+            continue
+
+        def edit(a, name=name):
+            config = json.loads(a[CONFIG_ATTR])
+            if name is None:
+                config.pop("leaf_model", None)
+            else:
+                config["leaf_model"] = name
+            a[CONFIG_ATTR] = json.dumps(config)
+
+        dst = _edit(path, tmp_path / f"{name}.nc", "constant_data", attrs=edit)
+        try:
+            back = bps.load(dst)
+        except FitFileError:
+            continue
+        np.testing.assert_array_equal(_predict(back), expected, err_msg=f"leaf_model {name!r}")
+
+
+@pytest.mark.parametrize("kind,name", [("cart", "soft_normal"), ("cart_class", "soft_dirichlet"),
+                                       ("soft", "normal"), ("soft_class", "dirichlet")])
+def test_leaf_model_of_the_other_split_kind_names_the_model_type(saved, kind, name):
+    _, path = saved(kind)
+    edit = lambda a: a.update({CONFIG_ATTR: json.dumps({**json.loads(a[CONFIG_ATTR]), "leaf_model": name})})  # noqa: E731
+    _refused(_edit(path, None, "constant_data", attrs=edit), f"leaf_model {name!r}", "split trees, not of a")
+
+
+def test_survival_settings_on_a_leaf_model_other_than_probit_are_refused(saved, survival_file):
+    """Survival BART is the probit leaf model on person-period rows: survival settings (copied from
+    a real survival fit) added to a three-class multinomial fit loaded, and its predict(kind=
+    'survival') returned numbers computed from the multinomial trees as if they were one probit."""
+    _, multinomial_path = saved("multinomial")
+    survival = survival_file[0].config["survival"]
+
+    def change(attrs):
+        config = json.loads(attrs[CONFIG_ATTR])
+        config["survival"] = {**survival, "time_name": config["predictors"][0]}
+        attrs[CONFIG_ATTR] = json.dumps(config)
+        attrs.pop(DESIGN_ATTR, None)  # the design of a survival fit leaves the time out
+
+    _refused(_edit(multinomial_path, None, "constant_data", attrs=change), "a survival fit is", "probit")
+
+
+@pytest.mark.parametrize("leaf_model", ["mean_shift", None])
+def test_soft_trees_group_in_a_hard_split_fit_is_refused(saved, leaf_model):
+    """A soft tree's file with model_type edited to 'cart' (and leaf_model to a hard one, or
+    removed) passed the check and would be predicted with the hard kernels (other values)."""
+    _, path = saved("soft")
+
+    def change(attrs):
+        config = json.loads(attrs[CONFIG_ATTR])
+        config["model_type"] = "cart"
+        if leaf_model is None:
+            config.pop("leaf_model", None)
+        else:
+            config["leaf_model"] = leaf_model
+        attrs[CONFIG_ATTR] = json.dumps(config)
+
+    _refused(_edit(path, None, "constant_data", attrs=change), "soft_trees", "hard-split")

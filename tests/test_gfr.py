@@ -238,22 +238,23 @@ def test_warm_start_maps_sweeps_to_chains_and_leaves_their_generators():
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("sampler", ["grow_prune", "cgm"])
 @pytest.mark.parametrize("factor", [False, True], ids=["numeric", "factor"])
-def test_warm_started_chain_matches_exact_posterior(factor):
-    """A grow_prune chain (one tree, sigma fixed) started from a GFR forest, no tuning, passes
-    ``test_bart_exact.py``'s exact-posterior test with its settings (40,000 draws thinned by 30;
-    G-test p > 1e-4, TV within 0.01 of iid noise): the warm start does not change the kernel's
-    stationary distribution."""
+def test_warm_started_chain_matches_exact_posterior(factor, sampler):
+    """A grow_prune or cgm chain (one tree, sigma fixed) started from a GFR forest, no tuning,
+    passes ``test_bart_exact.py``'s exact-posterior test with its settings (40,000 draws thinned
+    by 30; G-test p > 1e-4, TV within 0.01 of iid noise): the warm start does not change the
+    kernel's stationary distribution."""
     binned, y = BE.grid_problem(factor)
     keys, _, post = BE.exact_posterior(binned, y)
     problem = _problem(binned, y)
     chain = bart_chain(binned.codes, binned.is_categorical, binned.nbins, y, problem.hyper,
-                       SAMPLERS["grow_prune"].option_defaults()["moves"], np.random.default_rng(31 + factor), 1,
+                       SAMPLERS[sampler].option_defaults()["moves"], np.random.default_rng(31 + factor), 1,
                        SIGMA_FIXED)
     warm_start([chain], problem, np.random.default_rng(61 + factor), check_init_options(None, 1))
     assert chain.forest.meta[0, 1] > 1, "the GFR start should not be a stump on this data"
     out = run_padded(chain, BE.DRAWS, 0, BE.DRAWS * BE.THIN, 0, BE.THIN)
-    check_draws(BE.canonical_draws(out, binned), dict(zip(keys, post)), f"warm-started grow_prune factor={factor}")
+    check_draws(BE.canonical_draws(out, binned), dict(zip(keys, post)), f"warm-started {sampler} factor={factor}")
 
 
 def test_warm_start_through_bart_is_deterministic_and_fits():
@@ -286,6 +287,14 @@ def test_warm_start_through_bart_is_deterministic_and_fits():
 def test_bad_settings_raise_clear_errors(kwargs, match):
     with pytest.raises(ArgumentError, match=match):
         bps.BART(**kwargs)
+
+
+@pytest.mark.parametrize("key, close", [("sweep", "sweeps"), ("weight", "weights"), ("max_dept", "max_depth")])
+def test_misspelled_init_option_suggests_the_right_one(key, close):
+    """A near miss of an ``init_options`` key, 'sweeps' included (it is not a sampler option),
+    names the key and suggests the one meant, as ``sampler_options`` does."""
+    with pytest.raises(ArgumentError, match=f"init_options.*{key!r}.*'sweeps'.*Did you mean {close!r}"):
+        bps.BART(init="gfr", init_options={key: 3})
 
 
 def test_unsupported_models_say_what_gfr_fits():
@@ -411,3 +420,57 @@ def test_missing_split_is_refused():
         bps.BART(sampler="gfr", progress=False).fit(x, y, na_action="split")
     with pytest.raises(ArgumentError, match="na_action='split'"):
         bps.BART(init="gfr", progress=False).fit(x, y, na_action="split")
+
+
+def test_one_model_fitted_from_two_threads_warm_starts_each_fit_from_its_own_data(monkeypatch):
+    """``init="gfr"`` keeps no per-fit state on the model: two fits of one ``BART`` instance running
+    at once (threads) each warm-start from their own data. A barrier holds both fits just before
+    the warm start, where the model used to read the problem it had stored on itself: one fit
+    then started from the other's GFR forests (different draws from its sequential fit)."""
+    import threading
+
+    from bartpy_suite.models import bart as bart_module
+
+    rng = np.random.default_rng(21)
+    x = rng.uniform(size=(80, 2))
+    ys = [np.where(x[:, 0] > 0.5, 2.0, -1.0) + 0.3 * rng.normal(size=80), 3.0 * x[:, 1] + 0.3 * rng.normal(size=80)]
+    model = bps.BART(init="gfr", trees=5, chains=1, draws=5, tune=0, seed=3, progress=False, check_mixing=False)
+    alone = [model.fit(x, y).posterior["sigma"].values for y in ys]
+    barrier = threading.Barrier(2, timeout=120)
+    spawn = bart_module.spawn_generators
+
+    def spawn_together(*args):
+        barrier.wait()
+        return spawn(*args)
+
+    monkeypatch.setattr(bart_module, "spawn_generators", spawn_together)
+    out = [None, None]
+
+    def run(i):
+        out[i] = model.fit(x, ys[i]).posterior["sigma"].values
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(2):
+        np.testing.assert_array_equal(out[i], alone[i])
+
+
+def test_mixing_check_of_a_gfr_fit_says_its_draws_are_a_search_not_posterior_draws():
+    """Spec pitfall 15: a ``gfr`` fit's sweeps are a stochastic search, so the mixing check's
+    advice for it (note, warning and strong warning) points to ``init="gfr"`` with an MCMC
+    sampler for posterior intervals instead of "another sampler" in general."""
+    from bartpy_suite.posterior.mixing import _advice, mixing_report
+
+    rng = np.random.default_rng(3)
+    x = rng.uniform(size=(200, 3))
+    y = np.sin(6 * x[:, 0]) + 0.3 * rng.normal(size=200)
+    fit = bps.BART(sampler="gfr", trees=10, chains=2, tune=15, draws=25, seed=1, progress=False,
+                   check_mixing=False).fit(x, y)
+    for severity in ("note", "warning", "strong"):
+        advice = _advice(fit, severity)
+        assert "not posterior draws" in advice and "init='gfr'" in advice, advice
+    report = mixing_report(fit)
+    assert report.severity == "ok" or "init='gfr'" in report.message

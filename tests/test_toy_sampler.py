@@ -1,7 +1,7 @@
 """The steps of ``docs/architecture.md`` "Adding a sampler", followed for a toy sampler.
 
-The toy is written in pure Python (step 1, kernels, is skipped: the guide allows a chain whose
-``run`` is Python) and touches only what the guide names: a ``TreeChain`` subclass (step 2) and
+The toy is written in pure Python (step 2, kernels, is skipped: the guide allows a chain whose
+``run`` is Python) and touches only what the guide names: a ``TreeChain`` subclass (step 1) and
 its registry entry (step 3, here in this module instead of a module of ``samplers/``, which
 ``samplers/__init__.py`` would import, step 4). It is then fitted through ``bps.cart`` with
 ``sampler="toy"`` like any other sampler (step 5) and removed from the registry again.
@@ -31,7 +31,7 @@ from bartpy_suite.samplers.single_tree import TreeChain
 
 
 class ToyStumpChain(TreeChain):
-    """Step 2: a chain is a ``TreeChain`` (CART) with its own ``run``; ``allocate``, ``collect``
+    """Step 1: a chain is a ``TreeChain`` (CART) with its own ``run``; ``allocate``, ``collect``
     and the draw buffers are the base class's."""
 
     def __init__(self, problem, rng):
@@ -148,3 +148,17 @@ def test_toy_sampler_is_an_ordinary_registry_entry(data, toy):
 def test_toy_sampler_unregisters():
     # runs after the tests above (file order): the fixture took it out of the registry again
     assert "toy" not in SAMPLERS
+
+
+def test_statistics_may_be_left_out_of_the_registry_entry(data):
+    """A sampler with no statistics of its own may leave ``statistics`` at its default (an empty
+    mapping), as the guide's step 3 and ``SamplerSpec`` allow: the fit then has only the draws'
+    own statistics (a KeyError 'cart' once the chains had run, before the fix)."""
+    register(SamplerSpec("toy_plain", "toy", "stump with exact leaf draws, no statistics entry (a test)",
+                         builders={"cart": lambda problem, options, rng: ToyStumpChain(problem, rng)}))
+    try:
+        fit = bps.cart("y ~ x", data=data, sampler="toy_plain", **{**RUN, "draws": 20})
+    finally:
+        del SAMPLERS["toy_plain"]
+    assert fit.config["sampler"] == "toy_plain" and fit.posterior.sizes["draw"] == 20
+    assert "log_posterior" in fit.sample_stats

@@ -22,7 +22,9 @@ rows, the package's prior convention, ``tree.py``) and "no split" get a log weig
     weights "U" (XBART and stochtree: uniform over all K candidate rules of the node):
         lam(v, rule) = l(n_L, S_L) + l(n_R, S_R) + log p_d - log K
         lam(stop)    = l(n, S) + log(1 - p_d)
-        (K counts partitions: a factor's two masks of one partition share one candidate's mass)
+        (K counts a numeric variable's available cut indices, several of which give one
+        partition when bins between them are empty at the node (spec 3.1), and a factor's
+        partitions: its two masks of one partition share one candidate's mass)
 
 with p_d = alpha (1 + d)^-beta, l(n, S) = -1/2 log(1 + n tau/sigma^2) + tau S^2 / (2 sigma^2
 (sigma^2 + n tau)) the leaf log marginal of spec section 1 (``likelihood.

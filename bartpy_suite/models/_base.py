@@ -479,8 +479,10 @@ class TreeModel:
             "predictors": names,
         }
 
-    def _run(self, chains: list) -> int:
-        """Run all chains (threads, chunks, Ctrl-C); return the number of kept draws per chain."""
+    def _run(self, chains: list, problem=None) -> int:
+        """Run all chains (threads, chunks, Ctrl-C); return the number of kept draws per chain.
+        ``problem`` is the problem the chains were built for (a model may set up their start from
+        it, as BART's ``init="gfr"``)."""
         for chain in chains:
             chain.allocate(self.draws)
 
@@ -513,7 +515,7 @@ class TreeModel:
             chains = [self._first_chain(problem, rngs[0], y)]
             self._check_memory(chains[0], problem, y)
             chains += [self.spec.make_chain(problem, self.sampler_options, rng) for rng in rngs[1:]]
-            kept = self._run(chains)
+            kept = self._run(chains, problem)
             draws = stack_draws([chain.collect(kept) for chain in chains])
             del chains
         else:
@@ -527,7 +529,7 @@ class TreeModel:
         if derived is not None:
             derived(draws.posterior)
         finish = attach(draws) if attach is not None else None
-        fit = build_fit(draws, statistics=self.spec.statistics[problem.model], coords=self.spec.coords,
+        fit = build_fit(draws, statistics=self.spec.statistics.get(problem.model, ()), coords=self.spec.coords,
                         ess_method=self.spec.ess_method,
                         binned=binned, y=np.asarray(y), config=config, design=design, finish=finish)
         if self.check_mixing:

@@ -140,7 +140,8 @@ class BART(TreeModel):
         the same prior, and chain c starts from the forest and sigma of sweep k - 1 - c; those
         sweeps are not kept as draws. The chains' sampler is unchanged, so they target the same
         posterior; they need far fewer tuning sweeps (``tune``). Regression BART with
-        ``sampler`` "grow_prune", "cgm" or "gfr", without ``executor`` and ``sparse``.
+        ``sampler`` "grow_prune", "cgm" or "gfr", without ``executor``, ``sparse`` and
+        ``na_action="split"``.
     init_options : dict or None
         Settings of ``init="gfr"``: ``sweeps`` (k, default ``max(5, chains)``, at least
         ``chains``) and the ``gfr`` sampler's options (``weights``, ``max_depth``,
@@ -183,7 +184,6 @@ class BART(TreeModel):
         self.sparse, self.sparse_a, self.sparse_b, self.sparse_rho = (self._sparse is not None, sparse_a, sparse_b,
                                                                       sparse_rho)
         self.init, self.init_options = self._check_init(init, init_options)
-        self._warm_problem = None  # set by fit while its chains are built and run (``_run``)
 
     def _check_init(self, init, init_options):
         """Validated ``init`` and ``init_options`` (``samplers/gfr.py``)."""
@@ -204,12 +204,13 @@ class BART(TreeModel):
                                 "split weights; leave sparse=False or init=None")
         return init, check_init_options(init_options, self.chains)
 
-    def _run(self, chains: list) -> int:
-        """Warm-start the chains (``init="gfr"``) and run them."""
-        if self.init is not None and self._warm_problem is not None:
+    def _run(self, chains: list, problem=None) -> int:
+        """Warm-start the chains of ``problem`` (``init="gfr"``) and run them. The problem is passed
+        in, not kept on the model, so that fits of one model in several threads stay apart."""
+        if self.init is not None and isinstance(problem, BartProblem):
             rng = spawn_generators(self.seed, self.chains + 1)[self.chains]  # after the chains' own
-            warm_start(chains, self._warm_problem, rng, self.init_options)
-        return super()._run(chains)
+            warm_start(chains, problem, rng, self.init_options)
+        return super()._run(chains, problem)
 
     def fit(self, X, y, *, is_categorical=None, n_levels=None, class_labels=None, predictor_names=None, design=None,
             na_action="raise"):
@@ -304,11 +305,7 @@ class BART(TreeModel):
             if probit:
                 del posterior["sigma"]
 
-        self._warm_problem = problem if self.init is not None else None
-        try:
-            return self._sample(problem, binned=binned, y=y, config=config, design=design, derived=derived)
-        finally:
-            self._warm_problem = None
+        return self._sample(problem, binned=binned, y=y, config=config, design=design, derived=derived)
 
     @classmethod
     def from_formula(cls, formula: str, data, *, na_action: str | NaAction = "drop", **keywords):

@@ -329,6 +329,10 @@ class _Checker:
             if len(dims) != 3:
                 _fail(f"{name}/tree_nodes", f"dims {tuple(dims)}, expected (chain, draw, <tree dim>)")
             self.tree_store(name, dims[2], binned, split, p)
+        if SOFT_GROUP in self.idata.children and LEAF_MODELS[leaf_model_name(config)].hard_splits:
+            # a soft tree's file with an edited model type would be predicted with the hard kernels
+            _fail(SOFT_GROUP, f"a soft tree's group in a {config['model_type']!r} fit, whose leaf model "
+                              f"{leaf_model_name(config)!r} has hard-split trees")
         if config["model_type"] == "soft_tree" or SOFT_GROUP in self.idata.children:
             self.soft(config, trees)
         if LOG_LIKELIHOOD_GROUP in self.idata.children:
@@ -373,6 +377,8 @@ class _Checker:
                              "1 <= cause <= causes")
         if binned["is_cat"][0] or config["response_kind"] != "categorical" or config["model_type"] != "bart":
             _fail(where, "a survival fit is BART of a 0/1 response with the numeric time as predictor 0")
+        if leaf_model_name(config) != "probit":  # survival.predict reads the trees as one probit sum
+            _fail(where, f"a survival fit is probit BART, not leaf_model {leaf_model_name(config)!r}")
 
     def config(self) -> dict:
         where = f"constant_data.attrs[{CONFIG_ATTR!r}]"
@@ -401,6 +407,13 @@ class _Checker:
                          f"{', '.join(sorted(LEAF_MODELS))}")
         if LEAF_MODELS[leaf_model].classification != (config["response_kind"] == "categorical"):
             _fail(where, f"leaf_model {leaf_model!r} does not model a {config['response_kind']} response")
+        # the leaf model decides which prediction kernels read the trees (hard splits on bin codes,
+        # or soft routing through the soft_trees group): it must be one of the model type's, else
+        # a soft tree would be predicted as a hard one (wrong values) or the reverse (a crash)
+        soft_model = config["model_type"] == "soft_tree"
+        if LEAF_MODELS[leaf_model].hard_splits == soft_model:
+            _fail(where, f"leaf_model {leaf_model!r} is a leaf model of {'hard' if soft_model else 'soft'}-split "
+                         f"trees, not of a {config['model_type']!r} fit")
         if config["response_kind"] == "categorical":
             labels = config.get("class_labels")
             if not isinstance(labels, list) or len(labels) < 2 or \

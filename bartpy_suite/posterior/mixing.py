@@ -255,6 +255,11 @@ def _advice(fit, severity: str) -> str:
     family = SAMPLERS[sampler].family if sampler in SAMPLERS else None  # "mh": cgm, grow_prune; "hmc": soft
     longer = f"a longer tune (tune={cfg['tune']} now) and more draws (draws={cfg['draws']} now)"
     more_draws = f"more draws (draws={cfg['draws']} now)"
+    if sampler == "gfr":  # approximate (spec gfr.md 10 and pitfall 15): more sweeps give no posterior draws
+        search = "gfr's sweeps are a stochastic search, not posterior draws"
+        if severity == "note":
+            return f"for posterior intervals, init='gfr' with sampler='grow_prune' ({search})"
+        return f"init='gfr' with sampler='grow_prune' for posterior intervals ({search})"
     if severity == "note":
         if sampler == "smc":
             return f"for final numbers, more particles per island (draws={cfg['draws']} now) or more chains"

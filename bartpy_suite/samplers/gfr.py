@@ -149,6 +149,13 @@ def check_init_options(options, chains: int) -> dict:
     if not isinstance(options, Mapping):
         raise ArgumentError(f"init_options must be a dict of option -> value; got {type(options).__name__}")
     options = dict(options)
+    known = ["sweeps", *GFR.option_defaults()]
+    for key in options:
+        if key not in known:  # 'sweeps' is no sampler option: check_options alone would not suggest it
+            close = check.suggest(str(key), known)
+            raise ArgumentError(f"init_options: no option {key!r}; its options are: "
+                                f"{', '.join(map(repr, known))} ('sweeps': the number of GFR sweeps)."
+                                + (f" Did you mean {close[0]!r}?" if close else ""))
     sweeps = options.pop("sweeps", None)
     if sweeps is not None:
         sweeps = check.check_int_at_least("init_options['sweeps']", sweeps, 1)
@@ -157,8 +164,8 @@ def check_init_options(options, chains: int) -> dict:
                                 f"starts from a different GFR sweep; give at least {chains} sweeps")
     try:
         out = GFR.check_options(options)
-    except ArgumentError as exc:
-        raise ArgumentError(f"init_options: {exc} (and 'sweeps', the number of GFR sweeps)") from None
+    except ArgumentError as exc:  # a bad value (the keys are known)
+        raise ArgumentError(f"init_options: {exc}") from None
     out["sweeps"] = default_sweeps(chains) if sweeps is None else sweeps
     return out
 
