@@ -37,8 +37,8 @@ from bartpy_suite._kernels.ctmc import (
     stats_leaf_terms,
 )
 from bartpy_suite._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
-from bartpy_suite._kernels.tree import H_ALPHA, H_BETA, H_MIN_LEAF, LEAF, has_available_rule, p_split
-from bartpy_suite.priors import DirichletLeafPrior, NormalLeafPrior, TreePrior, hyper_vector
+from bartpy_suite._kernels.tree import LEAF, has_available_rule, p_split
+from bartpy_suite.priors import DirichletLeafPrior, NormalLeafPrior, TreePrior, kernel_prior
 from bartpy_suite.samplers.ctmc import CtmcCartChain
 from bartpy_suite.samplers.problems import CartProblem
 
@@ -66,15 +66,19 @@ def make_chain(model: str, min_leaf: int, seed: int) -> CtmcCartChain:
     if model == "classification":
         ycls = np.minimum((signal + rng.normal(size=n) > 0.8).astype(np.int64) + (signal > 1.5), 2)
         y = np.zeros(n)
-        hyper = hyper_vector(prior, DirichletLeafPrior(1.0, 3), likelihood=True)
+        hyper = kernel_prior(prior, DirichletLeafPrior(1.0, 3), likelihood=True)
     elif model == "known_variance":
-        hyper = hyper_vector(prior, None, likelihood=True, sigma2=0.8, tau2=0.3,
+        hyper = kernel_prior(prior, None, likelihood=True, tau2=0.3,
                              model_code=MODEL_NORMAL_KNOWN_VARIANCE)
     else:
         leaf = NormalLeafPrior(a=0.3, mu_bar=0.0, nu=3.0, lam=0.5, per_leaf_sigma=model == "mean_variance_shift")
-        hyper = hyper_vector(prior, leaf, likelihood=True)
+        hyper = kernel_prior(prior, leaf, likelihood=True)
     problem = CartProblem(codes, is_cat, nbins, y, ycls, hyper)
-    return CtmcCartChain(problem, np.random.default_rng(seed + 1))
+    chain = CtmcCartChain(problem, np.random.default_rng(seed + 1))
+    if model == "known_variance":
+        chain.target.sigma2[0] = 0.8  # the sigma^2 a BART chain would condition on
+        chain.refresh()
+    return chain
 
 
 def direct_factor_rates(chain: CtmcCartChain, node: int, v: int) -> dict:
@@ -86,13 +90,13 @@ def direct_factor_rates(chain: CtmcCartChain, node: int, v: int) -> dict:
     count = scratch.counts[v]
     if n_vars == 0 or count <= 0.0:
         return {}
-    m = int(hyper[H_MIN_LEAF])
+    m = hyper.prior.min_leaf
     rows = t.perm[t.start[node]:t.end[node]]
     codes = xt[v, rows]
     levels = np.unique(codes)
     n_present = len(levels)
     log_base = log_split - math.log(n_vars) - math.log(0.5 * count)
-    ps_child = math.log1p(-p_split(hyper[H_ALPHA], hyper[H_BETA], t.depth[node] + 1))
+    ps_child = math.log1p(-p_split(hyper.prior.alpha, hyper.prior.beta, t.depth[node] + 1))
     n_cls = cs.bin_cls.shape[1]
 
     def terms(r):

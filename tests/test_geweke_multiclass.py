@@ -22,9 +22,9 @@ from scipy import special
 
 from bartpy_suite._kernels.bart_chain import mh_multinomial_sweep
 from bartpy_suite._kernels.likelihood import MODEL_LOG_GAMMA
-from bartpy_suite._kernels.tree import H_LG_RATE, H_LG_SHAPE, M_N_LEAVES
+from bartpy_suite._kernels.tree import M_N_LEAVES
 from bartpy_suite.models.bart import log_gamma_prior
-from bartpy_suite.priors import TreePrior, hyper_vector
+from bartpy_suite.priors import TreePrior, kernel_prior
 from bartpy_suite.samplers import SAMPLERS
 from bartpy_suite.samplers.mh import MultinomialMHChain, move_flags
 from bartpy_suite.samplers.problems import MultinomialBartProblem
@@ -76,8 +76,8 @@ def marginal_conditional(binned, draws, rng):
 
 def successive_conditional(binned, sampler, iterations, burn, rng):
     n = binned.codes.shape[1]
-    hyper = hyper_vector(TreePrior(ALPHA, BETA, MIN_LEAF), None, likelihood=True, model_code=MODEL_LOG_GAMMA)
-    hyper[[H_LG_SHAPE, H_LG_RATE]] = SHAPE, RATE
+    hyper = kernel_prior(TreePrior(ALPHA, BETA, MIN_LEAF), None, likelihood=True, model_code=MODEL_LOG_GAMMA,
+                         lg_shape=SHAPE, lg_rate=RATE)
     y = draw_labels(np.zeros((K, n)), rng)
     chain = MultinomialMHChain(MultinomialBartProblem(binned.codes, binned.is_categorical, binned.nbins, y, hyper,
                                                       K, TREES), SAMPLERS[sampler].option_defaults()["moves"], rng)

@@ -36,7 +36,7 @@ from bartpy_suite._kernels.cart_moves import N_MOVES
 from bartpy_suite._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
 from bartpy_suite._kernels.ordinal import mh_ordinal_sweep
 from bartpy_suite._kernels.tree import M_N_LEAVES
-from bartpy_suite.priors import TreePrior, hyper_vector
+from bartpy_suite.priors import TreePrior, kernel_prior
 from bartpy_suite.samplers.mh import GROW_PRUNE_MOVES, OrdinalMHChain, move_flags, move_vector
 from bartpy_suite.samplers.problems import OrdinalBartProblem
 
@@ -67,7 +67,7 @@ def marginal_conditional(binned, draws, rng):
 
 def successive_conditional(binned, iterations, burn, rng):
     n = binned.codes.shape[1]
-    hyper = hyper_vector(TreePrior(ALPHA, BETA, MIN_LEAF), None, likelihood=True, sigma2=1.0, tau2=TAU2,
+    hyper = kernel_prior(TreePrior(ALPHA, BETA, MIN_LEAF), None, likelihood=True, tau2=TAU2,
                          model_code=MODEL_NORMAL_KNOWN_VARIANCE)
     c2 = 1.0
     z = rng.standard_normal(n)  # f = 0: the chain starts from stumps with zero leaves

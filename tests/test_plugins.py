@@ -81,7 +81,7 @@ class StumpChain(TreeChain):
         done = 0
         while done < n_iter:
             steps, pending = run_cart_chain(
-                self.rng, self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.hyper,
+                self.rng, self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.target,
                 self.move_probs, None, None, self.fstate, self.scratch, first_iter + done, n_iter - done, tune, thin,
                 self.draws, move, move, self.store, self.order)
             done += steps
@@ -99,7 +99,7 @@ def registered():
 
     def gp(problem, options, rng):
         return CartChain(problem.codes, problem.is_categorical, problem.nbins, problem.y, problem.ycls,
-                         problem.hyper, GROW_PRUNE_MOVES, rng)
+                         problem.prior, GROW_PRUNE_MOVES, rng)
 
     mirror = register(SamplerSpec("test_gp", "test", "grow/prune again", builders={"cart": gp},
                                   statistics=SAMPLERS["grow_prune"].statistics, coords=SAMPLERS["grow_prune"].coords))

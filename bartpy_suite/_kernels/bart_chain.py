@@ -15,7 +15,7 @@ from .cart_moves import N_MOVES
 from .jit import helper, kernel
 from .kept import kept_draw
 from .sparse import S_START, forest_sparse_update, record_weights
-from .tree import H_SIGMA2, copy_into
+from .tree import copy_into
 
 
 @helper(inline=True)
@@ -27,7 +27,7 @@ def mh_tree_updates(rng, forest, state, xt, is_cat, nbins, move_probs, change_sw
     begin_sweep(state, forest)
     for j in range(forest.var.shape[0]):
         tree = prepare_tree(state, forest, j)
-        move, accepted = cart_step(rng, tree, xt, is_cat, nbins, state.resid, state.ycls, state.hyper, move_probs,
+        move, accepted = cart_step(rng, tree, xt, is_cat, nbins, state.resid, state.ycls, state.target, move_probs,
                                    change_swap, rotation, state.fstate, scratch, state.leaf_of[j])
         if move >= 0:
             counts[move, 0] += 1
@@ -62,7 +62,7 @@ def run_bart_chain(rng, forest, state, xt, is_cat, nbins, move_probs, change_swa
         d = kept_draw(it, tune, thin, out_sigma.shape[0])
         if d < 0:
             continue
-        out_sigma[d] = math.sqrt(state.hyper[H_SIGMA2])
+        out_sigma[d] = math.sqrt(state.target.sigma2[0])
         for k in range(N_MOVES):  # not out_counts[d] = counts: see tree.copy_into
             copy_into(out_counts[d, k], counts[k])
         if not record_forest(forest, store, d, out_leaves, out_depth, nodes, order, scratch.stack):
@@ -88,7 +88,7 @@ def run_sparse_bart_chain(rng, forest, state, xt, is_cat, nbins, move_probs, cha
         d = kept_draw(it, tune, thin, out_sigma.shape[0])
         if d < 0:
             continue
-        out_sigma[d] = math.sqrt(state.hyper[H_SIGMA2])
+        out_sigma[d] = math.sqrt(state.target.sigma2[0])
         record_weights(scratch.log_s, conf, out_split_probs, out_alpha, d)
         for k in range(N_MOVES):  # not out_counts[d] = counts: see tree.copy_into
             copy_into(out_counts[d, k], counts[k])
@@ -107,7 +107,7 @@ def mh_multinomial_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, chan
         for t in range(m):
             j = k * m + t
             tree = loglinear.prepare_tree(state, forest, j)
-            move, accepted = cart_step(rng, tree, xt, is_cat, nbins, state.weight, state.is_class, state.hyper,
+            move, accepted = cart_step(rng, tree, xt, is_cat, nbins, state.weight, state.is_class, state.target,
                                        move_probs, change_swap, rotation, state.fstate, scratch, state.leaf_of[0, :0])
             if move >= 0:
                 counts[move, 0] += 1

@@ -15,11 +15,10 @@ from .cart_draws import record_cart_draw
 from .ctmc import compute_all_rates, event_step, mh_event_rate, run_for_time, total_rate
 from .jit import helper, kernel
 from .kept import kept_draw
-from .tree import H_SIGMA2
 
 
 @kernel
-def run_ctmc_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, first_iter, n_iter, tune,
+def run_ctmc_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs, first_iter, n_iter, tune,
                         thin, draws, out_weight, out_rate, out_event, store, order, mh_rates):
     """Advance a CART chain by up to ``n_iter`` jumps of the birth-death process.
 
@@ -31,14 +30,14 @@ def run_ctmc_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, sc
     rejected rotate or perturb is an event that stays in the same tree, recorded again.
     Returns ``(iterations done, pending draw)`` as ``run_cart_chain`` does.
     """
-    compute_all_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+    compute_all_rates(tree, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs)
     lam_bd = total_rate(tree, cs)
     lam = lam_bd + mh_event_rate(tree, mh_rates)
     for step in range(n_iter):
         it = first_iter + step
         kind = -1
         if lam > 0.0:
-            kind = event_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam_bd, mh_rates)
+            kind = event_step(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs, lam_bd, mh_rates)
             lam_bd = total_rate(tree, cs)
             lam = lam_bd + mh_event_rate(tree, mh_rates)
         d = kept_draw(it, tune, thin, out_weight.shape[0])
@@ -47,7 +46,7 @@ def run_ctmc_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, sc
         out_weight[d] = 1.0 / lam if lam > 0.0 else 1.0
         out_rate[d] = lam
         out_event[d] = kind
-        if not record_cart_draw(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, draws, store, d,
+        if not record_cart_draw(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, scratch, draws, store, d,
                                 order):
             return step + 1, d
     return n_iter, -1
@@ -63,7 +62,7 @@ def ctmc_bart_sweep(rng, forest, state, xt, is_cat, nbins, scratch, cs, horizon,
     lam_sum = 0.0
     for j in range(forest.var.shape[0]):
         tree = prepare_tree(state, forest, j)
-        n_jumps, lam0 = run_for_time(rng, tree, xt, is_cat, nbins, state.resid, state.ycls, state.hyper, state.fstate,
+        n_jumps, lam0 = run_for_time(rng, tree, xt, is_cat, nbins, state.resid, state.ycls, state.target, state.fstate,
                                      scratch, cs, horizon, mh_rates)
         jumps += n_jumps
         lam_sum += lam0
@@ -95,7 +94,7 @@ def run_ctmc_bart_chain(rng, forest, state, xt, is_cat, nbins, scratch, cs, hori
         d = kept_draw(it, tune, thin, out_sigma.shape[0])
         if d < 0:
             continue
-        out_sigma[d] = math.sqrt(state.hyper[H_SIGMA2])
+        out_sigma[d] = math.sqrt(state.target.sigma2[0])
         out_jumps[d] = sweep_out[0] / n_trees
         out_rate[d] = sweep_out[1] / n_trees
         out_time[d] = used

@@ -52,7 +52,7 @@ from .bart_chain import mh_tree_updates
 from .cart_moves import N_MOVES
 from .jit import helper, kernel
 from .kept import kept_draw
-from .tree import H_LIKELIHOOD, copy_into
+from .tree import copy_into
 
 O_PRIOR_SD = 0  # prior sd s of the free cutpoints
 O_STEP = 1  # sd of the random walk on the log increments
@@ -242,7 +242,7 @@ def adapt_step(ost):
 def update_cut_and_latents(rng, state, ost):
     """Step (a) (MH, or Gibbs with ``O_GIBBS``) then step (b); returns the MH acceptances of the
     sweep. K = 2 consumes no random numbers in (a)."""
-    use_lik = state.hyper[H_LIKELIHOOD] != 0.0
+    use_lik = state.target.prior.likelihood
     accepted = 0
     if ost.cut.shape[0] > 3:
         if ost.settings[O_GIBBS] != 0.0:

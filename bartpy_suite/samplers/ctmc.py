@@ -110,7 +110,7 @@ class CtmcCartChain(TreeChain):
         done = 0
         while done < n_iter:
             steps, pending = run_ctmc_cart_chain(
-                self.rng, self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.hyper,
+                self.rng, self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.target,
                 self.fstate, self.scratch, self.cs, first_iter + done, n_iter - done, tune, thin, self.draws,
                 self.weight, self.rate, self.event, self.store, self.order, self.mh_rates,
             )
@@ -125,7 +125,7 @@ class CtmcCartChain(TreeChain):
 
     # -- the rates themselves (tests) ----------------------------------------------------------
     def _kernel_args(self):
-        return (self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.hyper)
+        return (self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.target)
 
     def total_rate(self) -> float:
         """Lambda of the current tree: the sum of all event rates (1 / expected holding time)."""
@@ -137,8 +137,8 @@ class CtmcCartChain(TreeChain):
 
         The tree is left as it was. Slow (one tree copy per event): for tests.
         """
-        xt, is_cat, nbins, y, ycls, hyper = self._kernel_args()
-        compute_all_rates(self.tree, xt, is_cat, nbins, y, ycls, hyper, self.fstate, self.scratch, self.cs)
+        xt, is_cat, nbins, y, ycls, target = self._kernel_args()
+        compute_all_rates(self.tree, xt, is_cat, nbins, y, ycls, target, self.fstate, self.scratch, self.cs)
         saved = ([a.copy() for a in self.tree], self.fstate.copy())
 
         def restore():
@@ -155,25 +155,25 @@ class CtmcCartChain(TreeChain):
                     if is_cat[v]:
                         size = max((1 << (int(nbins[v]) - 1)) - 1, 1)
                         codes, rates = np.zeros(size, dtype=np.int64), np.zeros(size)
-                        n_present = factor_partition_rates(self.tree, node, v, xt, is_cat, nbins, y, ycls, hyper,
+                        n_present = factor_partition_rates(self.tree, node, v, xt, is_cat, nbins, y, ycls, target,
                                                            self.fstate, self.scratch, self.cs, codes, rates)
                         n_sub = (1 << (n_present - 1)) - 1
                         rules = [(float(r), int(_subset_mask(self.cs, n_present, g)))
                                  for g, r in zip(codes[:n_sub], rates[:n_sub])]
                     else:
-                        n_vars, log_split = _leaf_rule_setup(self.tree, node, xt, is_cat, nbins, hyper, self.scratch)
-                        _var_birth_rates(self.tree, node, v, n_vars, log_split, xt, is_cat, nbins, y, ycls, hyper,
+                        n_vars, log_split = _leaf_rule_setup(self.tree, node, xt, is_cat, nbins, target, self.scratch)
+                        _var_birth_rates(self.tree, node, v, n_vars, log_split, xt, is_cat, nbins, y, ycls, target,
                                          self.fstate, self.scratch, self.cs)
                         rules = [(float(self.cs.rates[k]), k) for k in range(int(nbins[v]))]
                     for rate, cut in rules:
                         if rate > 0.0:
-                            apply_birth(self.tree, node, v, np.int64(cut), xt, is_cat, y, ycls, hyper, self.fstate,
+                            apply_birth(self.tree, node, v, np.int64(cut), xt, is_cat, y, ycls, target, self.fstate,
                                         self.scratch)
                             out.append(("birth", self.get_tree(), rate))
                             restore()
             elif t.var[node] >= 0 and self.cs.rate_death[node] > 0.0:
                 rate = float(self.cs.rate_death[node])
-                apply_death(self.tree, node, y, ycls, hyper, self.fstate, self.scratch)
+                apply_death(self.tree, node, y, ycls, target, self.fstate, self.scratch)
                 out.append(("death", self.get_tree(), rate))
                 restore()
             t = self.tree

@@ -12,6 +12,7 @@ import numpy as np
 from .._kernels import tree as _tree
 from .._kernels.backfit import SIGMA_PROBIT, BackfitState, record_forest_now
 from .._kernels.record import grow_store, new_store, nodes_of_trees, trim_store
+from .._kernels.records import Prior, make_target
 from .draws import ChainDraws
 from .problems import BartProblem
 
@@ -117,11 +118,11 @@ class ForestChain(ForestBuffers):
         y = np.asarray(problem.y, dtype=np.float64)
         n = y.shape[0]
         n_trees = int(problem.n_trees)
-        hyper = np.array(problem.hyper, dtype=np.float64)
-        m = int(hyper[_tree.H_MIN_LEAF])
+        prior = problem.prior
+        m = prior.min_leaf
         self.capacity = min(_tree.node_capacity(n, m), BART_MAX_NODES)
         self.forest = new_forest(n_trees, n, self.capacity)
-        self.scratch = _tree.new_scratch(self.codes, self.capacity, self.nbins, model=int(hyper[_tree.H_MODEL]),
+        self.scratch = _tree.new_scratch(self.codes, self.capacity, self.nbins, model=prior.model,
                                          sparse=getattr(problem, "sparse", None) is not None)
         self.order = np.empty(self.capacity, dtype=np.int32)
         probit = int(problem.sigma_mode) == SIGMA_PROBIT
@@ -144,7 +145,7 @@ class ForestChain(ForestBuffers):
             z=z,
             ybin=ybin,
             ycls=np.zeros(0, dtype=np.int64),  # class codes: read by classification leaf models only
-            hyper=hyper,
+            target=make_target(prior, problem.sigma2),  # the chain's sigma^2 cell starts at problem.sigma2
             fstate=np.zeros(2),
             sigma_mode=np.array([problem.sigma_mode], dtype=np.int64),
             cursor=np.zeros(self.capacity, dtype=np.int64),
@@ -153,9 +154,14 @@ class ForestChain(ForestBuffers):
         self.store = None
 
     @property
-    def hyper(self) -> np.ndarray:
-        """The chain's kernel hyperparameters (``H_SIGMA2`` holds the current sigma^2)."""
-        return self.state.hyper
+    def prior(self) -> Prior:
+        """The chain's prior record (``_kernels/records.Prior``)."""
+        return self.state.target.prior
+
+    @property
+    def current_sigma2(self) -> float:
+        """The chain's current sigma^2 (the noise draw writes it)."""
+        return float(self.state.target.sigma2[0])
 
     @property
     def resid(self) -> np.ndarray:

@@ -58,16 +58,16 @@ class CartChain(TreeChain):
 
     Parameters
     ----------
-    codes, is_categorical, nbins, y, ycls, hyper
+    codes, is_categorical, nbins, y, ycls, prior
         The fields of a ``CartProblem`` (binned predictors, working response, class codes,
-        kernel hyperparameters).
+        the kernels' ``Prior``).
     moves : dict
         Move probabilities by name.
     rng : numpy.random.Generator
     """
 
-    def __init__(self, codes, is_categorical, nbins, y, ycls, hyper, moves, rng, capacity=None, sparse=None):
-        super().__init__(CartProblem(codes, is_categorical, nbins, y, ycls, hyper, sparse=sparse), rng, capacity)
+    def __init__(self, codes, is_categorical, nbins, y, ycls, prior, moves, rng, capacity=None, sparse=None):
+        super().__init__(CartProblem(codes, is_categorical, nbins, y, ycls, prior, sparse=sparse), rng, capacity)
         self.move_probs = move_vector(moves)
         # DART (``_kernels/sparse.py``): its settings and the split counts' work array
         self.sparse_conf = None if sparse is None else new_conf(*sparse, start=0)
@@ -97,7 +97,7 @@ class CartChain(TreeChain):
         """
         done = 0
         while done < n_iter:
-            head = (self.rng, self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.hyper,
+            head = (self.rng, self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.target,
                     self.move_probs, *move_flags(self.move_probs), self.fstate, self.scratch)
             if self.sparse_conf is None:
                 steps, pending = run_cart_chain(
@@ -222,7 +222,7 @@ def _check_moves(defaults: dict, sampler: str, name: str, value) -> dict:
 
 def _build_cart(problem: CartProblem, options: dict, rng) -> CartChain:
     p = problem
-    return CartChain(p.codes, p.is_categorical, p.nbins, p.y, p.ycls, p.hyper, options["moves"], rng,
+    return CartChain(p.codes, p.is_categorical, p.nbins, p.y, p.ycls, p.prior, options["moves"], rng,
                      sparse=p.sparse)
 
 

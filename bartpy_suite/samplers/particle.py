@@ -130,7 +130,7 @@ class PgCartChain(_PgChain, TreeChain):
         while done < n_iter:
             steps, pending = run_pg_cart_chain(
                 self.rng, self.tree, self.pa, self.pb, self.pc, self.work, self.codes, self.is_categorical,
-                self.nbins, self.y, self.ycls, self.hyper, self.fstate, self.scratch, self.scheme, self.ancestor,
+                self.nbins, self.y, self.ycls, self.target, self.fstate, self.scratch, self.scheme, self.ancestor,
                 self.ess_threshold, first_iter + done, n_iter - done, tune, thin, self.draws, self.stats, self.store,
                 self.order,
             )
@@ -215,14 +215,14 @@ class SmcCartChain(TreeChain, _ParticleSets):
         if self.finished:
             return
         final = smc_run(self.rng, self.pa, self.pb, self.work, self.codes, self.is_categorical, self.nbins, self.y,
-                        self.ycls, self.hyper, self.scratch, self.scheme, self.ess_threshold, self.proposal, self.bins,
+                        self.ycls, self.target, self.scratch, self.scheme, self.ess_threshold, self.proposal, self.bins,
                         self.levels)
         count = self.work.w.shape[0]
         order = self.rng.permutation(count)
         first = 0
         while first < count:
             first = record_particles(self.rng, final, self.work, self.codes, self.is_categorical, self.nbins,
-                                     self.y, self.ycls, self.hyper, self.fstate, self.scratch, self.draws,
+                                     self.y, self.ycls, self.target, self.fstate, self.scratch, self.draws,
                                      self.store, self.order, order, first)
             if first < count:
                 tree = type(self.tree)(*[getattr(final.trees, k)[order[first]] for k in _tree.TreeArrays._fields])
