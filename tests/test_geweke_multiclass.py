@@ -22,6 +22,7 @@ from scipy import special
 
 from bartpy_suite._kernels.bart_chain import mh_multinomial_sweep
 from bartpy_suite._kernels.likelihood import MODEL_LOG_GAMMA
+from bartpy_suite._kernels.records import Moves
 from bartpy_suite._kernels.tree import M_N_LEAVES
 from bartpy_suite.models.bart import log_gamma_prior
 from bartpy_suite.priors import TreePrior, kernel_prior
@@ -86,8 +87,8 @@ def successive_conditional(binned, sampler, iterations, burn, rng):
     counts = np.zeros((4, 2), dtype=np.int64)
     out = np.empty((iterations, len(NAMES)))
     for it in range(burn + iterations):
-        mh_multinomial_sweep(rng, chain.forest, state, chain.codes, chain.is_categorical, chain.nbins, move_probs,
-                             *move_flags(move_probs), chain.scratch, counts)
+        mh_multinomial_sweep(rng, chain.forest, state, chain.data, Moves(move_probs, *move_flags(move_probs)),
+                             chain.scratch, counts)
         fit = state.log_fit
         if it >= burn:
             out[it - burn] = functions(fit, state.ycls, chain.forest.meta[:, M_N_LEAVES].mean())

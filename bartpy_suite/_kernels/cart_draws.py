@@ -42,6 +42,15 @@ class CartDraws(NamedTuple):
     log_posterior: np.ndarray  # float64: log prior + log marginal likelihood of the tree
 
 
+class CartOut(NamedTuple):
+    """Where a CART runner records kept draws: the model quantities (``CartDraws``), the draw store
+    (``record.DrawStore``) and the store's work array ``order`` (int32[N])."""
+
+    draws: CartDraws
+    store: tuple
+    order: np.ndarray
+
+
 def new_cart_draws(draws: int) -> CartDraws:
     """Buffers for ``draws`` kept draws."""
     return CartDraws(np.zeros(draws, dtype=np.int32), np.zeros(draws, dtype=np.int32), np.full(draws, np.nan),
@@ -114,15 +123,17 @@ def draw_leaf_parameters(rng, tree, y, ycls, target, fstate, n_total, model):
 
 
 @helper
-def record_cart_draw(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, scratch, draws, store, d, order):
+def record_cart_draw(rng, tree, data, target, fstate, scratch, out, d):
     """Draw the leaf parameters of the current tree and record draw d: the scalars into
     ``draws`` (a ``CartDraws``) and the tree into ``store``. Returns False when the store had
     no room for the tree (the scalars are written; record the tree again after growing it)."""
+    draws = out.draws
+    y, ycls = data.y, data.ycls
     n_total = float(y.shape[0])
     draws.sigma[d] = draw_leaf_parameters(rng, tree, y, ycls, target, fstate, n_total, scratch.model)
     count = subtree_nodes(tree, 0, scratch.nodes, scratch.stack)
     draws.n_leaves[d] = tree.meta[M_N_LEAVES]
     draws.depth[d] = tree_depth(tree, scratch.nodes, count)
-    log_prior = cached_subtree_log_prior(tree, scratch.nodes, count, xt, is_cat, nbins, target, scratch)
+    log_prior = cached_subtree_log_prior(tree, scratch.nodes, count, data, target, scratch)
     draws.log_posterior[d] = log_prior + fstate[F_LM_SUM] + global_term(fstate[F_B_SUM], n_total, target, scratch.model)
-    return record_tree(tree, store, d, 0, order, scratch.stack)
+    return record_tree(tree, out.store, d, 0, out.order, scratch.stack)

@@ -165,8 +165,9 @@ def count_nog(tree):
 
 
 @helper
-def _leaf_split_log_one_minus(tree, node, xt, is_cat, nbins, target, scratch):
+def _leaf_split_log_one_minus(tree, node, data, target, scratch):
     """log(1 - p_SPLIT*) of a leaf: 0 when it has no available rule."""
+    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
     m = target.prior.min_leaf
     start, end = tree.start[node], tree.end[node]
     if has_available_rule(xt, tree.perm, start, end, is_cat, nbins, m, scratch.hist, scratch.sums,
@@ -305,7 +306,7 @@ def _cell_scores_known_variance(tree, root, xt, is_cat, y, target, scratch, coun
 
 
 @helper
-def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, target, move_probs, fstate, n_total, scratch, leaf_of, model):
+def propose_grow(rng, tree, data, target, move_probs, fstate, n_total, scratch, leaf_of, model):
     """Propose a grow; the tree is modified. Returns ``(log r, node, log u)``: node -1 when no
     grow was possible or the bound below rejected it (tree unchanged), ``log u`` the log uniform
     of the MH test when the bound drew it, else NaN (the caller draws it).
@@ -325,6 +326,7 @@ def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, target, move_probs, fsta
     permutation from far caches (issue 11, section 2). The tree is then left as ``undo_grow``
     leaves it, down to the order of the free node slots, so the chain is the same.
     """
+    xt, is_cat, nbins, y, ycls = data.xt, data.is_cat, data.nbins, data.y, data.ycls
     node, n_leaves = _pick_node(rng, tree, 0)
     m = target.prior.min_leaf
     v, cut = sample_rule_s(
@@ -375,8 +377,8 @@ def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, target, move_probs, fsta
     lc, rc = split_leaf(tree, xt, is_cat, node, v, cut, scratch.part_buf)
     if lc < 0:
         return -np.inf, -1, np.nan
-    tree.lp[lc] = _leaf_split_log_one_minus(tree, lc, xt, is_cat, nbins, target, scratch)
-    tree.lp[rc] = _leaf_split_log_one_minus(tree, rc, xt, is_cat, nbins, target, scratch)
+    tree.lp[lc] = _leaf_split_log_one_minus(tree, lc, data, target, scratch)
+    tree.lp[rc] = _leaf_split_log_one_minus(tree, rc, data, target, scratch)
     log_prior = math.log(ps) + tree.lp[lc] + tree.lp[rc] - math.log1p(-ps)
     lm_l, b_l = leaf_terms(tree, lc, y, ycls, target, scratch.class_counts, model)
     if len(model) == MODEL_NORMAL_KNOWN_VARIANCE and target.prior.likelihood:
@@ -437,11 +439,12 @@ def accept_grow(tree, node, fstate):
 
 
 @helper
-def propose_prune(rng, tree, xt, is_cat, nbins, y, ycls, target, move_probs, fstate, n_total, scratch, model):
+def propose_prune(rng, tree, data, target, move_probs, fstate, n_total, scratch, model):
     """Propose pruning a uniformly chosen nog node. Returns (log r, node); tree unchanged.
 
     The node's would-be leaf terms are left in ``scratch.saved_lm[0]``, ``scratch.saved_b[0]``.
     """
+    is_cat, nbins, y, ycls = data.is_cat, data.nbins, data.y, data.ycls
     node, n_nog = _pick_node(rng, tree, 1)
     if node < 0:
         return -np.inf, -1
@@ -453,8 +456,8 @@ def propose_prune(rng, tree, xt, is_cat, nbins, y, ycls, target, move_probs, fst
     log_prior = (
         math.log1p(-ps)
         - math.log(ps)
-        - _leaf_split_log_one_minus(tree, lc, xt, is_cat, nbins, target, scratch)
-        - _leaf_split_log_one_minus(tree, rc, xt, is_cat, nbins, target, scratch)
+        - _leaf_split_log_one_minus(tree, lc, data, target, scratch)
+        - _leaf_split_log_one_minus(tree, rc, data, target, scratch)
     )
     log_q = (
         math.log(move_probs[0] / move_normaliser(move_probs, n_internal - 1))
@@ -550,7 +553,7 @@ def _log_r_upper_bound(tree, nodes, count, target, old_prior, d_loglik):
 
 
 @helper
-def _rewire_and_score(tree, root, xt, is_cat, nbins, y, ycls, target, fstate, n_total, scratch, count, first,
+def _rewire_and_score(tree, root, data, target, fstate, n_total, scratch, count, first,
                       old_prior, old_lm, old_b, log_u):
     """After rules in the subtree at ``root`` changed: re-partition and score.
 
@@ -564,6 +567,7 @@ def _rewire_and_score(tree, root, xt, is_cat, nbins, y, ycls, target, fstate, n_
     the MH decision is the same, and most proposals of large nodes end here. ``log_u = -inf``
     forces the full ratio.
     """
+    xt, is_cat, y, ycls = data.xt, data.is_cat, data.y, data.ycls
     m = target.prior.min_leaf
     if not repartition_subtree(tree, xt, is_cat, root, m, scratch.stack, scratch.part_buf):
         return -np.inf, 0.0, 0.0, True
@@ -576,7 +580,7 @@ def _rewire_and_score(tree, root, xt, is_cat, nbins, y, ycls, target, fstate, n_
     if log_u >= bound:
         return bound, new_lm, new_b, True
     new_prior = subtree_log_prior(
-        tree, scratch.nodes[first:], count - first, xt, is_cat, nbins, target, scratch,
+        tree, scratch.nodes[first:], count - first, data, target, scratch,
     )
     if new_prior == -np.inf:
         return -np.inf, 0.0, 0.0, True
@@ -599,7 +603,7 @@ def _put_rules(tree, move, root, root_var, root_cut, child, other, child_var, ch
 
 
 @helper
-def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, n_total, scratch, move, model,
+def change_or_swap(rng, tree, data, target, fstate, n_total, scratch, move, model,
                    force_accept=False):
     """Run one change or swap MH step in place. Returns (accepted, proposal valid, log r).
 
@@ -607,6 +611,7 @@ def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, n_tota
 
     ``force_accept`` keeps any valid proposal whatever its ratio (tests read the ratio).
     """
+    xt, is_cat, nbins, y = data.xt, data.is_cat, data.nbins, data.y
     m = target.prior.min_leaf
     child = -1
     other = -1
@@ -625,7 +630,7 @@ def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, n_tota
     # unchanged (same rows) and its p_RULE cancels against the proposal (rule drawn from p_RULE).
     first = 1 if move == MOVE_CHANGE else 0
     old_prior = cached_subtree_log_prior(
-        tree, scratch.nodes[first:], count - first, xt, is_cat, nbins, target, scratch,
+        tree, scratch.nodes[first:], count - first, data, target, scratch,
     )
     old_lm, old_b = sum_leaf_terms(tree, scratch.nodes, count)
     old_var = tree.var[root]
@@ -671,7 +676,7 @@ def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, n_tota
                 return False, True, bound
     _save_subtree(tree, scratch, count)
     log_r, new_lm, new_b, early = _rewire_and_score(
-        tree, root, xt, is_cat, nbins, y, ycls, target, fstate, n_total, scratch,
+        tree, root, data, target, fstate, n_total, scratch,
         count, first, old_prior, old_lm, old_b, log_u - log_k,
     )
     log_r += log_k

@@ -284,7 +284,7 @@ def _bin_rows(tree, node, xt, v, nb, y, ycls, target, cs, model):
 
 
 @helper
-def _numeric_rates(tree, node, xt, is_cat, nbins, v, lo, count, log_base, lm_leaf, b_leaf, n_total, target, fstate,
+def _numeric_rates(tree, node, data, v, lo, count, log_base, lm_leaf, b_leaf, n_total, target, fstate,
                    scratch, cs, model):
     """Birth rates of cuts ``lo .. lo + count - 1`` of numeric v at a leaf into ``cs.rates[k]``
     (0 elsewhere); returns their sum. ``_bin_rows`` must have run for (node, v).
@@ -292,6 +292,7 @@ def _numeric_rates(tree, node, xt, is_cat, nbins, v, lo, count, log_base, lm_lea
     ``log_base`` holds the cut-independent part of log pi(T+)/pi(T): log p_SPLIT + log p_RULE
     - log(1 - p_SPLIT) of the leaf.
     """
+    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
     nb = nbins[v]
     n = tree.end[node] - tree.start[node]
     depth = tree.depth[node] + 1
@@ -386,11 +387,12 @@ def _subset_mask(cs, n_present, sub):
 
 
 @helper
-def _factor_setup(xt, is_cat, nbins, v, target, scratch, cs):
+def _factor_setup(data, v, target, scratch, cs):
     """Per-level statistics of factor v at a leaf (``_bin_rows`` must have run for it): the
     present levels into ``cs.levels``, and per level whether its rows alone offer an available
     rule (``cs.lev_self``, one ``has_available_rule`` on the level's rows: O(rows * p) in all).
     Returns the number of present levels."""
+    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
     m = target.prior.min_leaf
     n_present = 0
     for k in range(nbins[v]):
@@ -444,9 +446,10 @@ def _side_availability(n_side, size, n_self, n_big, big_sum, m):
 
 
 @helper
-def _side_rows_available(xt, is_cat, nbins, m, g, n_present, left, scratch, cs):
+def _side_rows_available(data, m, g, n_present, left, scratch, cs):
     """``has_available_rule`` on the rows of one side of partition g (the undecided case of
     ``_side_availability``): the side's rows are copied into ``cs.sub_rows``."""
+    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
     fill = 0
     for j in range(n_present):
         on_left = j < n_present - 1 and (g >> j) & 1 == 1
@@ -460,7 +463,7 @@ def _side_rows_available(xt, is_cat, nbins, m, g, n_present, left, scratch, cs):
 
 
 @helper
-def _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, lm_leaf, b_leaf, n_total, target, fstate,
+def _factor_walk(tree, node, data, v, n_present, log_base, lm_leaf, b_leaf, n_total, target, fstate,
                  scratch, cs, goal, out_sub, out_rate, model):
     """Birth rates of every unordered partition of the ``n_present`` levels of factor v present
     at a leaf, walked in reflected Gray-code order (``_factor_setup`` must have run).
@@ -584,12 +587,12 @@ def _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, lm_leaf,
             log_r = log_base + lm_l + lm_r - lm_leaf
             side = _side_availability(n_l, size_l, self_l, big_l, bsum_l, m)
             if side < 0:
-                side = 1 if _side_rows_available(xt, is_cat, nbins, m, g, n_present, True, scratch, cs) else 0
+                side = 1 if _side_rows_available(data, m, g, n_present, True, scratch, cs) else 0
             if side == 1:
                 log_r += ps_child
             side = _side_availability(n - n_l, n_present - size_l, self_r, big_r, bsum_r, m)
             if side < 0:
-                side = 1 if _side_rows_available(xt, is_cat, nbins, m, g, n_present, False, scratch, cs) else 0
+                side = 1 if _side_rows_available(data, m, g, n_present, False, scratch, cs) else 0
             if side == 1:
                 log_r += ps_child
             db = b_l + b_r - b_leaf
@@ -617,27 +620,29 @@ def _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, lm_leaf,
 
 
 @helper
-def factor_partition_rates(tree, node, v, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs, out_sub, out_rate):
+def factor_partition_rates(tree, node, v, data, target, fstate, scratch, cs, out_sub, out_rate):
     """Every partition's birth rate of factor v at leaf ``node``, in the walk's order: codes
     (``_subset_mask`` gives the left side's levels, over ``cs.levels``) into ``out_sub`` and
     rates into ``out_rate`` (length >= 2^(L-1) - 1, L the present levels). Returns L; 0 when v
     has no available rule there. For tests and ``CtmcCartChain.events``."""
-    n_vars, log_split = _leaf_rule_setup(tree, node, xt, is_cat, nbins, target, scratch)
+    xt, nbins, y, ycls = data.xt, data.nbins, data.y, data.ycls
+    n_vars, log_split = _leaf_rule_setup(tree, node, data, target, scratch)
     count = scratch.counts[v]
     if n_vars == 0 or count <= 0.0:
         return 0
     _bin_rows(tree, node, xt, v, nbins[v], y, ycls, target, cs, scratch.model)
-    n_present = _factor_setup(xt, is_cat, nbins, v, target, scratch, cs)
+    n_present = _factor_setup(data, v, target, scratch, cs)
     log_base = log_split - math.log(n_vars) - math.log(0.5 * count)
-    _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, tree.lm[node], tree.b[node],
+    _factor_walk(tree, node, data, v, n_present, log_base, tree.lm[node], tree.b[node],
                  float(y.shape[0]), target, fstate, scratch, cs, -1.0, out_sub, out_rate, scratch.model)
     return n_present
 
 
 @helper
-def _leaf_rule_setup(tree, node, xt, is_cat, nbins, target, scratch):
+def _leaf_rule_setup(tree, node, data, target, scratch):
     """Rule counts at a leaf (``scratch.counts``, ``scratch.lows``) and the cut-independent log
     ratio part shared by all births there; returns (n_vars, log p_SPLIT - log(1 - p_SPLIT))."""
+    is_cat, nbins = data.is_cat, data.nbins
     m = target.prior.min_leaf
     n_vars = node_rule_counts(scratch.codes_by_row, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m,
                               scratch.hist2d, scratch.sums, scratch.counts, scratch.lows, scratch.extras, False)
@@ -646,9 +651,10 @@ def _leaf_rule_setup(tree, node, xt, is_cat, nbins, target, scratch):
 
 
 @helper
-def _var_birth_rates(tree, node, v, n_vars, log_split, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs):
+def _var_birth_rates(tree, node, v, n_vars, log_split, data, target, fstate, scratch, cs):
     """Birth rates of predictor v's rules at a leaf into ``cs.rates``; returns their sum.
     ``_leaf_rule_setup`` must have run for the leaf."""
+    xt, is_cat, nbins, y, ycls = data.xt, data.is_cat, data.nbins, data.y, data.ycls
     count = scratch.counts[v]
     if count <= 0.0:
         cs.cut_count[node, v] = 0
@@ -658,39 +664,41 @@ def _var_birth_rates(tree, node, v, n_vars, log_split, xt, is_cat, nbins, y, ycl
     if is_cat[v]:
         # p_RULE of an unordered partition: 1 / (n_vars * count / 2), count of ordered subsets.
         log_base = log_split - math.log(n_vars) - math.log(0.5 * count)
-        n_present = _factor_setup(xt, is_cat, nbins, v, target, scratch, cs)
-        total, _ = _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, tree.lm[node], tree.b[node],
+        n_present = _factor_setup(data, v, target, scratch, cs)
+        total, _ = _factor_walk(tree, node, data, v, n_present, log_base, tree.lm[node], tree.b[node],
                                 n_total, target, fstate, scratch, cs, -1.0, cs.no_sub, cs.no_rate, scratch.model)
         return total
     log_base = log_split - math.log(n_vars) - math.log(count)
-    return _numeric_rates(tree, node, xt, is_cat, nbins, v, scratch.lows[v], int(count), log_base, tree.lm[node],
+    return _numeric_rates(tree, node, data, v, scratch.lows[v], int(count), log_base, tree.lm[node],
                           tree.b[node], n_total, target, fstate, scratch, cs, scratch.model)
 
 
 @helper
-def leaf_birth_rates(tree, node, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs):
+def leaf_birth_rates(tree, node, data, target, fstate, scratch, cs):
     """Fill ``cs.rate_var[node, v]``: the total birth rate at a leaf over each predictor's rules
     (all 0 when fewer than two node slots are free: the tree cannot grow)."""
+    xt = data.xt
     p = xt.shape[0]
     for v in range(p):
         cs.rate_var[node, v] = 0.0
         cs.cut_count[node, v] = 0
     if tree.meta[M_N_FREE] < 2:
         return
-    n_vars, log_split = _leaf_rule_setup(tree, node, xt, is_cat, nbins, target, scratch)
+    n_vars, log_split = _leaf_rule_setup(tree, node, data, target, scratch)
     if n_vars == 0:
         return
     for v in range(p):
         if scratch.counts[v] > 0.0:  # has_available_rule leaves scratch.counts/lows intact
-            cs.rate_var[node, v] = _var_birth_rates(tree, node, v, n_vars, log_split, xt, is_cat, nbins, y, ycls,
+            cs.rate_var[node, v] = _var_birth_rates(tree, node, v, n_vars, log_split, data,
                                                     target, fstate, scratch, cs)
 
 
 # -- death rates ------------------------------------------------------------------------------------
 
 @helper
-def nog_death_rate(tree, node, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs):
+def nog_death_rate(tree, node, data, target, fstate, scratch, cs):
     """Death rate of a nog node: ``min(1, pi(T-) / pi(T))`` (CT-MCMC eq. 10)."""
+    xt, is_cat, nbins, y, ycls = data.xt, data.is_cat, data.nbins, data.y, data.ycls
     m = target.prior.min_leaf
     s = tree.start[node]
     e = tree.end[node]
@@ -721,25 +729,27 @@ def _is_nog(tree, node):
 
 
 @helper
-def compute_all_rates(tree, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs):
+def compute_all_rates(tree, data, target, fstate, scratch, cs):
     """Recompute every cached rate of the tree."""
+    xt = data.xt
     for node in range(tree.var.shape[0]):
         cs.rate_death[node] = 0.0
         for v in range(xt.shape[0]):
             cs.rate_var[node, v] = 0.0
         if tree.var[node] == LEAF:
-            leaf_birth_rates(tree, node, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs)
+            leaf_birth_rates(tree, node, data, target, fstate, scratch, cs)
         elif _is_nog(tree, node):
-            cs.rate_death[node] = nog_death_rate(tree, node, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs)
+            cs.rate_death[node] = nog_death_rate(tree, node, data, target, fstate, scratch, cs)
     rebuild_sum_tree(tree, cs)
 
 
 @helper
-def refresh_global_rates(tree, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs):
+def refresh_global_rates(tree, data, target, fstate, scratch, cs):
     """Common-sigma model: after a jump changed the scatter sum B, recompute every rate from the
     cached local parts (``cut_a``, ``cut_db``, ``death_a``, ``death_db``): one log1p and one exp
     per candidate, no pass over the rows. (Leaf-variable pairs without a cache, factors with more
     partitions than rows, are recomputed from the rows.)"""
+    xt, y = data.xt, data.y
     n_total = float(y.shape[0])
     p = xt.shape[0]
     for node in range(tree.var.shape[0]):
@@ -749,7 +759,7 @@ def refresh_global_rates(tree, xt, is_cat, nbins, y, ycls, target, fstate, scrat
                 if cs.cut_count[node, v] < 0:
                     uncached = True
             if uncached:
-                leaf_birth_rates(tree, node, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs)
+                leaf_birth_rates(tree, node, data, target, fstate, scratch, cs)
                 continue
             for v in range(p):
                 count = cs.cut_count[node, v]
@@ -917,10 +927,11 @@ def _needs_full_refresh(tree):
 
 
 @helper
-def jump(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs, lam, model):
+def jump(rng, tree, data, target, fstate, scratch, cs, lam, model):
     """Make one jump of the process from a tree whose rates are cached (``lam`` = Lambda > 0):
     draw an event with probability rate / Lambda (eq. 5, 6), apply it, refresh the rates it
     changed. Returns (event kind, node). ``model`` is the chain's ``tree.model_tag``."""
+    xt, is_cat, nbins, y, ycls = data.xt, data.is_cat, data.nbins, data.y, data.ycls
     u = rng.random() * lam
     p = xt.shape[0]
     node, u = sum_tree_find(cs.sum_tree, u)
@@ -931,8 +942,8 @@ def jump(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs, lam
         for k in range(v):
             u -= cs.rate_var[node, k]
         u = min(max(u, 0.0), cs.rate_var[node, v])
-        n_vars, log_split = _leaf_rule_setup(tree, node, xt, is_cat, nbins, target, scratch)
-        total = _var_birth_rates(tree, node, v, n_vars, log_split, xt, is_cat, nbins, y, ycls, target, fstate,
+        n_vars, log_split = _leaf_rule_setup(tree, node, data, target, scratch)
+        total = _var_birth_rates(tree, node, v, n_vars, log_split, data, target, fstate,
                                  scratch, cs)
         # the recomputed total equals the cached one up to rounding (summation order): rescale
         u = u * total / cs.rate_var[node, v] if cs.rate_var[node, v] > 0.0 else 0.0
@@ -944,7 +955,7 @@ def jump(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs, lam
                 if cs.bin_n[k + 1] > cs.bin_n[k]:
                     n_present += 1
             log_base = log_split - math.log(n_vars) - math.log(0.5 * scratch.counts[v])
-            _, sub = _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, tree.lm[node], tree.b[node],
+            _, sub = _factor_walk(tree, node, data, v, n_present, log_base, tree.lm[node], tree.b[node],
                                   float(y.shape[0]), target, fstate, scratch, cs, u, cs.no_sub, cs.no_rate, model)
             cut = _factor_mask(rng, cs, n_present, sub, nbins[v])
         else:
@@ -956,9 +967,9 @@ def jump(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs, lam
                 cs.rate_var[node, k] = 0.0
             cs.rate_death[lc] = 0.0
             cs.rate_death[rc] = 0.0
-            leaf_birth_rates(tree, lc, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs)
-            leaf_birth_rates(tree, rc, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs)
-            cs.rate_death[node] = nog_death_rate(tree, node, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs)
+            leaf_birth_rates(tree, lc, data, target, fstate, scratch, cs)
+            leaf_birth_rates(tree, rc, data, target, fstate, scratch, cs)
+            cs.rate_death[node] = nog_death_rate(tree, node, data, target, fstate, scratch, cs)
             par = tree.parent[node] if node != 0 else -1
             if par >= 0:
                 cs.rate_death[par] = 0.0
@@ -973,25 +984,25 @@ def jump(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs, lam
                 cs.rate_var[lc, k] = 0.0
                 cs.rate_var[rc, k] = 0.0
             cs.rate_death[node] = 0.0
-            leaf_birth_rates(tree, node, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs)
+            leaf_birth_rates(tree, node, data, target, fstate, scratch, cs)
             par = tree.parent[node] if node != 0 else -1
             if par >= 0 and _is_nog(tree, par):
-                cs.rate_death[par] = nog_death_rate(tree, par, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs)
+                cs.rate_death[par] = nog_death_rate(tree, par, data, target, fstate, scratch, cs)
             _update_slots(tree, cs, node, lc, rc, par)
     if full:
-        compute_all_rates(tree, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs)
+        compute_all_rates(tree, data, target, fstate, scratch, cs)
     elif len(model) == MODEL_MEAN_SHIFT and target.prior.likelihood:
         # the common-sigma model's global term changed with the scatter sum
-        refresh_global_rates(tree, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs)
+        refresh_global_rates(tree, data, target, fstate, scratch, cs)
     return kind, node
 
 
 @helper
-def run_for_time(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs, horizon, mh_rates):
+def run_for_time(rng, tree, data, target, fstate, scratch, cs, horizon, mh_rates):
     """Simulate the process for ``horizon`` time units from the current tree (Exp(Lambda)
     holding times; the state at a fixed time is pi-invariant, which a single jump is not).
     Returns (number of jumps, Lambda of the starting tree)."""
-    compute_all_rates(tree, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs)
+    compute_all_rates(tree, data, target, fstate, scratch, cs)
     lam_bd = total_rate(tree, cs)
     lam = lam_bd + mh_event_rate(tree, mh_rates)
     lam0 = lam
@@ -1001,7 +1012,7 @@ def run_for_time(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, scratch,
         t += rng.exponential(1.0) / lam
         if t > horizon:
             break
-        event_step(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs, lam_bd, mh_rates)
+        event_step(rng, tree, data, target, fstate, scratch, cs, lam_bd, mh_rates)
         jumps += 1
         lam_bd = total_rate(tree, cs)
         lam = lam_bd + mh_event_rate(tree, mh_rates)
@@ -1024,10 +1035,11 @@ def mh_event_rate(tree, mh_rates):
 
 
 @helper
-def event_step(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs, lam_bd, mh_rates):
+def event_step(rng, tree, data, target, fstate, scratch, cs, lam_bd, mh_rates):
     """One event of the process with birth/death total ``lam_bd`` (cached rates) and the rotate /
     perturb rates ``mh_rates``: returns its kind. Without rotate/perturb events this is exactly
     ``jump`` (same random draws)."""
+    y = data.y
     if mh_rates is not None:
         mh = mh_event_rate(tree, mh_rates)
         if mh > 0.0:
@@ -1038,14 +1050,14 @@ def event_step(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, scratch, c
                 rot = mh_rates[0] if tree.meta[M_N_INTERNAL] >= 2 else 0.0
                 if u < rot:
                     kind = EVENT_ROTATE
-                    accepted, _, _ = rotate_step(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, n_total,
+                    accepted, _, _ = rotate_step(rng, tree, data, target, fstate, n_total,
                                                  scratch)
                 else:
                     kind = EVENT_PERTURB
-                    accepted, _, _ = perturb_step(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, n_total,
+                    accepted, _, _ = perturb_step(rng, tree, data, target, fstate, n_total,
                                                   scratch)
                 if accepted:
-                    compute_all_rates(tree, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs)
+                    compute_all_rates(tree, data, target, fstate, scratch, cs)
                 return kind
-    kind, _ = jump(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, scratch, cs, lam_bd, scratch.model)
+    kind, _ = jump(rng, tree, data, target, fstate, scratch, cs, lam_bd, scratch.model)
     return kind

@@ -158,13 +158,14 @@ def _subset_rows(st, sub, levels, present):
 
 
 @helper
-def optimal_choice(rng, tree, node, xt, is_cat, nbins, y, ycls, target, scratch, st, levels, lm_sum, b_sum,
+def optimal_choice(rng, tree, node, data, target, scratch, st, levels, lm_sum, b_sum,
                    n_total):
     """Draw the decision at ``node`` from the one-step optimal proposal.
 
     Returns ``(log weight increment, v, cut)``; ``v = -1`` means the node stays a leaf. The
     increment is log sum exp over all options (the proposal's normaliser).
     """
+    xt, is_cat, nbins, y, ycls = data.xt, data.is_cat, data.nbins, data.y, data.ycls
     m = target.prior.min_leaf
     perm = tree.perm
     s0 = tree.start[node]

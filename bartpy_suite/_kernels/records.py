@@ -8,6 +8,8 @@ parameter in every signature.
   int, flags as bool). Built on the Python side by ``priors.kernel_prior``; nothing compiled
   writes it. A tempered rung's prior is the chain's ``Prior`` with the rung's power, heat and
   (alpha, beta) (``rung_prior``).
+* ``Data``: the binned predictors and the response a tree update reads (``xt``, ``is_cat``,
+  ``nbins``, ``y``, ``ycls``).
 * ``Target``: what a tree update conditions on: its ``Prior`` and ``sigma2``, a one-element array
   holding the sigma^2 of the normal known-variance leaf model (BART). ``sigma2`` belongs to the
   chain state (``backfit.BackfitState.sigma2``; the noise draw writes it, a tempered BART rung
@@ -27,7 +29,9 @@ import numpy as np
 
 from .jit import helper
 
-__all__ = ["Prior", "Target", "Ladder", "make_prior", "typed_prior", "make_target", "rung_prior"]
+__all__ = ["BartLadder", "Data", "Depths", "ForestOut", "Ladder", "Moves", "ParticleSystems", "PgSettings", "Prior",
+           "RungOut", "Rungs", "SwapOut", "Tally", "Target", "Window", "make_prior",
+           "make_target", "make_window", "rung_prior", "typed_prior"]
 
 
 class Prior(NamedTuple):
@@ -59,6 +63,21 @@ class Target(NamedTuple):
     sigma2: np.ndarray  # float64[1]
 
 
+class Data(NamedTuple):
+    """What a tree is fitted to: the binned predictors and the response the tree update reads.
+
+    A BART chain's ``y`` is its partial residual and ``ycls`` its (empty) class codes, arrays of
+    its state that the sweep rewrites in place; log-linear BART's are the rows' rate weights and
+    class indicators of the class being updated.
+    """
+
+    xt: np.ndarray  # int32[p, n]: bin codes, feature-major
+    is_cat: np.ndarray  # bool[p]
+    nbins: np.ndarray  # int64[p]
+    y: np.ndarray  # float64[n]: the response (or zeros)
+    ycls: np.ndarray  # int64[n]: class codes (or zeros, or empty)
+
+
 class Ladder(NamedTuple):
     """Per-rung settings of a tempered CART chain (rung 0 is the target); adaptation rewrites them
     in place between chunks."""
@@ -67,6 +86,111 @@ class Ladder(NamedTuple):
     prior_heat: np.ndarray  # float64[K]: 1 - s_r
     alpha: np.ndarray  # float64[K]
     beta: np.ndarray  # float64[K]
+
+
+class Window(NamedTuple):
+    """The iterations one call of a chain runner advances: ``n_iter`` from global iteration
+    ``first_iter``, with ``tune`` tuning iterations and every ``thin``-th one after kept
+    (``kept.kept_draw``)."""
+
+    first_iter: int
+    n_iter: int
+    tune: int
+    thin: int
+
+
+class Moves(NamedTuple):
+    """The MH move mix: ``probs`` by move type (``cart_moves.MOVE_*``) and the flags of
+    ``samplers/mh.move_flags`` (None when the mix gives the change and swap, or the rotate and
+    perturb, moves no mass; then those moves are not compiled, ``cart_chain.cart_step``)."""
+
+    probs: np.ndarray  # float64[N_MOVES]
+    change_swap: object  # True or None
+    rotation: object  # True or None
+
+
+class ForestOut(NamedTuple):
+    """Where a forest runner records kept draws besides its own statistics: the trees' leaf counts
+    and depths per draw, the draw store (``record.py``) and its work arrays."""
+
+    leaves: np.ndarray  # int32[draws, T]
+    depth: np.ndarray  # int32[draws, T]
+    store: tuple  # record.DrawStore
+    nodes: np.ndarray  # int32[N]: work array
+    order: np.ndarray  # int32[N]: work array
+
+
+class SwapOut(NamedTuple):
+    """A tempered chain's per-draw swap statistics (``tempering.record_swaps``)."""
+
+    proposed: np.ndarray  # int64[draws, K - 1]
+    accepted: np.ndarray  # int64[draws, K - 1]
+    trips: np.ndarray  # int64[draws]
+
+
+class ParticleSystems(NamedTuple):
+    """The particle systems of a particle Gibbs chain (``particle.py``): two generations, the
+    conditioning system and the work arrays."""
+
+    a: tuple
+    b: tuple
+    c: tuple
+    work: tuple
+
+
+class PgSettings(NamedTuple):
+    """Particle Gibbs settings: the resampling ``scheme``, ``ancestor`` sampling (None: off, and
+    not compiled; ``particle.csmc_update``) and the ESS threshold of resampling."""
+
+    scheme: int
+    ancestor: object
+    ess_threshold: float
+
+
+class Rungs(NamedTuple):
+    """A tempered CART chain's rung states: the trees in their slots (a typed List), their running
+    sums (float64[K, 2]) and the slot at each rung (int64[K])."""
+
+    trees: object
+    fstates: np.ndarray
+    slot_of: np.ndarray
+
+
+class Tally(NamedTuple):
+    """A tempered chain's swap bookkeeping: ``counters`` (int64[3, K], ``tempering.run_tempered_chain``)
+    and each slot's ``phase`` (int64[K], ``tempering.track_round_trips``)."""
+
+    counters: np.ndarray
+    phase: np.ndarray
+
+
+class Depths(NamedTuple):
+    """Work arrays of the swap ratios: internal nodes and splittable leaves by depth (int64[2, D])."""
+
+    n_int: np.ndarray
+    n_spl: np.ndarray
+
+
+class RungOut(NamedTuple):
+    """A tempered CART chain's per-draw, per-rung statistics."""
+
+    moves: np.ndarray  # int64[draws, K]: accepted moves
+    leaves: np.ndarray  # int32[draws, K]
+    lp: np.ndarray  # float64[draws, K]: log target
+
+
+class BartLadder(NamedTuple):
+    """The rungs of a tempered BART chain: likelihood powers ``temps`` (float64[K]), whether the
+    model has its likelihood on, and the chain's prior with the likelihood off (rungs at t = 0)."""
+
+    temps: np.ndarray
+    likelihood_on: bool
+    prior_off: Prior
+
+
+def make_window(first_iter: int, n_iter: int, tune: int, thin: int) -> Window:
+    """A ``Window`` of int fields (one compilation for every call)."""
+    return Window(int(first_iter), int(n_iter), int(tune), int(thin))
 
 
 def make_prior(*, alpha: float = 0.95, beta: float = 2.0, min_leaf: int = 5, na_split: bool = False,

@@ -416,9 +416,10 @@ def _count_internal(sv, n):
 
 
 @helper(refcounts=True)
-def rotate_step(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, n_total, scratch, force_accept=False):
+def rotate_step(rng, tree, data, target, fstate, n_total, scratch, force_accept=False):
     """One ROTATE MH step in place. Returns (accepted, proposal valid, log r); the tree is
     unchanged unless accepted. ``force_accept`` keeps any valid proposal (tests read ratios)."""
+    xt, is_cat, y, ycls = data.xt, data.is_cat, data.y, data.ycls
     n_int = tree.meta[M_N_INTERNAL]
     node_n, n_rot = _pick_node(rng, tree, 3)
     if node_n < 0:
@@ -447,7 +448,7 @@ def rotate_step(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, n_total, 
     n_int_new = n_int - _count_internal(sv, count) + _count_internal(ov, length)
     log_q = math.log(k_rev) - math.log(n_int_new - 1) - math.log(k_fwd) + math.log(n_rot) + log_merge
     # the old subtree's terms, and everything needed to put it back
-    old_prior = cached_subtree_log_prior(tree, old_nodes, count, xt, is_cat, nbins, target, scratch)
+    old_prior = cached_subtree_log_prior(tree, old_nodes, count, data, target, scratch)
     old_lm, old_b = sum_leaf_terms(tree, old_nodes, count)
     s = tree.start[p_node]
     e = tree.end[p_node]
@@ -495,7 +496,7 @@ def rotate_step(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, n_total, 
         if repartition_subtree(tree, xt, is_cat, p_node, m, scratch.stack, scratch.part_buf):
             refresh_leaf_terms(tree, nodes, new_count, y, ycls, target, scratch.class_counts, scratch.model)
             new_lm, new_b = sum_leaf_terms(tree, nodes, new_count)
-            new_prior = subtree_log_prior(tree, nodes, new_count, xt, is_cat, nbins, target, scratch)
+            new_prior = subtree_log_prior(tree, nodes, new_count, data, target, scratch)
             if new_prior > -np.inf:
                 b_all = fstate[F_B_SUM] - old_b + new_b
                 d_loglik = ((new_lm - old_lm) + global_term(b_all, n_total, target, scratch.model)
@@ -539,10 +540,11 @@ def rotate_step(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, n_total, 
 # -- perturb ----------------------------------------------------------------------------------------
 
 @helper
-def perturb_step(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, n_total, scratch, width=PERTURB_WIDTH,
+def perturb_step(rng, tree, data, target, fstate, n_total, scratch, width=PERTURB_WIDTH,
                  force_accept=False):
     """One PERTURB MH step in place at a uniformly chosen internal node. Returns (accepted,
     proposal valid, log r)."""
+    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
     root, _ = _pick_node(rng, tree, 2)
     if root < 0:
         return False, False, -np.inf
@@ -569,13 +571,13 @@ def perturb_step(rng, tree, xt, is_cat, nbins, y, ycls, target, fstate, n_total,
         log_q = math.log(b - a + 1) - math.log(b2 - a2 + 1)
     count = subtree_nodes(tree, root, scratch.nodes, scratch.stack)
     # the node's own prior factor is unchanged (same rows, same variable): descendants only
-    old_prior = cached_subtree_log_prior(tree, scratch.nodes[1:], count - 1, xt, is_cat, nbins, target, scratch)
+    old_prior = cached_subtree_log_prior(tree, scratch.nodes[1:], count - 1, data, target, scratch)
     old_lm, old_b = sum_leaf_terms(tree, scratch.nodes, count)
     log_u = -np.inf if force_accept else math.log(rng.random())
     _save_subtree(tree, scratch, count)
     tree.cut[root] = new_cut
     log_r, new_lm, new_b, early = _rewire_and_score(
-        tree, root, xt, is_cat, nbins, y, ycls, target, fstate, n_total, scratch, count, 1, old_prior, old_lm, old_b,
+        tree, root, data, target, fstate, n_total, scratch, count, 1, old_prior, old_lm, old_b,
         log_u - log_q,
     )
     log_r += log_q

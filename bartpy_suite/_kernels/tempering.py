@@ -59,14 +59,15 @@ SWAPS_SEO = 1
 
 
 @helper
-def prior_parts(tree, xt, is_cat, nbins, target, scratch, n_int, n_spl):
+def prior_parts(tree, data, target, scratch, n_int, n_spl):
     """Split the log prior of ``tree`` (whose ``lp`` cache follows ``target``) into the rule terms
     (returned) and counts by depth of internal nodes (``n_int``) and splittable leaves (``n_spl``).
 
     Returns ``(rule terms, largest depth + 1)``; the counts are written for depths below that.
     """
+    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
     count = subtree_nodes(tree, 0, scratch.nodes, scratch.stack)
-    cached_subtree_log_prior(tree, scratch.nodes, count, xt, is_cat, nbins, target, scratch)
+    cached_subtree_log_prior(tree, scratch.nodes, count, data, target, scratch)
     m = target.prior.min_leaf
     top = 0
     for i in range(count):
@@ -140,14 +141,16 @@ def rung_target(target, ladder, r):
 
 
 @helper(refcounts=True)
-def swap_log_ratio(trees, fstates, slot_of, target, ladder, r, xt, is_cat, nbins, n_total, scratch, n_int, n_spl):
+def swap_log_ratio(rungs, target, ladder, r, data, n_total, scratch, depths):
     """log acceptance ratio (eq. 4.1) of exchanging the trees of rungs r and r + 1."""
+    trees, fstates, slot_of = rungs.trees, rungs.fstates, rungs.slot_of
+    n_int, n_spl = depths.n_int, depths.n_spl
     ka = slot_of[r]
     kb = slot_of[r + 1]
     ha = rung_target(target, ladder, r)
     hb = rung_target(target, ladder, r + 1)
-    rules_a, top_a = prior_parts(trees[ka], xt, is_cat, nbins, ha, scratch, n_int[0], n_spl[0])
-    rules_b, top_b = prior_parts(trees[kb], xt, is_cat, nbins, hb, scratch, n_int[1], n_spl[1])
+    rules_a, top_a = prior_parts(trees[ka], data, ha, scratch, n_int[0], n_spl[0])
+    rules_b, top_b = prior_parts(trees[kb], data, hb, scratch, n_int[1], n_spl[1])
     ll_a = tree_log_lik(fstates[ka], n_total, ha, scratch.model)
     ll_b = tree_log_lik(fstates[kb], n_total, hb, scratch.model)
     now = (rung_log_target(ha, ll_a, rules_a, n_int[0], n_spl[0], top_a)
@@ -158,14 +161,14 @@ def swap_log_ratio(trees, fstates, slot_of, target, ladder, r, xt, is_cat, nbins
 
 
 @helper(refcounts=True)
-def swap_round(rng, trees, fstates, slot_of, target, ladder, parity, xt, is_cat, nbins, n_total, scratch, n_int, n_spl,
+def swap_round(rng, rungs, target, ladder, parity, data, n_total, scratch, depths,
                proposed, accepted):
     """Attempt the swaps of every pair (r, r + 1) with r of the given parity (0 even, 1 odd);
     count them into ``proposed[r]`` / ``accepted[r]``."""
+    trees, slot_of = rungs.trees, rungs.slot_of
     n_rungs = slot_of.shape[0]
     for r in range(parity, n_rungs - 1, 2):
-        log_a = swap_log_ratio(trees, fstates, slot_of, target, ladder, r, xt, is_cat, nbins, n_total, scratch, n_int,
-                               n_spl)
+        log_a = swap_log_ratio(rungs, target, ladder, r, data, n_total, scratch, depths)
         proposed[r] += 1
         if math.log(rng.random()) < log_a:
             accepted[r] += 1
@@ -201,18 +204,21 @@ def track_round_trips(slot_of, phase):
 
 
 @helper(inline=True)
-def tempered_iteration(rng, trees, fstates, slot_of, target, ladder, xt, is_cat, nbins, y, ycls, move_probs,
-                       change_swap, rotation, scratch, swaps, it, n_int, n_spl, proposed, accepted, phase, step_counts,
+def tempered_iteration(rng, rungs, target, ladder, data, moves, scratch, swaps, it, depths,
+                       proposed, accepted, phase, step_counts,
                        no_map):
     """One tempered iteration: one MH transition per rung, then one round of swaps (Algorithm 6).
 
     Returns the round trips completed. ``step_counts[r]`` counts accepted moves per rung.
     ``no_map``: an empty uint8 array (CART keeps no row-to-leaf map, ``cart_step``).
     """
+    trees, fstates, slot_of = rungs.trees, rungs.fstates, rungs.slot_of
+    move_probs, change_swap, rotation = moves.probs, moves.change_swap, moves.rotation
+    y = data.y
     n_total = float(y.shape[0])
     for r in range(slot_of.shape[0]):
         k = slot_of[r]
-        _, ok = cart_step(rng, trees[k], xt, is_cat, nbins, y, ycls, rung_target(target, ladder, r), move_probs,
+        _, ok = cart_step(rng, trees[k], data, rung_target(target, ladder, r), move_probs,
                           change_swap, rotation,
                           fstates[k], scratch, no_map)
         if ok:
@@ -221,15 +227,16 @@ def tempered_iteration(rng, trees, fstates, slot_of, target, ladder, xt, is_cat,
         parity = it % 2
     else:
         parity = 0 if rng.random() < 0.5 else 1
-    swap_round(rng, trees, fstates, slot_of, target, ladder, parity, xt, is_cat, nbins, n_total, scratch, n_int, n_spl,
+    swap_round(rng, rungs, target, ladder, parity, data, n_total, scratch, depths,
                proposed, accepted)
     return track_round_trips(slot_of, phase)
 
 
 @helper
-def record_swaps(counters, d, out_proposed, out_accepted, out_trips):
+def record_swaps(counters, d, swap_out):
     """Copy the cumulative swap counts per pair and the round trips (``counters[0, K - 1]``) into
     draw d."""
+    out_proposed, out_accepted, out_trips = swap_out.proposed, swap_out.accepted, swap_out.trips
     n_rungs = counters.shape[1]
     for r in range(n_rungs - 1):
         out_proposed[d, r] = counters[0, r]
@@ -264,10 +271,9 @@ def record_rung_trees(trees, slot_of, rung_store, d, order, stack):
 
 
 @kernel
-def run_tempered_chain(rng, trees, fstates, slot_of, target, ladder, xt, is_cat, nbins, y, ycls, move_probs,
-                       change_swap, rotation, scratch,
-                       swaps, first_iter, n_iter, tune, thin, counters, phase, draws, store, order, out_proposed,
-                       out_accepted, out_trips, out_rung_moves, out_rung_leaves, out_rung_lp, n_int, n_spl, rung_store):
+def run_tempered_chain(rng, rungs, target, ladder, data, moves, scratch,
+                       swaps, window, tally, out, swap_out, rung_out,
+                       depths, rung_store):
     """Advance one tempered chain by up to ``n_iter`` iterations from global iteration ``first_iter``.
 
     ``counters`` (int64, (3, K)): swaps proposed and accepted per pair (row 0, 1; index r is the
@@ -280,6 +286,13 @@ def run_tempered_chain(rng, trees, fstates, slot_of, target, ladder, xt, is_cat,
     ``(iterations done, pending draw)`` as ``run_cart_chain`` does; a pending draw may miss its
     target tree or its rung trees (the caller checks which ``tree_nodes`` are still 0).
     """
+    counters, phase = tally.counters, tally.phase
+    trees, fstates, slot_of = rungs.trees, rungs.fstates, rungs.slot_of
+    n_int, n_spl = depths.n_int, depths.n_spl
+    out_rung_moves, out_rung_leaves, out_rung_lp = rung_out.moves, rung_out.leaves, rung_out.lp
+    out_proposed = swap_out.proposed
+    first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
+    y = data.y
     n_rungs = slot_of.shape[0]
     n_total = float(y.shape[0])
     no_map = np.empty(0, dtype=np.uint8)
@@ -287,28 +300,27 @@ def run_tempered_chain(rng, trees, fstates, slot_of, target, ladder, xt, is_cat,
         it = first_iter + step
         if it == tune:
             counters[:, :] = 0
-        trips = tempered_iteration(rng, trees, fstates, slot_of, target, ladder, xt, is_cat, nbins, y, ycls, move_probs,
-                                   change_swap, rotation, scratch, swaps, it, n_int, n_spl, counters[0], counters[1],
+        trips = tempered_iteration(rng, rungs, target, ladder, data, moves, scratch, swaps, it,
+                                   depths, counters[0], counters[1],
                                    phase, counters[2], no_map)
         counters[0, n_rungs - 1] += trips
         d = kept_draw(it, tune, thin, out_proposed.shape[0])
         if d < 0:
             continue
-        record_swaps(counters, d, out_proposed, out_accepted, out_trips)
+        record_swaps(counters, d, swap_out)
         for r in range(n_rungs):
             k = slot_of[r]
             out_rung_moves[d, r] = counters[2, r]
             out_rung_leaves[d, r] = trees[k].meta[M_N_LEAVES]
             rung = rung_target(target, ladder, r)
-            rules, top = prior_parts(trees[k], xt, is_cat, nbins, rung, scratch, n_int[0], n_spl[0])
+            rules, top = prior_parts(trees[k], data, rung, scratch, n_int[0], n_spl[0])
             log_lik = tree_log_lik(fstates[k], n_total, rung, scratch.model)
             out_rung_lp[d, r] = rung_log_target(rung, log_lik, rules, n_int[0], n_spl[0], top)
         k0 = slot_of[0]
-        if not record_cart_draw(rng, trees[k0], xt, is_cat, nbins, y, ycls, rung_target(target, ladder, 0),
-                                fstates[k0], scratch, draws,
-                                store, d, order):
+        if not record_cart_draw(rng, trees[k0], data, rung_target(target, ladder, 0),
+                                fstates[k0], scratch, out, d):
             return step + 1, d
-        if rung_store.tree_nodes.shape[0] > 0 and not record_rung_trees(trees, slot_of, rung_store, d, order,
+        if rung_store.tree_nodes.shape[0] > 0 and not record_rung_trees(trees, slot_of, rung_store, d, out.order,
                                                                           scratch.stack):
             return step + 1, d
     return n_iter, -1

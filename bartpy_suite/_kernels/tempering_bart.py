@@ -22,7 +22,7 @@ from .cart_chain import cart_step
 from .jit import helper, kernel
 from .kept import kept_draw
 from .likelihood import draw_inverse_gamma
-from .records import Target
+from .records import Data, Target
 from .tempering import record_swaps, track_round_trips
 
 LOG_2PI = math.log(2.0 * math.pi)
@@ -72,19 +72,22 @@ def log_lik(state, sigma2):
 
 
 @helper(inline=True)
-def tempered_bart_iteration(rng, forests, states, prior_off, sigma2, slot_of, temps, likelihood_on, xt, is_cat, nbins,
-                            move_probs, change_swap, rotation, scratch, swaps_seo, it, proposed, accepted, phase):
+def tempered_bart_iteration(rng, forests, states, sigma2, slot_of, ladder, data, moves, scratch, swaps_seo, it,
+                            proposed, accepted, phase):
     """One backfitting sweep per rung (one MH move per tree), then one round of forest swaps
     between adjacent rungs (DEO, or SEO when ``swaps_seo``). Returns the round trips completed."""
+    temps, likelihood_on, prior_off = ladder.temps, ladder.likelihood_on, ladder.prior_off
+    move_probs, change_swap, rotation = moves.probs, moves.change_swap, moves.rotation
     n_rungs = slot_of.shape[0]
     for r in range(n_rungs):
         k = slot_of[r]
         forest = forests[k]
         state = set_rung(states[k], prior_off, sigma2[k], temps[r], likelihood_on)
+        rung_data = Data(data.xt, data.is_cat, data.nbins, state.resid, state.ycls)  # its own residual
         begin_sweep(state, forest)
         for j in range(forest.var.shape[0]):
             tree = prepare_tree(state, forest, j)
-            _, ok = cart_step(rng, tree, xt, is_cat, nbins, state.resid, state.ycls, state.target, move_probs,
+            _, ok = cart_step(rng, tree, rung_data, state.target, move_probs,
                               change_swap, rotation, state.fstate, scratch, state.leaf_of[j])
             finish_tree(rng, state, forest, j, ok)
         draw_tempered_sigma2(rng, state, sigma2, k, temps[r], likelihood_on)
@@ -104,30 +107,31 @@ def tempered_bart_iteration(rng, forests, states, prior_off, sigma2, slot_of, te
 
 
 @kernel
-def run_tempered_bart_chain(rng, forests, states, prior_off, sigma2, slot_of, temps, likelihood_on, xt, is_cat, nbins,
-                            move_probs, change_swap, rotation, scratch, swaps_seo, first_iter, n_iter, tune, thin,
-                            counters, phase,
-                            out_sigma, out_proposed, out_accepted, out_trips, out_rung_sigma, out_leaves, out_depth,
-                            store, order):
+def run_tempered_bart_chain(rng, forests, states, sigma2, slot_of, ladder, data, moves, scratch, swaps_seo, window,
+                            tally, out_sigma, swap_out, out_rung_sigma, out):
     """Advance a tempered BART chain by up to ``n_iter`` iterations (see ``run_tempered_chain`` for
-    the counters and the pending-draw protocol); kept draws record the target rung's forest."""
+    the counters and the pending-draw protocol); kept draws record the target rung's forest.
+    ``ladder``: a ``records.BartLadder``; ``out``: a ``records.ForestOut``."""
+    counters, phase = tally.counters, tally.phase
+    first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
     n_rungs = slot_of.shape[0]
     for step in range(n_iter):
         it = first_iter + step
         if it == tune:
             counters[:, :] = 0
-        trips = tempered_bart_iteration(rng, forests, states, prior_off, sigma2, slot_of, temps, likelihood_on, xt,
-                                        is_cat, nbins, move_probs, change_swap, rotation, scratch, swaps_seo, it,
+        trips = tempered_bart_iteration(rng, forests, states, sigma2, slot_of, ladder, data, moves, scratch,
+                                        swaps_seo, it,
                                         counters[0], counters[1], phase)
         counters[0, n_rungs - 1] += trips
         d = kept_draw(it, tune, thin, out_sigma.shape[0])
         if d < 0:
             continue
-        record_swaps(counters, d, out_proposed, out_accepted, out_trips)
+        record_swaps(counters, d, swap_out)
         for r in range(n_rungs):
             out_rung_sigma[d, r] = math.sqrt(sigma2[slot_of[r]])
         k0 = slot_of[0]
         out_sigma[d] = math.sqrt(sigma2[k0])
-        if not record_forest(forests[k0], store, d, out_leaves, out_depth, scratch.nodes, order, scratch.stack):
+        if not record_forest(forests[k0], out.store, d, out.leaves, out.depth, out.nodes, out.order,
+                             scratch.stack):
             return step + 1, d
     return n_iter, -1

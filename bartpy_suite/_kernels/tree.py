@@ -959,9 +959,10 @@ def sum_leaf_terms(tree, nodes, count):
 
 
 @helper
-def node_log_prior(tree, node, xt, is_cat, nbins, target, scratch):
+def node_log_prior(tree, node, data, target, scratch):
     """Prior factor of one node given its rows: ``log p_SPLIT + log p_RULE`` for an internal node
     (``-inf`` if its rule is not available), ``log(1 - p_SPLIT)`` for a leaf."""
+    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
     m = target.prior.min_leaf
     s = tree.start[node]
     e = tree.end[node]
@@ -986,7 +987,7 @@ def node_log_prior(tree, node, xt, is_cat, nbins, target, scratch):
 
 
 @helper
-def subtree_log_prior(tree, nodes, count, xt, is_cat, nbins, target, scratch):
+def subtree_log_prior(tree, nodes, count, data, target, scratch):
     """Sum of node prior factors over ``nodes[:count]`` (``-inf`` if any rule is unavailable).
 
     Factors are recomputed from the rows and stored in the ``lp`` cache of each node.
@@ -994,7 +995,7 @@ def subtree_log_prior(tree, nodes, count, xt, is_cat, nbins, target, scratch):
     total = 0.0
     for i in range(count):
         node = nodes[i]
-        factor = node_log_prior(tree, node, xt, is_cat, nbins, target, scratch)
+        factor = node_log_prior(tree, node, data, target, scratch)
         tree.lp[node] = factor
         total += factor
         if total == -np.inf:
@@ -1003,14 +1004,14 @@ def subtree_log_prior(tree, nodes, count, xt, is_cat, nbins, target, scratch):
 
 
 @helper
-def cached_subtree_log_prior(tree, nodes, count, xt, is_cat, nbins, target, scratch):
+def cached_subtree_log_prior(tree, nodes, count, data, target, scratch):
     """As ``subtree_log_prior`` but reusing cached factors of nodes whose rows and rule have not
     changed since they were computed (moves reset the cache of every node they alter)."""
     total = 0.0
     for i in range(count):
         node = nodes[i]
         if np.isnan(tree.lp[node]):
-            tree.lp[node] = node_log_prior(tree, node, xt, is_cat, nbins, target, scratch)
+            tree.lp[node] = node_log_prior(tree, node, data, target, scratch)
         total += tree.lp[node]
     return total
 

@@ -12,7 +12,7 @@ import numpy as np
 from .._kernels import tree as _tree
 from .._kernels.backfit import SIGMA_PROBIT, BackfitState, record_forest_now
 from .._kernels.record import grow_store, new_store, nodes_of_trees, trim_store
-from .._kernels.records import Prior, make_target
+from .._kernels.records import Data, ForestOut, Prior, make_target, make_window
 from .draws import ChainDraws
 from .problems import BartProblem
 
@@ -76,9 +76,9 @@ class ForestBuffers:
         done = 0
         while done < n_iter:
             model = tuple(v for k, v in self.out.items() if k not in ("n_leaves", "depth"))
-            steps, pending = kernel(*args, first_iter + done, n_iter - done, tune, thin, *model, *stats,
-                                    self.out["n_leaves"], self.out["depth"], self.store, self.scratch.nodes,
-                                    self.order)
+            steps, pending = kernel(*args, make_window(first_iter + done, n_iter - done, tune, thin), *model, *stats,
+                                    ForestOut(self.out["n_leaves"], self.out["depth"], self.store, self.scratch.nodes,
+                                    self.order))
             done += steps
             if pending >= 0:
                 self.record_pending(pending)
@@ -150,6 +150,8 @@ class ForestChain(ForestBuffers):
             sigma_mode=np.array([problem.sigma_mode], dtype=np.int64),
             cursor=np.zeros(self.capacity, dtype=np.int64),
         )
+        # The tree updates read the residual of the state (rewritten in place by the sweep).
+        self.data = Data(self.codes, self.is_categorical, self.nbins, self.state.resid, self.state.ycls)
         self.out = None
         self.store = None
 

@@ -23,6 +23,7 @@ from .. import _validation as check
 from .._kernels.bart_chain import mh_bart_sweep, run_bart_chain, run_multinomial_chain, run_sparse_bart_chain
 from .._kernels.cart_chain import run_cart_chain, run_sparse_cart_chain
 from .._kernels.cart_moves import MOVE_NAMES
+from .._kernels.records import Moves, make_window
 from .._kernels.sparse import S_START, new_conf
 from ..errors import ArgumentError
 from .forest import ForestChain
@@ -97,18 +98,19 @@ class CartChain(TreeChain):
         """
         done = 0
         while done < n_iter:
-            head = (self.rng, self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.target,
-                    self.move_probs, *move_flags(self.move_probs), self.fstate, self.scratch)
+            head = (self.rng, self.tree, self.data, self.target,
+                    Moves(self.move_probs, *move_flags(self.move_probs)), self.fstate, self.scratch)
             if self.sparse_conf is None:
                 steps, pending = run_cart_chain(
-                    *head, first_iter + done, n_iter - done, tune, thin,
-                    self.draws, self.move, self.accepted, self.store, self.order,
+                    *head, make_window(first_iter + done, n_iter - done, tune, thin),
+                    self.cart_out(), self.move, self.accepted,
                 )
             else:
                 self.sparse_conf[S_START] = tune // 2
                 steps, pending = run_sparse_cart_chain(
-                    *head, self.sparse_conf, self.split_count, first_iter + done, n_iter - done, tune, thin,
-                    self.draws, self.move, self.accepted, self.split_probs, self.sparse_alpha, self.store, self.order,
+                    *head, self.sparse_conf, self.split_count, make_window(first_iter + done, n_iter - done, tune,
+                    thin),
+                    self.cart_out(), self.move, self.accepted, self.split_probs, self.sparse_alpha,
                 )
             done += steps
             if pending >= 0:
@@ -153,8 +155,8 @@ class BartChain(ForestChain):
     def sweep(self) -> np.ndarray:
         """One backfitting sweep; returns the (move, [proposed, accepted]) counts."""
         counts = np.zeros((len(MOVE_NAMES), 2), dtype=np.int64)
-        mh_bart_sweep(self.rng, self.forest, self.state, self.codes, self.is_categorical, self.nbins, self.move_probs,
-                      *move_flags(self.move_probs), self.scratch, counts)
+        mh_bart_sweep(self.rng, self.forest, self.state, self.data, Moves(self.move_probs,
+        *move_flags(self.move_probs)), self.scratch, counts)
         return counts
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
@@ -164,8 +166,8 @@ class BartChain(ForestChain):
         switch it on: the first sweeps grow trees from stumps with splits close to uniformly
         placed, and counts from them would pull s towards whichever variables came first.
         """
-        args = (self.rng, self.forest, self.state, self.codes, self.is_categorical, self.nbins, self.move_probs,
-                *move_flags(self.move_probs), self.scratch)
+        args = (self.rng, self.forest, self.state, self.data, Moves(self.move_probs, *move_flags(self.move_probs)),
+        self.scratch)
         if self.sparse_conf is None:
             self.run_kernel(run_bart_chain, args, (self.counts,), first_iter, n_iter, tune, thin)
             return
@@ -200,8 +202,8 @@ class MultinomialMHChain(MultinomialChain):
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
         """Advance ``n_iter`` sweeps, recording kept draws (the store grows on demand)."""
-        self.run_kernel(run_multinomial_chain, (self.rng, self.forest, self.state, self.codes, self.is_categorical,
-                                                self.nbins, self.move_probs, *move_flags(self.move_probs),
+        self.run_kernel(run_multinomial_chain, (self.rng, self.forest, self.state, self.data, Moves(self.move_probs,
+                        *move_flags(self.move_probs)),
                                                 self.scratch),
                         (self.counts,), first_iter, n_iter, tune, thin)
 

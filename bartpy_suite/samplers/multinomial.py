@@ -11,7 +11,7 @@ import numpy as np
 
 from .._kernels import tree as _tree
 from .._kernels.loglinear import LoglinearState
-from .._kernels.records import make_target
+from .._kernels.records import Data, make_target
 from .forest import BART_MAX_NODES, ForestBuffers, new_forest
 from .problems import MultinomialBartProblem
 
@@ -52,5 +52,7 @@ class MultinomialChain(ForestBuffers):
             cursor=np.zeros(self.capacity, dtype=np.int64),
             trees_per_class=m,
         )
+        # The tree updates read the rate weights and class indicators of the class being updated.
+        self.data = Data(self.codes, self.is_categorical, self.nbins, self.state.weight, self.state.is_class)
         self.out = None
         self.store = None

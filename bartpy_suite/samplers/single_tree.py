@@ -20,10 +20,10 @@ from __future__ import annotations
 import numpy as np
 
 from .._kernels import tree as _tree
-from .._kernels.cart_draws import new_cart_draws
+from .._kernels.cart_draws import CartOut, new_cart_draws
 from .._kernels.likelihood import MODEL_CLASSIFICATION, MODEL_MEAN_VARIANCE_SHIFT
 from .._kernels.record import grow_store, new_store, nodes_of_trees, record_tree_now, trim_store
-from .._kernels.records import Prior, make_target
+from .._kernels.records import Data, Prior, make_target
 from .draws import ChainDraws
 from .problems import CartProblem
 
@@ -51,6 +51,7 @@ class TreeChain:
         # What the tree updates condition on: the prior and a sigma^2 cell (1: a single tree has no
         # known-variance leaf model).
         self.target = make_target(problem.prior)
+        self.data = Data(self.codes, self.is_categorical, self.nbins, self.y, self.ycls)
         self.rng = rng
         n = self.y.shape[0]
         m = self.prior.min_leaf
@@ -86,6 +87,10 @@ class TreeChain:
             leaf_sigma=model == MODEL_MEAN_VARIANCE_SHIFT,
             n_classes=self.n_classes if model == MODEL_CLASSIFICATION else 0,
         )
+
+    def cart_out(self) -> CartOut:
+        """Where the chain's runner records kept draws (``store`` is replaced when it grows)."""
+        return CartOut(self.draws, self.store, self.order)
 
     def record_pending(self, d: int) -> None:
         """Grow the store and record the current tree as draw d (after a kernel found no room)."""
@@ -125,7 +130,7 @@ class TreeChain:
         s = self.scratch
         count = _tree.subtree_nodes(self.tree, 0, s.nodes, s.stack)
         return _tree.subtree_log_prior(
-            self.tree, s.nodes, count, self.codes, self.is_categorical, self.nbins, self.target, s,
+            self.tree, s.nodes, count, self.data, self.target, s,
         )
 
     # -- nested-tuple conversion (tests and reporting) ------------------------------------------

@@ -66,7 +66,20 @@ from .. import _validation as check
 from .._kernels import tree as _tree
 from .._kernels.backfit import SIGMA_PROBIT
 from .._kernels.record import grow_store, new_store, nodes_of_trees, trim_store
-from .._kernels.records import Ladder, Prior, typed_prior
+from .._kernels.records import (
+    BartLadder,
+    Depths,
+    ForestOut,
+    Ladder,
+    Moves,
+    Prior,
+    RungOut,
+    Rungs,
+    SwapOut,
+    Tally,
+    make_window,
+    typed_prior,
+)
 from .._kernels.tempering import (
     SWAPS_DEO,
     SWAPS_SEO,
@@ -284,11 +297,11 @@ class TemperedCartChain(_Rungs, TreeChain):
     def _advance(self, it: int, n_iter: int, tune: int, thin: int) -> int:
         """One kernel call of up to ``n_iter`` iterations (one move per rung, one swap round each)."""
         steps, pending = run_tempered_chain(
-            self.rng, self.trees, self.fstates, self.slot_of, self.target, self.ladder, self.codes, self.is_categorical,
-            self.nbins, self.y, self.ycls, self.move_probs, *move_flags(self.move_probs), self.scratch, self.swaps,
-            it, n_iter, tune, thin,
-            self.counters, self.phase, self.draws, self.store, self.order, self.out_proposed, self.out_accepted,
-            self.out_trips, self.out_rung_moves, self.out_rung_leaves, self.out_rung_lp, self.n_int, self.n_spl,
+            self.rng, Rungs(self.trees, self.fstates, self.slot_of), self.target, self.ladder, self.data,
+            Moves(self.move_probs, *move_flags(self.move_probs)), self.scratch, self.swaps,
+            make_window(it, n_iter, tune, thin), Tally(self.counters, self.phase), self.cart_out(),
+            SwapOut(self.out_proposed, self.out_accepted, self.out_trips),
+            RungOut(self.out_rung_moves, self.out_rung_leaves, self.out_rung_lp), Depths(self.n_int, self.n_spl),
             self.rung_store,
         )
         self._sync_target()
@@ -409,12 +422,12 @@ class TemperedBartChain(_Rungs, ForestChain):
     def _advance(self, it: int, n_iter: int, tune: int, thin: int) -> int:
         """One kernel call of up to ``n_iter`` iterations (one sweep per rung, one swap round each)."""
         steps, pending = run_tempered_bart_chain(
-            self.rng, self.forests, self.states, self.prior_off, self.sigma2, self.slot_of, self.temps,
-            self.likelihood_on,
-            self.codes, self.is_categorical, self.nbins, self.move_probs, *move_flags(self.move_probs), self.scratch,
-            self.swaps_seo, it, n_iter,
-            tune, thin, self.counters, self.phase, self.out["sigma"], self.out_proposed, self.out_accepted,
-            self.out_trips, self.out_rung_sigma, self.out["n_leaves"], self.out["depth"], self.store, self.order,
+            self.rng, self.forests, self.states, self.sigma2, self.slot_of,
+            BartLadder(self.temps, self.likelihood_on, self.prior_off), self.data,
+            Moves(self.move_probs, *move_flags(self.move_probs)), self.scratch, self.swaps_seo,
+            make_window(it, n_iter, tune, thin), Tally(self.counters, self.phase), self.out["sigma"],
+            SwapOut(self.out_proposed, self.out_accepted, self.out_trips), self.out_rung_sigma,
+            ForestOut(self.out["n_leaves"], self.out["depth"], self.store, self.scratch.nodes, self.order),
         )
         self._sync_target()
         if pending >= 0:

@@ -414,8 +414,7 @@ def step(chain: CartChain, move: str | None = None) -> tuple[str, bool]:
         if move in ("grow", "prune"):
             probs[:2] = 0.5
     k, accepted = cart_step(
-        chain.rng, chain.tree, chain.codes, chain.is_categorical, chain.nbins, chain.y, chain.ycls,
-        chain.target, probs, *move_flags(probs), chain.fstate, chain.scratch, NO_LEAF_MAP,
+        chain.rng, chain.tree, chain.data, chain.target, probs, *move_flags(probs), chain.fstate, chain.scratch, NO_LEAF_MAP,
     )
     return (MOVE_NAMES[k] if k >= 0 else "none"), bool(accepted)
 
@@ -428,7 +427,7 @@ def propose(chain: CartChain, move: str) -> tuple[float, object]:
     before = chain.get_tree()
     fstate = chain.fstate.copy()
     n_total = float(chain.y.shape[0])
-    args = (chain.tree, chain.codes, chain.is_categorical, chain.nbins, chain.y, chain.ycls, chain.target)
+    args = (chain.tree, chain.data, chain.target)
     if move == "grow":
         log_r, node, _ = propose_grow(chain.rng, *args, chain.move_probs, chain.fstate, n_total, chain.scratch,
                                       NO_LEAF_MAP, chain.scratch.model)
