@@ -11,10 +11,16 @@ parameter in every signature.
 * ``Data``: the binned predictors and the response a tree update reads (``xt``, ``is_cat``,
   ``nbins``, ``y``, ``ycls``).
 * ``Target``: what a tree update conditions on: its ``Prior`` and ``sigma2``, a one-element array
-  holding the sigma^2 of the normal known-variance leaf model (BART). ``sigma2`` belongs to the
-  chain state (``backfit.BackfitState.sigma2``; the noise draw writes it, a tempered BART rung
-  sets its effective sigma^2 / t there); a single tree's chain, which has no such variance,
-  holds a constant 1.
+  holding the sigma^2 of the normal known-variance leaf model (BART). ``sigma2`` is chain state
+  (a BART chain's ``backfit.BackfitState.target.sigma2``: ``backfit.draw_noise`` writes it, a
+  tempered BART rung sets its effective sigma^2 / t there); a single tree's chain, which has no
+  such variance, holds a constant 1.
+* The runners' records: ``Window`` (the iterations of one call), ``Moves`` (the MH move mix),
+  ``ForestOut`` / ``SwapOut`` / ``RungOut`` (where kept draws go; ``cart_draws.CartOut`` for a
+  single tree), ``Rungs``, ``Tally``, ``Depths``, ``Ladder`` and ``BartLadder`` (tempering),
+  ``ParticleSystems`` and ``PgSettings`` (particle Gibbs). A record field that selects code at
+  compile time (``Moves.change_swap``, ``PgSettings.ancestor``: None or True) is unpacked and
+  passed on as an argument, because numba prunes ``x is None`` branches on arguments only.
 
 Every field of a record must keep its numba type from one fit to the next (a float field
 given an int compiles a second copy of every kernel): build records with the functions here or
