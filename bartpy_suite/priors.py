@@ -13,7 +13,7 @@ import numpy as np
 from scipy import special
 
 from ._kernels import likelihood as _lik
-from ._kernels import tree as _tree
+from ._kernels import records as _records
 
 
 @dataclass(frozen=True)
@@ -104,34 +104,55 @@ def default_lambda(y: np.ndarray, nu: float, q: float = 0.9) -> float:
     return calibrate_lambda(s, nu, q)
 
 
-def hyper_vector(tree_prior: TreePrior, leaf_prior, *, likelihood: bool, center: float = 0.0, scale: float = 1.0,
-                 sigma2: float = 1.0, tau2: float = 1.0, model_code: int | None = None) -> np.ndarray:
-    """Pack the priors into the float64 vector read by the kernels.
+def kernel_prior(tree_prior: TreePrior, leaf_prior, *, likelihood: bool, center: float = 0.0, scale: float = 1.0,
+                 tau2: float = 1.0, model_code: int | None = None, nu: float | None = None, lam: float | None = None,
+                 lg_shape: float = 0.0, lg_rate: float = 0.0) -> _records.Prior:
+    """The typed prior record the kernels read (``_kernels/records.Prior``).
 
     A normal leaf prior is expressed on the standardised response ``(y - center) / scale``:
     ``mu_bar -> (mu_bar - center)/scale`` and ``lam -> lam/scale^2``; the tree posterior is
     unchanged by this affine map.
+
+    Parameters
+    ----------
+    tree_prior : TreePrior
+        alpha, beta, the minimum leaf size and whether rules carry a missing-value direction.
+    leaf_prior : NormalLeafPrior, DirichletLeafPrior or None
+        The leaf prior of a single tree; None for the sum-of-trees models, whose leaf prior is
+        ``tau2`` (and ``nu``/``lam`` for sigma^2, or ``lg_shape``/``lg_rate`` for log-linear BART).
+    likelihood : bool
+        False samples the prior.
+    center, scale : float
+        The standardisation of the response (normal leaf prior only).
+    tau2 : float
+        Variance of a BART leaf.
+    model_code : int or None
+        Leaf model (``likelihood.MODEL_*``); by default the one ``leaf_prior`` implies.
+    nu, lam : float or None
+        sigma^2 ~ IG(nu / 2, nu lam / 2) of the sum-of-trees models (on the scale the kernels
+        see); a ``NormalLeafPrior`` gives its own.
+    lg_shape, lg_rate : float
+        Gamma prior of a log-linear BART leaf factor.
+
+    Returns
+    -------
+    Prior
+        The immutable record; the chain keeps sigma^2 in its state (``records.Target``).
     """
-    h = np.zeros(_tree.N_HYPER)
-    h[_tree.H_ALPHA] = tree_prior.alpha
-    h[_tree.H_BETA] = tree_prior.beta
-    h[_tree.H_MIN_LEAF] = tree_prior.min_leaf_size
-    h[_tree.H_NA_SPLIT] = 1.0 if tree_prior.split_missing else 0.0
-    h[_tree.H_LIKELIHOOD] = 1.0 if likelihood else 0.0
-    h[_tree.H_N_CLASSES] = 1
-    h[_tree.H_SIGMA2] = sigma2
-    h[_tree.H_TAU2] = tau2
-    h[_tree.H_INV_TEMP] = 1.0
+    fields = dict(alpha=tree_prior.alpha, beta=tree_prior.beta, min_leaf=tree_prior.min_leaf_size,
+                  na_split=tree_prior.split_missing, likelihood=likelihood, model=0, tau2=tau2,
+                  lg_shape=lg_shape, lg_rate=lg_rate)
     if isinstance(leaf_prior, NormalLeafPrior):
-        h[_tree.H_A] = leaf_prior.a
-        h[_tree.H_MU_BAR] = (leaf_prior.mu_bar - center) / scale
-        h[_tree.H_NU] = leaf_prior.nu
-        h[_tree.H_LAM] = leaf_prior.lam / (scale * scale)
-        h[_tree.H_MODEL] = _lik.MODEL_MEAN_VARIANCE_SHIFT if leaf_prior.per_leaf_sigma else _lik.MODEL_MEAN_SHIFT
+        fields.update(a=leaf_prior.a, mu_bar=(leaf_prior.mu_bar - center) / scale, nu=leaf_prior.nu,
+                      lam=leaf_prior.lam / (scale * scale),
+                      model=_lik.MODEL_MEAN_VARIANCE_SHIFT if leaf_prior.per_leaf_sigma else _lik.MODEL_MEAN_SHIFT)
     elif isinstance(leaf_prior, DirichletLeafPrior):
-        h[_tree.H_CLASS_ALPHA] = leaf_prior.class_alpha
-        h[_tree.H_N_CLASSES] = leaf_prior.n_classes
-        h[_tree.H_MODEL] = _lik.MODEL_CLASSIFICATION
+        fields.update(class_alpha=leaf_prior.class_alpha, n_classes=leaf_prior.n_classes,
+                      model=_lik.MODEL_CLASSIFICATION)
+    if nu is not None:
+        fields["nu"] = nu
+    if lam is not None:
+        fields["lam"] = lam
     if model_code is not None:
-        h[_tree.H_MODEL] = model_code
-    return h
+        fields["model"] = model_code
+    return _records.make_prior(**fields)

@@ -52,7 +52,7 @@ def kernel_steps_per_second(sampler: str, n_steps: int, repeats: int) -> float:
     """MH steps per CPU second of one chain advancing ``n_steps`` burn-in iterations (best of repeats)."""
     import bartpy_suite as bps
     from bartpy_suite._binning import BinnedPredictors
-    from bartpy_suite.priors import NormalLeafPrior, TreePrior, default_lambda, hyper_vector
+    from bartpy_suite.priors import NormalLeafPrior, TreePrior, default_lambda, kernel_prior
     from bartpy_suite.samplers import get_sampler
     from bartpy_suite.samplers.mh import CartChain
 
@@ -63,7 +63,7 @@ def kernel_steps_per_second(sampler: str, n_steps: int, repeats: int) -> float:
     y = df["y"].to_numpy()
     ys = (y - y.mean()) / y.std()
     leaf = NormalLeafPrior(1 / 3, 0.0, 3.0, default_lambda(ys, 3.0))
-    hyper = hyper_vector(TreePrior(0.95, 0.5, 5), leaf, likelihood=True, center=0.0, scale=1.0)
+    hyper = kernel_prior(TreePrior(0.95, 0.5, 5), leaf, likelihood=True, center=0.0, scale=1.0)
     moves = get_sampler(sampler, "cart").option_defaults()["moves"]
     best = 0.0
     for r in range(repeats + 1):  # the first run compiles

@@ -143,7 +143,7 @@ for model, sampler in plan["fits"]:
 
 if plan["speed"]:
     from bartpy_suite._binning import BinnedPredictors
-    from bartpy_suite.priors import NormalLeafPrior, TreePrior, default_lambda, hyper_vector
+    from bartpy_suite.priors import NormalLeafPrior, TreePrior, default_lambda, kernel_prior
     from bartpy_suite.samplers import get_sampler
     from bartpy_suite.samplers.mh import CartChain
 
@@ -153,7 +153,7 @@ if plan["speed"]:
     y = cgm1998["y"].to_numpy()
     ys = (y - y.mean()) / y.std()
     leaf = NormalLeafPrior(1 / 3, 0.0, 3.0, default_lambda(ys, 3.0))
-    hyper = hyper_vector(TreePrior(0.95, 0.5, 5), leaf, likelihood=True, center=0.0, scale=1.0)
+    hyper = kernel_prior(TreePrior(0.95, 0.5, 5), leaf, likelihood=True, center=0.0, scale=1.0)
     moves = get_sampler("cgm", "cart").option_defaults()["moves"]
     best = 0.0
     for r in range(plan["repeats"] + 1):

@@ -37,7 +37,7 @@ import numpy as np
 
 from bartpy_suite._kernels import ctmc as _ctmc
 from bartpy_suite._kernels.ctmc import compute_all_rates
-from bartpy_suite.priors import NormalLeafPrior, TreePrior, default_lambda, hyper_vector
+from bartpy_suite.priors import NormalLeafPrior, TreePrior, default_lambda, kernel_prior
 from bartpy_suite.samplers.ctmc import CtmcCartChain
 from bartpy_suite.samplers.problems import CartProblem
 
@@ -55,7 +55,7 @@ def problem(n: int, levels: int, rng: np.random.Generator, per_leaf_sigma: bool 
     y = (y - y.mean()) / y.std()
     cuts = [np.quantile(xi, np.linspace(0.01, 0.99, 99)) for xi in x]
     codes = np.vstack([g] + [np.searchsorted(c, xi) for c, xi in zip(cuts, x)]).astype(np.int32)
-    hyper = hyper_vector(TreePrior(), NormalLeafPrior(a=1 / 3, mu_bar=0.0, nu=3.0, lam=default_lambda(y, 3.0),
+    hyper = kernel_prior(TreePrior(), NormalLeafPrior(a=1 / 3, mu_bar=0.0, nu=3.0, lam=default_lambda(y, 3.0),
                                                       per_leaf_sigma=per_leaf_sigma), likelihood=True)
     return CartProblem(codes, np.array([True, False, False]), np.array([levels, 100, 100], dtype=np.int64), y,
                        np.zeros(n, dtype=np.int64), hyper)
@@ -63,11 +63,11 @@ def problem(n: int, levels: int, rng: np.random.Generator, per_leaf_sigma: bool 
 
 def stump_rates_ms(chain: CtmcCartChain, repeats: int) -> float:
     """Median CPU ms of one ``compute_all_rates`` of the chain's current tree."""
-    xt, is_cat, nbins, y, ycls, hyper = chain._kernel_args()
+    data, hyper = chain._kernel_args()
     times = []
     for _ in range(repeats):
         t0 = time.process_time()
-        compute_all_rates(chain.tree, xt, is_cat, nbins, y, ycls, hyper, chain.fstate, chain.scratch, chain.cs)
+        compute_all_rates(chain.tree, data, hyper, chain.fstate, chain.scratch, chain.cs)
         times.append(time.process_time() - t0)
     return 1e3 * float(np.median(times))
 

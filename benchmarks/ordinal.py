@@ -152,7 +152,7 @@ def part_mixing(args) -> str:
     from bartpy_suite._kernels.backfit import SIGMA_PROBIT
     from bartpy_suite._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
     from bartpy_suite.models.ordinal import initial_cutpoints
-    from bartpy_suite.priors import TreePrior, hyper_vector
+    from bartpy_suite.priors import TreePrior, kernel_prior
     from bartpy_suite.samplers.mh import GROW_PRUNE_MOVES, OrdinalMHChain, move_flags, move_vector
     from bartpy_suite.samplers.problems import OrdinalBartProblem
 
@@ -165,7 +165,7 @@ def part_mixing(args) -> str:
         y = frame["y"].cat.codes.to_numpy().astype(np.int64)
         binned = BinnedPredictors.fit(x, [False] * 5, [0] * 5, 100)
         tau = 3.0 / (2.0 * np.sqrt(trees))
-        hyper = hyper_vector(TreePrior(), None, likelihood=True, sigma2=1.0, tau2=tau * tau,
+        hyper = kernel_prior(TreePrior(), None, likelihood=True, tau2=tau * tau,
                              model_code=MODEL_NORMAL_KNOWN_VARIANCE)
         mu0 = float(special.ndtri(np.clip((y >= 1).mean(), 1e-6, 1 - 1e-6)))
         start = tuple(float(c) for c in initial_cutpoints(y, 4, mu0))

@@ -10,12 +10,12 @@ from bartpy_suite.samplers import BartProblem
 from bartpy_suite.samplers.mh import BartChain
 
 
-def bart_chain(codes, is_categorical, nbins, y, hyper, moves, rng, n_trees, sigma_mode, offset=0.0,
-               sparse=None) -> BartChain:
-    """``BartChain`` on the given binned data and kernel hyperparameters (``sparse``: DART's
-    ``(a, b, rho)``, or None)."""
-    return BartChain(BartProblem(codes, is_categorical, nbins, np.asarray(y, dtype=float), hyper, n_trees,
-                                 sigma_mode, offset, sparse=sparse), moves, rng)
+def bart_chain(codes, is_categorical, nbins, y, prior, moves, rng, n_trees, sigma_mode, offset=0.0,
+               sparse=None, sigma2=1.0) -> BartChain:
+    """``BartChain`` on the given binned data and prior record (``sparse``: DART's ``(a, b, rho)``,
+    or None; ``sigma2``: the starting sigma^2)."""
+    return BartChain(BartProblem(codes, is_categorical, nbins, np.asarray(y, dtype=float), prior, n_trees,
+                                 sigma_mode, offset, sparse=sparse, sigma2=sigma2), moves, rng)
 
 
 def run_padded(chain, draws: int, first: int, n_iter: int, tune: int, thin: int) -> dict:

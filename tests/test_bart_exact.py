@@ -35,7 +35,7 @@ from bartpy_suite._binning import BinnedPredictors
 from bartpy_suite._kernels.backfit import SIGMA_FIXED
 from bartpy_suite._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
 from bartpy_suite._kernels.record import right_children, tree_roots
-from bartpy_suite.priors import TreePrior, hyper_vector
+from bartpy_suite.priors import TreePrior, kernel_prior
 from bartpy_suite.samplers import SAMPLERS
 
 
@@ -250,10 +250,11 @@ def exact_posterior(binned, y):
 
 
 def run_bart_one_tree(binned, y, sampler, seed, draws, thin, tune=2000, likelihood=True):
-    hyper = hyper_vector(TreePrior(ALPHA, BETA, MIN_LEAF), None, likelihood=likelihood, sigma2=SIGMA2, tau2=TAU2,
+    hyper = kernel_prior(TreePrior(ALPHA, BETA, MIN_LEAF), None, likelihood=likelihood, tau2=TAU2,
                          model_code=MODEL_NORMAL_KNOWN_VARIANCE)
     chain = bart_chain(binned.codes, binned.is_categorical, binned.nbins, y, hyper,
-                       SAMPLERS[sampler].option_defaults()["moves"], np.random.default_rng(seed), 1, SIGMA_FIXED)
+                       SAMPLERS[sampler].option_defaults()["moves"], np.random.default_rng(seed), 1, SIGMA_FIXED,
+                       sigma2=SIGMA2)
     out = run_padded(chain, draws, 0, tune + draws * thin, tune, thin)
     return chain, out
 
@@ -410,10 +411,11 @@ def test_live_forest_matches_recorded_tree():
     """The canonical tree read from the live forest arrays (row 0) equals the one read from the
     recorded preorder buffers of the same sweep."""
     binned, y = grid_problem(True)
-    hyper = hyper_vector(TreePrior(ALPHA, BETA, MIN_LEAF), None, likelihood=True, sigma2=SIGMA2, tau2=TAU2,
+    hyper = kernel_prior(TreePrior(ALPHA, BETA, MIN_LEAF), None, likelihood=True, tau2=TAU2,
                          model_code=MODEL_NORMAL_KNOWN_VARIANCE)
     chain = bart_chain(binned.codes, binned.is_categorical, binned.nbins, y, hyper,
-                       SAMPLERS["cgm"].option_defaults()["moves"], np.random.default_rng(5), 1, SIGMA_FIXED)
+                       SAMPLERS["cgm"].option_defaults()["moves"], np.random.default_rng(5), 1, SIGMA_FIXED,
+                       sigma2=SIGMA2)
     for it in range(200):
         out = run_padded(chain, 1, it, 1, it, 1)
         fo = chain.forest

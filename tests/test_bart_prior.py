@@ -23,7 +23,7 @@ from scipy import stats
 import bartpy_suite as bps
 from bartpy_suite._kernels.backfit import SIGMA_FIXED
 from bartpy_suite._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
-from bartpy_suite.priors import TreePrior, hyper_vector
+from bartpy_suite.priors import TreePrior, kernel_prior
 from bartpy_suite.samplers import SAMPLERS
 
 try:
@@ -150,7 +150,7 @@ def test_prior_only_trees_match_exact_prior(sampler):
     """
     binned, y = grid_problem(True)
     probs = exact_prior(binned, BART_ALPHA, BART_BETA, 2)
-    hyper = hyper_vector(TreePrior(BART_ALPHA, BART_BETA, 2), None, likelihood=False, sigma2=1.0, tau2=0.1,
+    hyper = kernel_prior(TreePrior(BART_ALPHA, BART_BETA, 2), None, likelihood=False, tau2=0.1,
                          model_code=MODEL_NORMAL_KNOWN_VARIANCE)
     n_trees, draws, thin = 5, 4000, 10
     chain = bart_chain(binned.codes, binned.is_categorical, binned.nbins, y, hyper,

@@ -20,8 +20,7 @@ from _chains import run_padded
 
 from bartpy_suite._kernels.backfit import SIGMA_FIXED, SIGMA_SAMPLED
 from bartpy_suite._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
-from bartpy_suite._kernels.tree import H_LAM, H_NU, H_SIGMA2
-from bartpy_suite.priors import TreePrior, hyper_vector
+from bartpy_suite.priors import TreePrior, kernel_prior
 from bartpy_suite.samplers import SAMPLERS, BartProblem
 
 try:
@@ -34,9 +33,9 @@ except ImportError:  # tests/ imported as a package
     from tests.test_bart_prior import exact_prior
 
 
-def ctmc_chain(binned, y, hyper, n_trees, sigma_mode, seed, time=1.0):
-    problem = BartProblem(binned.codes, binned.is_categorical, binned.nbins, np.asarray(y, dtype=float), hyper,
-                          n_trees, sigma_mode, 0.0)
+def ctmc_chain(binned, y, prior, n_trees, sigma_mode, seed, time=1.0, sigma2=1.0):
+    problem = BartProblem(binned.codes, binned.is_categorical, binned.nbins, np.asarray(y, dtype=float), prior,
+                          n_trees, sigma_mode, 0.0, sigma2=sigma2)
     options = SAMPLERS["ctmc"].check_options({"time": time})
     return SAMPLERS["ctmc"].make_chain(problem, options, np.random.default_rng(seed))
 
@@ -54,9 +53,9 @@ def test_one_tree_fixed_sigma_matches_exact_posterior(factor):
     binned, y = BE.grid_problem(factor)
     keys, _, post = BE.exact_posterior(binned, y)
     probs = dict(zip(keys, post))
-    hyper = hyper_vector(TreePrior(BE.ALPHA, BE.BETA, BE.MIN_LEAF), None, likelihood=True, sigma2=BE.SIGMA2,
+    hyper = kernel_prior(TreePrior(BE.ALPHA, BE.BETA, BE.MIN_LEAF), None, likelihood=True,
                          tau2=BE.TAU2, model_code=MODEL_NORMAL_KNOWN_VARIANCE)
-    chain = ctmc_chain(binned, y, hyper, 1, SIGMA_FIXED, 31 + factor)
+    chain = ctmc_chain(binned, y, hyper, 1, SIGMA_FIXED, 31 + factor, sigma2=BE.SIGMA2)
     draws, thin, tune = 20_000, 5, 500
     out = run_padded(chain, draws, 0, tune + draws * thin, tune, thin)
     trees = BE.canonical_draws(out, binned)
@@ -77,7 +76,7 @@ def test_prior_only_trees_match_exact_prior():
     TV within 0.01 of the i.i.d. TV."""
     binned, y = BE.grid_problem(True)
     probs = exact_prior(binned, 0.95, 2.0, 2)
-    hyper = hyper_vector(TreePrior(0.95, 2.0, 2), None, likelihood=False, sigma2=1.0, tau2=0.1,
+    hyper = kernel_prior(TreePrior(0.95, 2.0, 2), None, likelihood=False, tau2=0.1,
                          model_code=MODEL_NORMAL_KNOWN_VARIANCE)
     n_trees, draws, thin = 5, 4000, 5
     chain = ctmc_chain(binned, y, hyper, n_trees, SIGMA_FIXED, 43)
@@ -99,7 +98,7 @@ def test_time_adapts_during_tuning_then_stays():
     """With time='auto' the time per visit changes during tuning and is constant afterwards;
     the recorded jumps per visit are then about one (between 0.3 and 3 on this small problem)."""
     binned, y = BE.grid_problem(False)
-    hyper = hyper_vector(TreePrior(0.95, 2.0, 2), None, likelihood=True, sigma2=1.0, tau2=0.1,
+    hyper = kernel_prior(TreePrior(0.95, 2.0, 2), None, likelihood=True, tau2=0.1,
                          model_code=MODEL_NORMAL_KNOWN_VARIANCE)
     chain = ctmc_chain(binned, y, hyper, 5, SIGMA_SAMPLED, 3, time="auto")
     chain.allocate(200)
@@ -113,21 +112,21 @@ def test_time_adapts_during_tuning_then_stays():
 
 def ctmc_successive_conditional(binned, iterations, burn, rng):
     n = binned.codes.shape[1]
-    hyper = hyper_vector(TreePrior(GW.ALPHA, GW.BETA, GW.MIN_LEAF), None, likelihood=True, sigma2=GW.LAM,
-                         tau2=GW.TAU2, model_code=MODEL_NORMAL_KNOWN_VARIANCE)
-    hyper[[H_NU, H_LAM]] = GW.NU, GW.LAM
+    hyper = kernel_prior(TreePrior(GW.ALPHA, GW.BETA, GW.MIN_LEAF), None, likelihood=True,
+                         tau2=GW.TAU2, model_code=MODEL_NORMAL_KNOWN_VARIANCE,
+                         nu=GW.NU, lam=GW.LAM)
     problem = BartProblem(binned.codes, binned.is_categorical, binned.nbins, np.zeros(n), hyper, GW.N_TREES,
-                          SIGMA_SAMPLED, 0.0)
+                          SIGMA_SAMPLED, 0.0, sigma2=GW.LAM)
     chain = SAMPLERS["ctmc"].make_chain(problem, SAMPLERS["ctmc"].check_options({"time": 0.5}), rng)
     f = np.zeros(n)
-    y = f + np.sqrt(chain.hyper[H_SIGMA2]) * rng.standard_normal(n)
+    y = f + np.sqrt(chain.current_sigma2) * rng.standard_normal(n)
     chain.resid[:] = y - f
     out = np.empty((iterations, len(GW.NAMES)))
     from bartpy_suite._kernels.tree import M_N_LEAVES
     for it in range(burn + iterations):
         chain.sweep()
         f = y - chain.resid
-        sigma2 = chain.hyper[H_SIGMA2]
+        sigma2 = chain.current_sigma2
         if it >= burn:
             out[it - burn] = GW.functions(f, y, sigma2, chain.forest.meta[:, M_N_LEAVES].mean())
         y = f + np.sqrt(sigma2) * rng.standard_normal(n)

@@ -37,8 +37,8 @@ from bartpy_suite._kernels.ctmc import (
     stats_leaf_terms,
 )
 from bartpy_suite._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
-from bartpy_suite._kernels.tree import H_ALPHA, H_BETA, H_MIN_LEAF, LEAF, has_available_rule, p_split
-from bartpy_suite.priors import DirichletLeafPrior, NormalLeafPrior, TreePrior, hyper_vector
+from bartpy_suite._kernels.tree import LEAF, has_available_rule, p_split
+from bartpy_suite.priors import DirichletLeafPrior, NormalLeafPrior, TreePrior, kernel_prior
 from bartpy_suite.samplers.ctmc import CtmcCartChain
 from bartpy_suite.samplers.problems import CartProblem
 
@@ -66,33 +66,38 @@ def make_chain(model: str, min_leaf: int, seed: int) -> CtmcCartChain:
     if model == "classification":
         ycls = np.minimum((signal + rng.normal(size=n) > 0.8).astype(np.int64) + (signal > 1.5), 2)
         y = np.zeros(n)
-        hyper = hyper_vector(prior, DirichletLeafPrior(1.0, 3), likelihood=True)
+        hyper = kernel_prior(prior, DirichletLeafPrior(1.0, 3), likelihood=True)
     elif model == "known_variance":
-        hyper = hyper_vector(prior, None, likelihood=True, sigma2=0.8, tau2=0.3,
+        hyper = kernel_prior(prior, None, likelihood=True, tau2=0.3,
                              model_code=MODEL_NORMAL_KNOWN_VARIANCE)
     else:
         leaf = NormalLeafPrior(a=0.3, mu_bar=0.0, nu=3.0, lam=0.5, per_leaf_sigma=model == "mean_variance_shift")
-        hyper = hyper_vector(prior, leaf, likelihood=True)
+        hyper = kernel_prior(prior, leaf, likelihood=True)
     problem = CartProblem(codes, is_cat, nbins, y, ycls, hyper)
-    return CtmcCartChain(problem, np.random.default_rng(seed + 1))
+    chain = CtmcCartChain(problem, np.random.default_rng(seed + 1))
+    if model == "known_variance":
+        chain.target.sigma2[0] = 0.8  # the sigma^2 a BART chain would condition on
+        chain.refresh()
+    return chain
 
 
 def direct_factor_rates(chain: CtmcCartChain, node: int, v: int) -> dict:
     """The rate of every partition (keyed by its left side's level mask) by direct enumeration:
     the previous ``_factor_rates`` of ``_kernels/ctmc.py``, O(rows) per partition."""
-    xt, is_cat, nbins, y, ycls, hyper = chain._kernel_args()
+    data, hyper = chain._kernel_args()
+    xt, is_cat, nbins, y, ycls = data
     t, scratch, cs = chain.tree, chain.scratch, chain.cs
-    n_vars, log_split = _leaf_rule_setup(t, node, xt, is_cat, nbins, hyper, scratch)
+    n_vars, log_split = _leaf_rule_setup(t, node, data, hyper, scratch)
     count = scratch.counts[v]
     if n_vars == 0 or count <= 0.0:
         return {}
-    m = int(hyper[H_MIN_LEAF])
+    m = hyper.prior.min_leaf
     rows = t.perm[t.start[node]:t.end[node]]
     codes = xt[v, rows]
     levels = np.unique(codes)
     n_present = len(levels)
     log_base = log_split - math.log(n_vars) - math.log(0.5 * count)
-    ps_child = math.log1p(-p_split(hyper[H_ALPHA], hyper[H_BETA], t.depth[node] + 1))
+    ps_child = math.log1p(-p_split(hyper.prior.alpha, hyper.prior.beta, t.depth[node] + 1))
     n_cls = cs.bin_cls.shape[1]
 
     def terms(r):
@@ -129,10 +134,11 @@ def direct_factor_rates(chain: CtmcCartChain, node: int, v: int) -> dict:
 
 def walked_rates(chain: CtmcCartChain, node: int, v: int):
     """(codes, rates, masks) of the kernel's walk at a leaf, in walk order."""
-    xt, is_cat, nbins, y, ycls, hyper = chain._kernel_args()
+    data, hyper = chain._kernel_args()
+    xt, is_cat, nbins, y, ycls = data
     size = (1 << (int(nbins[v]) - 1)) - 1
     codes, rates = np.zeros(size, dtype=np.int64), np.full(size, np.nan)
-    n_present = factor_partition_rates(chain.tree, node, v, xt, is_cat, nbins, y, ycls, hyper, chain.fstate,
+    n_present = factor_partition_rates(chain.tree, node, v, data, hyper, chain.fstate,
                                        chain.scratch, chain.cs, codes, rates)
     if n_present == 0:
         return None
@@ -150,14 +156,15 @@ def leaves_of(chain):
 @pytest.mark.parametrize("model", MODELS)
 def test_gray_code_rates_equal_direct_enumeration(model, min_leaf):
     chain = make_chain(model, min_leaf, seed=11 + 7 * min_leaf)
-    xt, is_cat, nbins, y, ycls, hyper = chain._kernel_args()
+    data, hyper = chain._kernel_args()
+    xt, is_cat, nbins, y, ycls = data
     chain.cs.walk_stats[:] = 0
     checked = 0
     worst = 0.0
     chain.allocate(1)
     for _ in range(8):  # trees along the chain's own path: 40 jumps apart
         chain.run(0, 40, 0, 40)
-        compute_all_rates(chain.tree, xt, is_cat, nbins, y, ycls, hyper, chain.fstate, chain.scratch, chain.cs)
+        compute_all_rates(chain.tree, data, hyper, chain.fstate, chain.scratch, chain.cs)
         cached = chain.cs.rate_var.copy()
         for node in leaves_of(chain):
             for v in (0, 2):
@@ -190,17 +197,18 @@ def test_selection_rewalk_lands_on_the_drawn_partition(model):
     """For each partition with a positive rate, a target inside its cumulative interval (and
     at its lower end) must select exactly it; a target at the total selects the last positive."""
     chain = make_chain(model, 5, seed=3)
-    xt, is_cat, nbins, y, ycls, hyper = chain._kernel_args()
+    data, hyper = chain._kernel_args()
+    xt, is_cat, nbins, y, ycls = data
     t, scratch, cs = chain.tree, chain.scratch, chain.cs
     node, v = 0, 0
     codes, rates, _ = walked_rates(chain, node, v)
-    n_vars, log_split = _leaf_rule_setup(t, node, xt, is_cat, nbins, hyper, scratch)
+    n_vars, log_split = _leaf_rule_setup(t, node, data, hyper, scratch)
     log_base = log_split - math.log(n_vars) - math.log(0.5 * scratch.counts[v])
     _bin_rows(t, node, xt, v, nbins[v], y, ycls, hyper, cs, scratch.model)
-    n_present = _factor_setup(xt, is_cat, nbins, v, hyper, scratch, cs)
+    n_present = _factor_setup(data, v, hyper, scratch, cs)
 
     def pick(target):
-        return _factor_walk(t, node, xt, is_cat, nbins, v, n_present, log_base, t.lm[node], t.b[node],
+        return _factor_walk(t, node, data, v, n_present, log_base, t.lm[node], t.b[node],
                             float(y.shape[0]), hyper, chain.fstate, scratch, cs, target, cs.no_sub, cs.no_rate,
                             scratch.model)[1]
 

@@ -405,7 +405,7 @@ def test_exact_tree_posterior_under_dart(sampler):
     from exact.problems import calibrated_lambda
 
     from bartpy_suite._binning import BinnedPredictors
-    from bartpy_suite.priors import NormalLeafPrior, TreePrior, hyper_vector
+    from bartpy_suite.priors import NormalLeafPrior, TreePrior, kernel_prior
     from bartpy_suite.samplers.mh import CGM_MOVES, GROW_PRUNE_MOVES, CartChain
 
     p, a, b = 3, 0.5, 1.0
@@ -414,7 +414,7 @@ def test_exact_tree_posterior_under_dart(sampler):
     ex = exact_posterior(prob)
     target = dart_exact(ex, p, a, b, float(p))
     bp = BinnedPredictors.fit(prob.X, prob.is_cat, prob.n_levels, None)
-    h = hyper_vector(TreePrior(prob.alpha, prob.beta, prob.m),
+    h = kernel_prior(TreePrior(prob.alpha, prob.beta, prob.m),
                      NormalLeafPrior(prob.a, prob.mu_bar, prob.nu, prob.lam), likelihood=True)
     moves = CGM_MOVES if sampler == "cgm" else GROW_PRUNE_MOVES
     # Independent chains, concatenated: under DART a chain can stay for long on trees of one

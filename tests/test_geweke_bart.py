@@ -43,8 +43,8 @@ from _chains import bart_chain
 from bartpy_suite._binning import BinnedPredictors
 from bartpy_suite._kernels.backfit import SIGMA_PROBIT, SIGMA_SAMPLED
 from bartpy_suite._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
-from bartpy_suite._kernels.tree import H_LAM, H_NU, H_SIGMA2, M_N_LEAVES
-from bartpy_suite.priors import TreePrior, hyper_vector
+from bartpy_suite._kernels.tree import M_N_LEAVES
+from bartpy_suite.priors import TreePrior, kernel_prior
 from bartpy_suite.samplers import SAMPLERS
 
 try:
@@ -110,20 +110,20 @@ def marginal_conditional(binned, draws, rng):
 
 def successive_conditional(binned, sampler, iterations, burn, rng):
     n = binned.codes.shape[1]
-    hyper = hyper_vector(TreePrior(ALPHA, BETA, MIN_LEAF), None, likelihood=True, sigma2=LAM, tau2=TAU2,
-                         model_code=MODEL_NORMAL_KNOWN_VARIANCE)
-    hyper[[H_NU, H_LAM]] = NU, LAM
+    hyper = kernel_prior(TreePrior(ALPHA, BETA, MIN_LEAF), None, likelihood=True, tau2=TAU2,
+                         model_code=MODEL_NORMAL_KNOWN_VARIANCE,
+                         nu=NU, lam=LAM)
     chain = bart_chain(binned.codes, binned.is_categorical, binned.nbins, np.zeros(n), hyper,
-                       SAMPLERS[sampler].option_defaults()["moves"], rng, N_TREES, SIGMA_SAMPLED)
+                       SAMPLERS[sampler].option_defaults()["moves"], rng, N_TREES, SIGMA_SAMPLED, sigma2=LAM)
     # Start: stumps with zero leaves (the chain's own start for y = 0), y from p(y | theta).
     f = np.zeros(n)
-    y = f + np.sqrt(chain.hyper[H_SIGMA2]) * rng.standard_normal(n)
+    y = f + np.sqrt(chain.current_sigma2) * rng.standard_normal(n)
     chain.resid[:] = y - f
     out = np.empty((iterations, len(NAMES)))
     for it in range(burn + iterations):
         chain.sweep()
         f = y - chain.resid
-        sigma2 = chain.hyper[H_SIGMA2]
+        sigma2 = chain.current_sigma2
         if it >= burn:
             out[it - burn] = functions(f, y, sigma2, chain.forest.meta[:, M_N_LEAVES].mean())
         y = f + np.sqrt(sigma2) * rng.standard_normal(n)
@@ -184,7 +184,7 @@ def probit_marginal_conditional(binned, draws, rng):
 
 def probit_successive_conditional(binned, sampler, iterations, burn, rng):
     n = binned.codes.shape[1]
-    hyper = hyper_vector(TreePrior(ALPHA, BETA, MIN_LEAF), None, likelihood=True, sigma2=1.0, tau2=TAU2,
+    hyper = kernel_prior(TreePrior(ALPHA, BETA, MIN_LEAF), None, likelihood=True, tau2=TAU2,
                          model_code=MODEL_NORMAL_KNOWN_VARIANCE)
     f = np.zeros(n)
     z = f + rng.standard_normal(n)

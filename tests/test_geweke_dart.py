@@ -34,8 +34,8 @@ from bartpy_suite._binning import BinnedPredictors
 from bartpy_suite._kernels.backfit import SIGMA_SAMPLED
 from bartpy_suite._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
 from bartpy_suite._kernels.sparse import N_GRID, S_THETA, forest_sparse_update
-from bartpy_suite._kernels.tree import H_LAM, H_NU, H_SIGMA2, M_N_LEAVES
-from bartpy_suite.priors import TreePrior, hyper_vector
+from bartpy_suite._kernels.tree import M_N_LEAVES
+from bartpy_suite.priors import TreePrior, kernel_prior
 from bartpy_suite.samplers import SAMPLERS
 
 try:
@@ -126,14 +126,14 @@ def marginal_conditional(binned, draws, rng):
 
 def successive_conditional(binned, iterations, burn, rng):
     n = binned.codes.shape[1]
-    hyper = hyper_vector(TreePrior(ALPHA, BETA, MIN_LEAF), None, likelihood=True, sigma2=LAM, tau2=TAU2,
-                         model_code=MODEL_NORMAL_KNOWN_VARIANCE)
-    hyper[[H_NU, H_LAM]] = NU, LAM
+    hyper = kernel_prior(TreePrior(ALPHA, BETA, MIN_LEAF), None, likelihood=True, tau2=TAU2,
+                         model_code=MODEL_NORMAL_KNOWN_VARIANCE,
+                         nu=NU, lam=LAM)
     chain = bart_chain(binned.codes, binned.is_categorical, binned.nbins, np.zeros(n), hyper,
                        SAMPLERS["grow_prune"].option_defaults()["moves"], rng, N_TREES, SIGMA_SAMPLED,
-                       sparse=(A, B, RHO))
+                       sparse=(A, B, RHO), sigma2=LAM)
     f = np.zeros(n)
-    y = f + np.sqrt(chain.hyper[H_SIGMA2]) * rng.standard_normal(n)
+    y = f + np.sqrt(chain.current_sigma2) * rng.standard_normal(n)
     chain.resid[:] = y - f
     out = np.empty((iterations, len(NAMES)))
     splits = np.zeros(2)
@@ -141,7 +141,7 @@ def successive_conditional(binned, iterations, burn, rng):
         chain.sweep()
         forest_sparse_update(chain.rng, chain.forest, chain.scratch.log_s, chain.split_count, chain.sparse_conf)
         f = y - chain.resid
-        sigma2 = chain.hyper[H_SIGMA2]
+        sigma2 = chain.current_sigma2
         if it >= burn:
             theta = chain.sparse_conf[S_THETA]
             splits[:] = chain.split_count  # the counts the update just used: this sweep's forest

@@ -22,9 +22,10 @@ from scipy import special
 
 from bartpy_suite._kernels.bart_chain import mh_multinomial_sweep
 from bartpy_suite._kernels.likelihood import MODEL_LOG_GAMMA
-from bartpy_suite._kernels.tree import H_LG_RATE, H_LG_SHAPE, M_N_LEAVES
+from bartpy_suite._kernels.records import Moves
+from bartpy_suite._kernels.tree import M_N_LEAVES
 from bartpy_suite.models.bart import log_gamma_prior
-from bartpy_suite.priors import TreePrior, hyper_vector
+from bartpy_suite.priors import TreePrior, kernel_prior
 from bartpy_suite.samplers import SAMPLERS
 from bartpy_suite.samplers.mh import MultinomialMHChain, move_flags
 from bartpy_suite.samplers.problems import MultinomialBartProblem
@@ -76,8 +77,8 @@ def marginal_conditional(binned, draws, rng):
 
 def successive_conditional(binned, sampler, iterations, burn, rng):
     n = binned.codes.shape[1]
-    hyper = hyper_vector(TreePrior(ALPHA, BETA, MIN_LEAF), None, likelihood=True, model_code=MODEL_LOG_GAMMA)
-    hyper[[H_LG_SHAPE, H_LG_RATE]] = SHAPE, RATE
+    hyper = kernel_prior(TreePrior(ALPHA, BETA, MIN_LEAF), None, likelihood=True, model_code=MODEL_LOG_GAMMA,
+                         lg_shape=SHAPE, lg_rate=RATE)
     y = draw_labels(np.zeros((K, n)), rng)
     chain = MultinomialMHChain(MultinomialBartProblem(binned.codes, binned.is_categorical, binned.nbins, y, hyper,
                                                       K, TREES), SAMPLERS[sampler].option_defaults()["moves"], rng)
@@ -86,8 +87,8 @@ def successive_conditional(binned, sampler, iterations, burn, rng):
     counts = np.zeros((4, 2), dtype=np.int64)
     out = np.empty((iterations, len(NAMES)))
     for it in range(burn + iterations):
-        mh_multinomial_sweep(rng, chain.forest, state, chain.codes, chain.is_categorical, chain.nbins, move_probs,
-                             *move_flags(move_probs), chain.scratch, counts)
+        mh_multinomial_sweep(rng, chain.forest, state, chain.data, Moves(move_probs, *move_flags(move_probs)),
+                             chain.scratch, counts)
         fit = state.log_fit
         if it >= burn:
             out[it - burn] = functions(fit, state.ycls, chain.forest.meta[:, M_N_LEAVES].mean())

@@ -35,8 +35,9 @@ from bartpy_suite._kernels.backfit import SIGMA_PROBIT
 from bartpy_suite._kernels.cart_moves import N_MOVES
 from bartpy_suite._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
 from bartpy_suite._kernels.ordinal import mh_ordinal_sweep
+from bartpy_suite._kernels.records import Moves
 from bartpy_suite._kernels.tree import M_N_LEAVES
-from bartpy_suite.priors import TreePrior, hyper_vector
+from bartpy_suite.priors import TreePrior, kernel_prior
 from bartpy_suite.samplers.mh import GROW_PRUNE_MOVES, OrdinalMHChain, move_flags, move_vector
 from bartpy_suite.samplers.problems import OrdinalBartProblem
 
@@ -67,7 +68,7 @@ def marginal_conditional(binned, draws, rng):
 
 def successive_conditional(binned, iterations, burn, rng):
     n = binned.codes.shape[1]
-    hyper = hyper_vector(TreePrior(ALPHA, BETA, MIN_LEAF), None, likelihood=True, sigma2=1.0, tau2=TAU2,
+    hyper = kernel_prior(TreePrior(ALPHA, BETA, MIN_LEAF), None, likelihood=True, tau2=TAU2,
                          model_code=MODEL_NORMAL_KNOWN_VARIANCE)
     c2 = 1.0
     z = rng.standard_normal(n)  # f = 0: the chain starts from stumps with zero leaves
@@ -80,11 +81,10 @@ def successive_conditional(binned, iterations, burn, rng):
     state.resid[:] = z  # resid = z - eta, eta = mu0 + f = 0
     ost.ycls[:] = y
     counts = np.zeros((N_MOVES, 2), dtype=np.int64)
-    change_swap, rotation = move_flags(chain.move_probs)
+    moves = Moves(chain.move_probs, *move_flags(chain.move_probs))
     out = np.empty((iterations, len(NAMES)))
     for it in range(burn + iterations):
-        mh_ordinal_sweep(chain.rng, chain.forest, state, ost, chain.codes, chain.is_categorical, chain.nbins,
-                         chain.move_probs, change_swap, rotation, chain.scratch, counts)
+        mh_ordinal_sweep(chain.rng, chain.forest, state, ost, chain.data, moves, chain.scratch, counts)
         f = state.z - state.resid
         c2 = ost.cut[2]
         if it >= burn:

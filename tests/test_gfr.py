@@ -28,7 +28,7 @@ from bartpy_suite._kernels.backfit import SIGMA_FIXED, SIGMA_PROBIT
 from bartpy_suite._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
 from bartpy_suite._kernels.record import to_padded
 from bartpy_suite.errors import ArgumentError
-from bartpy_suite.priors import TreePrior, hyper_vector
+from bartpy_suite.priors import TreePrior, kernel_prior
 from bartpy_suite.samplers import SAMPLERS, BartProblem
 from bartpy_suite.samplers.gfr import GFR, GfrChain, check_init_options, warm_start
 
@@ -40,14 +40,14 @@ except ImportError:  # tests/ imported as a package
 ALPHA, BETA, MIN_LEAF, SIGMA2, TAU2 = BE.ALPHA, BE.BETA, BE.MIN_LEAF, BE.SIGMA2, BE.TAU2
 
 
-def _hyper(likelihood=True):
-    return hyper_vector(TreePrior(ALPHA, BETA, MIN_LEAF), None, likelihood=likelihood, sigma2=SIGMA2, tau2=TAU2,
+def _prior(likelihood=True):
+    return kernel_prior(TreePrior(ALPHA, BETA, MIN_LEAF), None, likelihood=likelihood, tau2=TAU2,
                         model_code=MODEL_NORMAL_KNOWN_VARIANCE)
 
 
 def _problem(binned, y, likelihood=True, trees=1, mode=SIGMA_FIXED):
     return BartProblem(binned.codes, binned.is_categorical, binned.nbins, np.asarray(y, dtype=float),
-                       _hyper(likelihood), trees, mode)
+                       _prior(likelihood), trees, mode, sigma2=SIGMA2)
 
 
 def gfr_tree_draws(binned, y, seed, draws, likelihood=True, **options):
@@ -218,8 +218,8 @@ def test_warm_start_maps_sweeps_to_chains_and_leaves_their_generators():
     binned, y = BE.grid_problem(False)
     problem = _problem(binned, y, mode=SIGMA_FIXED, trees=3)
     moves = SAMPLERS["grow_prune"].option_defaults()["moves"]
-    chains = [bart_chain(binned.codes, binned.is_categorical, binned.nbins, y, problem.hyper, moves,
-                         np.random.default_rng(100 + c), 3, SIGMA_FIXED) for c in range(2)]
+    chains = [bart_chain(binned.codes, binned.is_categorical, binned.nbins, y, problem.prior, moves,
+                         np.random.default_rng(100 + c), 3, SIGMA_FIXED, sigma2=SIGMA2) for c in range(2)]
     states = [c.rng.bit_generator.state for c in chains]
     options = check_init_options({"sweeps": 4}, 2)
     warm_start(chains, problem, np.random.default_rng(9), options)
@@ -248,9 +248,9 @@ def test_warm_started_chain_matches_exact_posterior(factor, sampler):
     binned, y = BE.grid_problem(factor)
     keys, _, post = BE.exact_posterior(binned, y)
     problem = _problem(binned, y)
-    chain = bart_chain(binned.codes, binned.is_categorical, binned.nbins, y, problem.hyper,
+    chain = bart_chain(binned.codes, binned.is_categorical, binned.nbins, y, problem.prior,
                        SAMPLERS[sampler].option_defaults()["moves"], np.random.default_rng(31 + factor), 1,
-                       SIGMA_FIXED)
+                       SIGMA_FIXED, sigma2=SIGMA2)
     warm_start([chain], problem, np.random.default_rng(61 + factor), check_init_options(None, 1))
     assert chain.forest.meta[0, 1] > 1, "the GFR start should not be a stump on this data"
     out = run_padded(chain, BE.DRAWS, 0, BE.DRAWS * BE.THIN, 0, BE.THIN)

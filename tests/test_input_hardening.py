@@ -25,7 +25,7 @@ from bartpy_suite.errors import ArgumentError, DataError
 from bartpy_suite.formula import build_design
 from bartpy_suite.models import _base
 from bartpy_suite.models.registry import MODELS
-from bartpy_suite.priors import NormalLeafPrior, TreePrior, hyper_vector
+from bartpy_suite.priors import NormalLeafPrior, TreePrior, kernel_prior
 from bartpy_suite.samplers import CartProblem
 
 # ---------------------------------------------------------------------------------------------
@@ -418,7 +418,7 @@ def test_smc_particles_count_as_per_draw_memory():
     # smc keeps one particle (a tree with its row map) per kept draw: the probe sees it.
     x, y = _memory_data(n=500)
     binned = BinnedPredictors.fit(x, np.zeros(3, bool), None, None)
-    hyper = hyper_vector(TreePrior(), NormalLeafPrior(1 / 3, 0.0, 3.0, 1.0), likelihood=True)
+    hyper = kernel_prior(TreePrior(), NormalLeafPrior(1 / 3, 0.0, 3.0, 1.0), likelihood=True)
     problem = CartProblem(binned.codes, np.zeros(3, bool), binned.nbins, (y - y.mean()) / y.std(),
                           np.zeros(500, np.int64), hyper)
 

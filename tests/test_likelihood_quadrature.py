@@ -59,6 +59,7 @@ from scipy.special import gammaln, xlogy
 
 from bartpy_suite._kernels import likelihood as L
 from bartpy_suite._kernels import tree as T
+from bartpy_suite._kernels.records import make_prior, make_target
 
 LEAF_SIZES = (1, 2, 5, 17, 50)
 SCALES = (1e-6, 1.0, 1e6)
@@ -394,20 +395,9 @@ def test_dirichlet_is_a_distribution_over_label_sequences(n, k, alpha):
 
 def _hyper_vector(model, *, a=1.0, mu_bar=0.0, nu=3.0, lam=1.0, class_alpha=1.0, n_classes=1,
                   sigma2=1.0, tau2=1.0):
-    h = np.zeros(T.N_HYPER)
-    h[T.H_MIN_LEAF] = 1.0
-    h[T.H_A] = a
-    h[T.H_MU_BAR] = mu_bar
-    h[T.H_NU] = nu
-    h[T.H_LAM] = lam
-    h[T.H_CLASS_ALPHA] = class_alpha
-    h[T.H_N_CLASSES] = n_classes
-    h[T.H_MODEL] = model
-    h[T.H_LIKELIHOOD] = 1.0
-    h[T.H_SIGMA2] = sigma2
-    h[T.H_TAU2] = tau2
-    h[T.H_INV_TEMP] = 1.0
-    return h
+    prior = make_prior(min_leaf=1, a=a, mu_bar=mu_bar, nu=nu, lam=lam, class_alpha=class_alpha,
+                       n_classes=n_classes, model=model, likelihood=True, tau2=tau2)
+    return make_target(prior, sigma2)
 
 
 def _grouped_tree(sizes, seed):

@@ -185,12 +185,12 @@ def _gibbs_draws(x, y, mu0):
     from bartpy_suite._binning import BinnedPredictors
     from bartpy_suite._kernels.backfit import SIGMA_PROBIT
     from bartpy_suite._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
-    from bartpy_suite.priors import TreePrior, hyper_vector
+    from bartpy_suite.priors import TreePrior, kernel_prior
     from bartpy_suite.samplers.mh import GROW_PRUNE_MOVES, OrdinalMHChain, move_flags, move_vector
     from bartpy_suite.samplers.problems import OrdinalBartProblem
 
     binned = BinnedPredictors.fit(x, [False], [0], 100)
-    hyper = hyper_vector(TreePrior(), None, likelihood=True, sigma2=1.0, tau2=TINY_TAU ** 2,
+    hyper = kernel_prior(TreePrior(), None, likelihood=True, tau2=TINY_TAU ** 2,
                          model_code=MODEL_NORMAL_KNOWN_VARIANCE)
     etas, cuts = [], []
     for seed in range(4):

@@ -33,7 +33,7 @@ from bartpy_suite._kernels.backfit import SIGMA_FIXED
 from bartpy_suite._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
 from bartpy_suite.errors import ArgumentError
 from bartpy_suite.posterior.weighted import kish_ess
-from bartpy_suite.priors import TreePrior, hyper_vector
+from bartpy_suite.priors import TreePrior, kernel_prior
 from bartpy_suite.samplers.particle import PgBartChain
 from bartpy_suite.samplers.problems import BartProblem
 
@@ -277,7 +277,7 @@ def test_pg_bart_prior_only_trees_match_exact_prior(draws):
     same size plus 4.5 of its sd (100 simulated i.i.d. samples)."""
     binned, y = grid_problem(True)
     probs = exact_prior(binned, BART_ALPHA, BART_BETA, 2)
-    hyper = hyper_vector(TreePrior(BART_ALPHA, BART_BETA, 2), None, likelihood=False, sigma2=1.0, tau2=0.1,
+    hyper = kernel_prior(TreePrior(BART_ALPHA, BART_BETA, 2), None, likelihood=False, tau2=0.1,
                          model_code=MODEL_NORMAL_KNOWN_VARIANCE)
     n_trees, thin = 5, 2
     problem = BartProblem(binned.codes, binned.is_categorical, binned.nbins, np.asarray(y, dtype=float), hyper,

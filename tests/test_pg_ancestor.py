@@ -47,7 +47,7 @@ def kernel_ratios(chain, prob, prefix_tree, suffix_tree, stages):
     """The kernel's completion ratios of ``prefix_tree``'s first s decisions by
     ``suffix_tree``'s decisions from s on, for s in ``stages``; also both decision lists (the
     suffix tree's checked against the reference's reading of its stored arrays)."""
-    args = (chain.codes, chain.is_categorical, chain.nbins, chain.y, chain.ycls, chain.hyper, chain.scratch)
+    args = (chain.data, chain.target, chain.scratch)
     n_total = float(chain.y.shape[0])
     own = new_work(2, chain.capacity)
     chain.set_tree(prefix_tree)

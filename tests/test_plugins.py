@@ -12,6 +12,7 @@ import xarray as xr
 
 import bartpy_suite as bps
 from bartpy_suite._kernels.cart_chain import run_cart_chain
+from bartpy_suite._kernels.records import Moves, make_window
 from bartpy_suite.errors import ArgumentError
 from bartpy_suite.models import MODELS
 from bartpy_suite.posterior.fit import Fit
@@ -81,9 +82,8 @@ class StumpChain(TreeChain):
         done = 0
         while done < n_iter:
             steps, pending = run_cart_chain(
-                self.rng, self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.hyper,
-                self.move_probs, None, None, self.fstate, self.scratch, first_iter + done, n_iter - done, tune, thin,
-                self.draws, move, move, self.store, self.order)
+                self.rng, self.tree, self.data, self.target, Moves(self.move_probs, None, None), self.fstate,
+                self.scratch, make_window(first_iter + done, n_iter - done, tune, thin), self.cart_out(), move, move)
             done += steps
             if pending >= 0:
                 self.record_pending(pending)
@@ -99,7 +99,7 @@ def registered():
 
     def gp(problem, options, rng):
         return CartChain(problem.codes, problem.is_categorical, problem.nbins, problem.y, problem.ycls,
-                         problem.hyper, GROW_PRUNE_MOVES, rng)
+                         problem.prior, GROW_PRUNE_MOVES, rng)
 
     mirror = register(SamplerSpec("test_gp", "test", "grow/prune again", builders={"cart": gp},
                                   statistics=SAMPLERS["grow_prune"].statistics, coords=SAMPLERS["grow_prune"].coords))

@@ -18,7 +18,7 @@ import bartpy_suite as bps
 from bartpy_suite._kernels import tree as T
 from bartpy_suite._kernels.backfit import SIGMA_SAMPLED
 from bartpy_suite._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
-from bartpy_suite.priors import NormalLeafPrior, TreePrior, hyper_vector
+from bartpy_suite.priors import NormalLeafPrior, TreePrior, kernel_prior
 
 
 def test_partition_is_stable_and_complete():
@@ -65,11 +65,11 @@ def test_bart_leaves_keep_sorted_rows_through_all_moves():
     x = rng.uniform(size=(n, p))
     codes = np.ascontiguousarray((x * 20).astype(np.int32).T)
     y = np.sin(6 * x[:, 0]) + x[:, 1] + 0.1 * rng.standard_normal(n)
-    hyper = hyper_vector(TreePrior(0.95, 1.0, 5), NormalLeafPrior(1.0, 0.0, 3.0, 0.01), likelihood=True,
-                         sigma2=0.01, tau2=0.05, model_code=MODEL_NORMAL_KNOWN_VARIANCE)
+    hyper = kernel_prior(TreePrior(0.95, 1.0, 5), NormalLeafPrior(1.0, 0.0, 3.0, 0.01), likelihood=True,
+                         tau2=0.05, model_code=MODEL_NORMAL_KNOWN_VARIANCE)
     chain = bart_chain(codes, np.zeros(p, bool), np.full(p, 20), y - y.mean(), hyper,
                        {"grow": 0.25, "prune": 0.25, "change": 0.4, "swap": 0.1}, np.random.default_rng(3), 5,
-                      SIGMA_SAMPLED)
+                      SIGMA_SAMPLED, sigma2=0.01)
     accepted = sum(chain.sweep() for _ in range(300))  # (move, proposed/accepted); rotate, perturb are off
     assert np.all(accepted[:4, 1] > 0), f"grow, prune, change and swap must each be accepted at least once: {accepted}"
     f = chain.forest

@@ -30,10 +30,10 @@ from exact.problems import exact, make_problem
 from test_exact_posterior import representation_log_count
 
 import bartpy_suite as bps
-from bartpy_suite._kernels import tree as T
+from bartpy_suite._kernels.records import Prior, make_prior, make_target, typed_prior
 from bartpy_suite.errors import ArgumentError
 from bartpy_suite.samplers.problems import CartProblem
-from bartpy_suite.samplers.tempered import TemperedCartChain, rung_hypers
+from bartpy_suite.samplers.tempered import TemperedCartChain, rung_ladder
 
 N_DRAWS = 20_000
 N_STEPS = 3
@@ -69,14 +69,11 @@ def normalise(log_w: np.ndarray) -> np.ndarray:
     return w / w.sum()
 
 
-def rung_hyper(base: np.ndarray, rung: Rung) -> np.ndarray:
-    h = base.copy()
-    h[T.H_INV_TEMP] = rung.t
-    h[T.H_PRIOR_HEAT] = 1.0 - rung.s
+def rung_prior(base: Prior, rung: Rung) -> Prior:
+    fields = dict(inv_temp=rung.t, prior_heat=1.0 - rung.s)
     if rung.alpha is not None:
-        h[T.H_ALPHA] = rung.alpha
-        h[T.H_BETA] = rung.beta
-    return h
+        fields.update(alpha=rung.alpha, beta=rung.beta)
+    return typed_prior(base._replace(**fields))
 
 
 def assert_fit(fit: H.FitResult, label: str) -> None:
@@ -114,7 +111,7 @@ def test_rung_kernel_exact_start(dataset, model, label, rung, move):
 
     def make(moves):
         chain = H.make_chain(prob, moves, seed, likelihood=model is not None)
-        chain.hyper[:] = rung_hyper(chain.hyper, rung)
+        chain.target = make_target(rung_prior(chain.prior, rung))
         return chain
 
     stepper = H.Stepper(make, move, H.CGM_MOVES)
@@ -127,9 +124,10 @@ def test_rung_kernel_exact_start(dataset, model, label, rung, move):
 def tempered_chain(dataset, model, rungs: list[Rung], moves: dict, seed: int) -> TemperedCartChain:
     """A ``TemperedCartChain`` on a tiny problem with the given rungs (row 0 the target)."""
     base = H.make_chain(make_problem(dataset, model), H.CGM_MOVES, seed, likelihood=model is not None)
-    hypers = np.array([rung_hyper(base.hyper, r) for r in rungs])
-    problem = CartProblem(base.codes, base.is_categorical, base.nbins, base.y, base.ycls, base.hyper)
-    return TemperedCartChain(problem, hypers, moves, "deo", np.random.default_rng(seed))
+    priors = [rung_prior(base.prior, r) for r in rungs]
+    ladder = np.array([[p.inv_temp, p.prior_heat, p.alpha, p.beta] for p in priors])
+    problem = CartProblem(base.codes, base.is_categorical, base.nbins, base.y, base.ycls, base.prior)
+    return TemperedCartChain(problem, ladder, moves, "deo", np.random.default_rng(seed))
 
 
 def exact_start_tempered(dataset, model, rungs, moves, n_iter, seed, n_draws=N_DRAWS):
@@ -284,15 +282,14 @@ def test_every_rung_starts_with_its_stumps_leaf_terms(small_df):
     assert chain.fstate is not chain.fstates[1]
 
 
-def test_rung_hypers_layout():
-    base = np.zeros(T.N_HYPER)
-    base[T.H_ALPHA], base[T.H_BETA], base[T.H_INV_TEMP] = 0.95, 1.0, 1.0
-    geo = rung_hypers(base, "geometric", np.array([1.0, 0.5]), None)
-    assert geo[1, T.H_INV_TEMP] == 0.5 and geo[1, T.H_PRIOR_HEAT] == 0.5 and geo[0, T.H_PRIOR_HEAT] == 0.0
-    lik = rung_hypers(base, "likelihood", np.array([1.0, 0.5]), None)
-    assert lik[1, T.H_INV_TEMP] == 0.5 and lik[1, T.H_PRIOR_HEAT] == 0.0
-    shr = rung_hypers(base, "shrinkage", None, [(0.5, 2.0)])
-    assert tuple(shr[1, [T.H_ALPHA, T.H_BETA, T.H_INV_TEMP]]) == (0.5, 2.0, 1.0)
+def test_rung_ladder_layout():
+    base = make_prior(alpha=0.95, beta=1.0)  # columns: inv_temp, prior_heat, alpha, beta
+    geo = rung_ladder(base, "geometric", np.array([1.0, 0.5]), None)
+    assert geo[1, 0] == 0.5 and geo[1, 1] == 0.5 and geo[0, 1] == 0.0
+    lik = rung_ladder(base, "likelihood", np.array([1.0, 0.5]), None)
+    assert lik[1, 0] == 0.5 and lik[1, 1] == 0.0
+    shr = rung_ladder(base, "shrinkage", None, [(0.5, 2.0)])
+    assert tuple(shr[1, [2, 3, 0]]) == (0.5, 2.0, 1.0)
 
 
 # -- ladder adaptation ---------------------------------------------------------------------------

@@ -37,7 +37,7 @@ import bartpy_suite as bps
 from bartpy_suite._kernels.backfit import SIGMA_FIXED
 from bartpy_suite._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
 from bartpy_suite.errors import ArgumentError
-from bartpy_suite.priors import TreePrior, hyper_vector
+from bartpy_suite.priors import TreePrior, kernel_prior
 from bartpy_suite.samplers import BartProblem
 from bartpy_suite.samplers.tempered import CGM_MOVES, TemperedBartChain
 
@@ -47,10 +47,10 @@ def test_one_tree_fixed_sigma_target_rung_matches_exact_posterior(swaps):
     binned, y = grid_problem(False)
     keys, _, post = exact_posterior(binned, y)
     probs = dict(zip(keys, post))
-    hyper = hyper_vector(TreePrior(ALPHA, BETA, MIN_LEAF), None, likelihood=True, sigma2=SIGMA2, tau2=TAU2,
+    hyper = kernel_prior(TreePrior(ALPHA, BETA, MIN_LEAF), None, likelihood=True, tau2=TAU2,
                          model_code=MODEL_NORMAL_KNOWN_VARIANCE)
     problem = BartProblem(binned.codes, binned.is_categorical, binned.nbins, np.asarray(y, float), hyper, 1,
-                          SIGMA_FIXED)
+                          SIGMA_FIXED, sigma2=SIGMA2)
     chain = TemperedBartChain(problem, np.array([1.0, 0.3, 0.0]), CGM_MOVES, swaps, np.random.default_rng(23))
     draws, thin, tune = 20_000, 20, 1000
     out = run_padded(chain, draws, 0, tune + draws * thin, tune, thin)
@@ -125,17 +125,17 @@ def test_geweke_target_rung_with_a_prior_rung():
     from test_geweke_bart import TAU2 as G_TAU2
 
     from bartpy_suite._kernels.backfit import SIGMA_SAMPLED
-    from bartpy_suite._kernels.tree import H_LAM, H_NU, M_N_LEAVES
+    from bartpy_suite._kernels.tree import M_N_LEAVES
 
     binned = problem()
     n = binned.codes.shape[1]
     mc = marginal_conditional(binned, 40_000, np.random.default_rng(1))
-    hyper = hyper_vector(TreePrior(G_ALPHA, G_BETA, G_MIN_LEAF), None, likelihood=True, sigma2=LAM, tau2=G_TAU2,
-                         model_code=MODEL_NORMAL_KNOWN_VARIANCE)
-    hyper[[H_NU, H_LAM]] = NU, LAM
+    hyper = kernel_prior(TreePrior(G_ALPHA, G_BETA, G_MIN_LEAF), None, likelihood=True, tau2=G_TAU2,
+                         model_code=MODEL_NORMAL_KNOWN_VARIANCE,
+                         nu=NU, lam=LAM)
     rng = np.random.default_rng(2)
     problem_ = BartProblem(binned.codes, binned.is_categorical, binned.nbins, np.zeros(n), hyper, N_TREES,
-                           SIGMA_SAMPLED)
+                           SIGMA_SAMPLED, sigma2=LAM)
     chain = TemperedBartChain(problem_, np.array([1.0, 0.0]), CGM_MOVES, "deo", rng)
     chain.allocate(1)
     y = np.sqrt(LAM) * rng.standard_normal(n)

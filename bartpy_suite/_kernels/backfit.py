@@ -46,14 +46,10 @@ import numpy as np
 from .jit import helper, kernel
 from .likelihood import draw_inverse_gamma, leaf_log_marginal_normal_known_variance
 from .record import record_tree
+from .records import Target
 from .tree import (
     F_B_SUM,
     F_LM_SUM,
-    H_LAM,
-    H_LIKELIHOOD,
-    H_NU,
-    H_SIGMA2,
-    H_TAU2,
     LEAF,
     M_N_LEAVES,
     M_SPAN,
@@ -72,8 +68,8 @@ N_ACC = 4  # independent leaf-sum accumulators, so consecutive rows do not wait 
 class BackfitState(NamedTuple):
     """Mutable state of one BART chain besides its forest.
 
-    ``hyper`` is the chain's own copy of the kernel hyperparameters; backfitting writes one
-    entry, ``H_SIGMA2``, the current sigma^2 that the tree updates condition on (``draw_noise``).
+    ``target`` is what the tree updates condition on (``records.Target``): the chain's prior and
+    its sigma^2 cell, the chain's current sigma^2, which ``draw_noise`` writes.
     """
 
     resid: np.ndarray  # float64[n]: partial residual (see the module docstring)
@@ -82,7 +78,7 @@ class BackfitState(NamedTuple):
     z: np.ndarray  # float64[n]: probit latents (unused otherwise)
     ybin: np.ndarray  # int64[n]: 0/1 response (probit) or zeros
     ycls: np.ndarray  # int64[n]: zeros (the single-tree kernels' class codes)
-    hyper: np.ndarray  # float64[N_HYPER]
+    target: Target  # records.Target: the prior and the chain's sigma^2 (float64[1])
     fstate: np.ndarray  # float64[2]: F_LM_SUM, F_B_SUM of the tree being updated
     sigma_mode: np.ndarray  # int64[1]: SIGMA_SAMPLED, SIGMA_FIXED or SIGMA_PROBIT
     cursor: np.ndarray  # int64[N]: next free place of each leaf's segment while ``perm`` is rebuilt
@@ -121,12 +117,12 @@ def leaf_cursors(var, start, span, cursor):
 
 
 @helper
-def set_leaf_terms(tree, sums, hyper, fstate):
+def set_leaf_terms(tree, sums, target, fstate):
     """Cache every leaf's residual sum (``b``) and log marginal (``lm``) from ``sums[k, leaf]``
     summed over k; the running totals go to ``fstate``."""
-    sigma2 = hyper[H_SIGMA2]
-    tau2 = hyper[H_TAU2]
-    use_lik = hyper[H_LIKELIHOOD] != 0.0
+    sigma2 = target.sigma2[0]
+    tau2 = target.prior.tau2
+    use_lik = target.prior.likelihood
     lm_sum = 0.0
     for node in range(tree.meta[M_SPAN]):
         if tree.var[node] != LEAF:
@@ -183,11 +179,11 @@ def map_leaves(tree, leaf_of):
 
 
 @helper
-def draw_leaves(rng, tree, hyper):
+def draw_leaves(rng, tree, target):
     """Draw every leaf value from its normal full conditional (or the prior, likelihood off)."""
-    sigma2 = hyper[H_SIGMA2]
-    tau2 = hyper[H_TAU2]
-    use_lik = hyper[H_LIKELIHOOD] != 0.0
+    sigma2 = target.sigma2[0]
+    tau2 = target.prior.tau2
+    use_lik = target.prior.likelihood
     for node in range(tree.meta[M_SPAN]):
         if tree.var[node] != LEAF:
             continue
@@ -242,7 +238,7 @@ def begin_sweep(state, forest):
 def prepare_tree(state, forest, j):
     """Tree j as a ``TreeArrays`` view with its leaf terms under the partial residual cached."""
     tree = tree_view(forest, j)
-    set_leaf_terms(tree, state.sums, state.hyper, state.fstate)
+    set_leaf_terms(tree, state.sums, state.target, state.fstate)
     return tree
 
 
@@ -253,7 +249,7 @@ def finish_tree(rng, state, forest, j, changed):
     tree = tree_view(forest, j)
     if changed:
         map_leaves(tree, state.leaf_of[j])
-    draw_leaves(rng, tree, state.hyper)
+    draw_leaves(rng, tree, state.target)
     if j + 1 < forest.var.shape[0]:
         leaf_cursors(forest.var[j + 1], forest.start[j + 1], forest.meta[j + 1, M_SPAN], state.cursor)
         exchange_fits(state.resid, state.leaf_of[j], forest.value[j], state.leaf_of[j + 1], forest.value[j + 1],
@@ -267,23 +263,23 @@ def finish_tree(rng, state, forest, j, changed):
 def draw_noise(rng, state):
     """End of a sweep: redraw sigma^2 (inverse gamma full conditional, or its prior with the
     likelihood off), or the probit latents; a fixed sigma stays."""
-    hyper = state.hyper
+    target = state.target
     mode = state.sigma_mode[0]
-    use_lik = hyper[H_LIKELIHOOD] != 0.0
+    use_lik = target.prior.likelihood
     if mode == SIGMA_PROBIT:
         if use_lik:
             _update_latent(rng, state.resid, state.z, state.ybin)
     elif mode == SIGMA_SAMPLED:
-        nu = hyper[H_NU]
-        lam = hyper[H_LAM]
+        nu = target.prior.nu
+        lam = target.prior.lam
         if use_lik:
             resid = state.resid
             ss = 0.0
             for i in range(resid.shape[0]):
                 ss += resid[i] * resid[i]
-            hyper[H_SIGMA2] = draw_inverse_gamma(rng, 0.5 * (nu + resid.shape[0]), 0.5 * (nu * lam + ss))
+            target.sigma2[0] = draw_inverse_gamma(rng, 0.5 * (nu + resid.shape[0]), 0.5 * (nu * lam + ss))
         else:
-            hyper[H_SIGMA2] = draw_inverse_gamma(rng, 0.5 * nu, 0.5 * nu * lam)
+            target.sigma2[0] = draw_inverse_gamma(rng, 0.5 * nu, 0.5 * nu * lam)
 
 
 @kernel

@@ -15,19 +15,20 @@ from .cart_moves import N_MOVES
 from .jit import helper, kernel
 from .kept import kept_draw
 from .sparse import S_START, forest_sparse_update, record_weights
-from .tree import H_SIGMA2, copy_into
+from .tree import copy_into
 
 
 @helper(inline=True)
-def mh_tree_updates(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, counts):
+def mh_tree_updates(rng, forest, state, data, moves, scratch, counts):
     """The trees' part of a backfitting sweep: an MH move per tree on its partial residual.
 
     ``counts[k, 0]`` / ``counts[k, 1]`` accumulate proposals / acceptances of move type k.
     """
+    move_probs, change_swap, rotation = moves.probs, moves.change_swap, moves.rotation
     begin_sweep(state, forest)
     for j in range(forest.var.shape[0]):
         tree = prepare_tree(state, forest, j)
-        move, accepted = cart_step(rng, tree, xt, is_cat, nbins, state.resid, state.ycls, state.hyper, move_probs,
+        move, accepted = cart_step(rng, tree, data, state.target, move_probs,
                                    change_swap, rotation, state.fstate, scratch, state.leaf_of[j])
         if move >= 0:
             counts[move, 0] += 1
@@ -37,32 +38,32 @@ def mh_tree_updates(rng, forest, state, xt, is_cat, nbins, move_probs, change_sw
 
 
 @helper(inline=True)
-def mh_bart_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, counts):
+def mh_bart_sweep(rng, forest, state, data, moves, scratch, counts):
     """One backfitting sweep with an MH move per tree (``mh_tree_updates``), then sigma (or the
     probit latents)."""
-    mh_tree_updates(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, counts)
+    mh_tree_updates(rng, forest, state, data, moves, scratch, counts)
     draw_noise(rng, state)
 
 
 @kernel
-def run_bart_chain(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, first_iter,
-                   n_iter, tune,
-                   thin, out_sigma, out_counts, out_leaves, out_depth, store, nodes, order):
+def run_bart_chain(rng, forest, state, data, moves, scratch, window, out_sigma, out_counts, out):
     """Advance one BART chain by up to ``n_iter`` sweeps from global iteration ``first_iter``.
 
     Returns ``(iterations done, pending draw index)``. When the store has no room for the
     forest of a kept draw, the chain stops right after that sweep and returns its draw index
     as pending (else -1): the caller grows the store and records it with ``record_forest``.
     """
+    out_leaves, out_depth, store, nodes, order = out.leaves, out.depth, out.store, out.nodes, out.order
+    first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
     counts = np.zeros((N_MOVES, 2), dtype=np.int64)
     for step in range(n_iter):
         it = first_iter + step
         counts[:, :] = 0
-        mh_bart_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, counts)
+        mh_bart_sweep(rng, forest, state, data, moves, scratch, counts)
         d = kept_draw(it, tune, thin, out_sigma.shape[0])
         if d < 0:
             continue
-        out_sigma[d] = math.sqrt(state.hyper[H_SIGMA2])
+        out_sigma[d] = math.sqrt(state.target.sigma2[0])
         for k in range(N_MOVES):  # not out_counts[d] = counts: see tree.copy_into
             copy_into(out_counts[d, k], counts[k])
         if not record_forest(forest, store, d, out_leaves, out_depth, nodes, order, scratch.stack):
@@ -71,24 +72,26 @@ def run_bart_chain(rng, forest, state, xt, is_cat, nbins, move_probs, change_swa
 
 
 @kernel
-def run_sparse_bart_chain(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, conf,
-                          split_count, first_iter, n_iter, tune, thin, out_sigma, out_split_probs, out_alpha,
-                          out_counts, out_leaves, out_depth, store, nodes, order):
+def run_sparse_bart_chain(rng, forest, state, data, moves, scratch, conf,
+                          split_count, window, out_sigma, out_split_probs, out_alpha,
+                          out_counts, out):
     """``run_bart_chain`` with DART's split-variable weights (``sparse.py``): after each sweep
     from iteration ``conf[S_START]`` on, s and theta are redrawn; kept draws also record s
     (``out_split_probs``) and theta (``out_alpha``). A kernel of its own, so that fits without
     DART neither compile nor run any of it."""
+    out_leaves, out_depth, store, nodes, order = out.leaves, out.depth, out.store, out.nodes, out.order
+    first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
     counts = np.zeros((N_MOVES, 2), dtype=np.int64)
     for step in range(n_iter):
         it = first_iter + step
         counts[:, :] = 0
-        mh_bart_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, counts)
+        mh_bart_sweep(rng, forest, state, data, moves, scratch, counts)
         if it >= conf[S_START]:
             forest_sparse_update(rng, forest, scratch.log_s, split_count, conf)
         d = kept_draw(it, tune, thin, out_sigma.shape[0])
         if d < 0:
             continue
-        out_sigma[d] = math.sqrt(state.hyper[H_SIGMA2])
+        out_sigma[d] = math.sqrt(state.target.sigma2[0])
         record_weights(scratch.log_s, conf, out_split_probs, out_alpha, d)
         for k in range(N_MOVES):  # not out_counts[d] = counts: see tree.copy_into
             copy_into(out_counts[d, k], counts[k])
@@ -98,16 +101,17 @@ def run_sparse_bart_chain(rng, forest, state, xt, is_cat, nbins, move_probs, cha
 
 
 @helper(inline=True)
-def mh_multinomial_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, counts):
+def mh_multinomial_sweep(rng, forest, state, data, moves, scratch, counts):
     """One sweep of log-linear BART (``loglinear.py``) with an MH move per tree, then the
     augmentation latents. ``counts`` as in ``mh_bart_sweep``."""
+    move_probs, change_swap, rotation = moves.probs, moves.change_swap, moves.rotation
     m = state.trees_per_class
     for k in range(state.log_fit.shape[0]):
         loglinear.set_class(state, k)
         for t in range(m):
             j = k * m + t
             tree = loglinear.prepare_tree(state, forest, j)
-            move, accepted = cart_step(rng, tree, xt, is_cat, nbins, state.weight, state.is_class, state.hyper,
+            move, accepted = cart_step(rng, tree, data, state.target,
                                        move_probs, change_swap, rotation, state.fstate, scratch, state.leaf_of[0, :0])
             if move >= 0:
                 counts[move, 0] += 1
@@ -118,15 +122,16 @@ def mh_multinomial_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, chan
 
 
 @kernel
-def run_multinomial_chain(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch,
-                          first_iter, n_iter,
-                          tune, thin, out_counts, out_leaves, out_depth, store, nodes, order):
+def run_multinomial_chain(rng, forest, state, data, moves, scratch,
+                          window, out_counts, out):
     """``run_bart_chain`` for log-linear BART (no sigma)."""
+    out_leaves, out_depth, store, nodes, order = out.leaves, out.depth, out.store, out.nodes, out.order
+    first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
     counts = np.zeros((N_MOVES, 2), dtype=np.int64)
     for step in range(n_iter):
         it = first_iter + step
         counts[:, :] = 0
-        mh_multinomial_sweep(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, counts)
+        mh_multinomial_sweep(rng, forest, state, data, moves, scratch, counts)
         d = kept_draw(it, tune, thin, out_counts.shape[0])
         if d < 0:
             continue

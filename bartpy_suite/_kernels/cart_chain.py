@@ -35,7 +35,7 @@ from .tree import M_N_INTERNAL
 
 
 @helper
-def cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, change_swap, rotation, fstate, scratch,
+def cart_step(rng, tree, data, target, move_probs, change_swap, rotation, fstate, scratch,
               leaf_of):
     """One MH transition of the tree. Returns (move type, accepted); move -1 means no move was
     possible and the tree is unchanged.
@@ -48,12 +48,13 @@ def cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, change_s
     drops a ``... is not None`` branch while compiling for None, so a chain does not compile the
     moves it never proposes (``grow_prune``, BART's default, compiles neither; issue 11, section 1).
     """
+    y = data.y
     n_total = float(y.shape[0])
     move = choose_move(rng, move_probs, tree.meta[M_N_INTERNAL])
     if move < 0:
         return move, False
     if move == MOVE_GROW:
-        log_r, node, log_u = propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total,
+        log_r, node, log_u = propose_grow(rng, tree, data, target, move_probs, fstate, n_total,
                                           scratch, leaf_of, scratch.model)
         if node < 0:
             return move, False
@@ -62,33 +63,32 @@ def cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, change_s
         if log_u < log_r:
             accept_grow(tree, node, fstate)
             return move, True
-        undo_grow(tree, node, hyper, scratch)
+        undo_grow(tree, node, target, scratch)
         return move, False
     if move == MOVE_PRUNE:
-        log_r, node = propose_prune(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total, scratch,
+        log_r, node = propose_prune(rng, tree, data, target, move_probs, fstate, n_total, scratch,
                                     scratch.model)
         if node >= 0 and math.log(rng.random()) < log_r:
-            accept_prune(tree, node, fstate, scratch, hyper)
+            accept_prune(tree, node, fstate, scratch, target)
             return move, True
         return move, False
     if rotation is not None:
         if move == MOVE_ROTATE:
-            accepted, _, _ = rotate_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch)
+            accepted, _, _ = rotate_step(rng, tree, data, target, fstate, n_total, scratch)
             return move, accepted
         if move == MOVE_PERTURB:
-            accepted, _, _ = perturb_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch)
+            accepted, _, _ = perturb_step(rng, tree, data, target, fstate, n_total, scratch)
             return move, accepted
     if change_swap is not None:
-        accepted, _, _ = change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch,
+        accepted, _, _ = change_or_swap(rng, tree, data, target, fstate, n_total, scratch,
                                         move, scratch.model)
         return move, accepted
     return move, False  # not reached: choose_move draws only moves with mass
 
 
 @kernel
-def run_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, change_swap, rotation, fstate, scratch,
-                   first_iter,
-                   n_iter, tune, thin, draws, out_move, out_accepted, store, order):
+def run_cart_chain(rng, tree, data, target, moves, fstate, scratch,
+                   window, out, out_move, out_accepted):
     """Advance one chain by up to ``n_iter`` iterations from global iteration ``first_iter``.
 
     Iterations ``>= tune`` whose offset is a multiple of ``thin`` are recorded at draw index
@@ -98,10 +98,12 @@ def run_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, cha
     iteration with everything but the tree recorded, and returns its draw index (else -1); the
     caller grows the store and records the tree (the state is unchanged in between).
     """
+    move_probs, change_swap, rotation = moves.probs, moves.change_swap, moves.rotation
+    first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
     no_map = np.empty(0, dtype=np.uint8)
     for step in range(n_iter):
         it = first_iter + step
-        move, accepted = cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, change_swap, rotation,
+        move, accepted = cart_step(rng, tree, data, target, move_probs, change_swap, rotation,
                                    fstate,
                                    scratch, no_map)
         d = kept_draw(it, tune, thin, out_move.shape[0])
@@ -109,23 +111,24 @@ def run_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, cha
             continue
         out_move[d] = move
         out_accepted[d] = 1 if accepted else 0
-        if not record_cart_draw(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, draws, store, d,
-                                order):
+        if not record_cart_draw(rng, tree, data, target, fstate, scratch, out, d):
             return step + 1, d
     return n_iter, -1
 
 
 @kernel
-def run_sparse_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, change_swap, rotation, fstate,
-                          scratch, conf, split_count, first_iter, n_iter, tune, thin, draws, out_move, out_accepted,
-                          out_split_probs, out_alpha, store, order):
+def run_sparse_cart_chain(rng, tree, data, target, moves, fstate,
+                          scratch, conf, split_count, window, out, out_move, out_accepted,
+                          out_split_probs, out_alpha):
     """``run_cart_chain`` with DART's split-variable weights (``sparse.py``): after each
     iteration from ``conf[S_START]`` on, s and theta are redrawn from the tree's split counts;
     kept draws also record s (``out_split_probs``) and theta (``out_alpha``)."""
+    move_probs, change_swap, rotation = moves.probs, moves.change_swap, moves.rotation
+    first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
     no_map = np.empty(0, dtype=np.uint8)
     for step in range(n_iter):
         it = first_iter + step
-        move, accepted = cart_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, change_swap, rotation,
+        move, accepted = cart_step(rng, tree, data, target, move_probs, change_swap, rotation,
                                    fstate, scratch, no_map)
         if it >= conf[S_START]:
             tree_sparse_update(rng, tree, scratch.log_s, split_count, conf)
@@ -135,7 +138,6 @@ def run_sparse_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_pro
         out_move[d] = move
         out_accepted[d] = 1 if accepted else 0
         record_weights(scratch.log_s, conf, out_split_probs, out_alpha, d)
-        if not record_cart_draw(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, draws, store, d,
-                                order):
+        if not record_cart_draw(rng, tree, data, target, fstate, scratch, out, d):
             return step + 1, d
     return n_iter, -1

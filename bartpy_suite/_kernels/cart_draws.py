@@ -23,13 +23,6 @@ from .record import record_tree
 from .tree import (
     F_B_SUM,
     F_LM_SUM,
-    H_A,
-    H_CLASS_ALPHA,
-    H_LAM,
-    H_LIKELIHOOD,
-    H_MU_BAR,
-    H_N_CLASSES,
-    H_NU,
     LEAF,
     M_N_LEAVES,
     M_SPAN,
@@ -49,6 +42,15 @@ class CartDraws(NamedTuple):
     log_posterior: np.ndarray  # float64: log prior + log marginal likelihood of the tree
 
 
+class CartOut(NamedTuple):
+    """Where a CART runner records kept draws: the model quantities (``CartDraws``), the draw store
+    (``record.DrawStore``) and the store's work array ``order`` (int32[N])."""
+
+    draws: CartDraws
+    store: tuple
+    order: np.ndarray
+
+
 def new_cart_draws(draws: int) -> CartDraws:
     """Buffers for ``draws`` kept draws."""
     return CartDraws(np.zeros(draws, dtype=np.int32), np.zeros(draws, dtype=np.int32), np.full(draws, np.nan),
@@ -56,18 +58,18 @@ def new_cart_draws(draws: int) -> CartDraws:
 
 
 @helper
-def draw_leaf_parameters(rng, tree, y, ycls, hyper, fstate, n_total, model):
+def draw_leaf_parameters(rng, tree, y, ycls, target, fstate, n_total, model):
     """Draw leaf means / sigmas / class probabilities from their full conditionals given the
     tree (thesis eq. 3.5, 3.6; Dirichlet for classes); from the prior when the likelihood is off.
     ``model`` is the chain's ``model_tag``.
 
     Returns the common sigma (mean-shift model) or NaN.
     """
-    use_lik = hyper[H_LIKELIHOOD] != 0.0
-    a = hyper[H_A]
-    mu_bar = hyper[H_MU_BAR]
-    nu = hyper[H_NU]
-    lam = hyper[H_LAM]
+    use_lik = target.prior.likelihood
+    a = target.prior.a
+    mu_bar = target.prior.mu_bar
+    nu = target.prior.nu
+    lam = target.prior.lam
     perm = tree.perm
     sigma = np.nan
     sigma2 = 1.0
@@ -78,7 +80,7 @@ def draw_leaf_parameters(rng, tree, y, ycls, hyper, fstate, n_total, model):
         else:
             sigma2 = draw_inverse_gamma(rng, 0.5 * nu, 0.5 * nu * lam)
         sigma = math.sqrt(sigma2)
-    k = int(hyper[H_N_CLASSES])
+    k = target.prior.n_classes
     for node in range(tree.meta[M_SPAN]):
         if tree.var[node] != LEAF:
             continue
@@ -93,7 +95,7 @@ def draw_leaf_parameters(rng, tree, y, ycls, hyper, fstate, n_total, model):
                 for i in range(s, e):
                     tree.leaf_prob[node, ycls[perm[i]]] += 1.0
             for j in range(k):
-                g = rng.gamma(tree.leaf_prob[node, j] + hyper[H_CLASS_ALPHA], 1.0)
+                g = rng.gamma(tree.leaf_prob[node, j] + target.prior.class_alpha, 1.0)
                 tree.leaf_prob[node, j] = g
                 total += g
             for j in range(k):
@@ -121,15 +123,17 @@ def draw_leaf_parameters(rng, tree, y, ycls, hyper, fstate, n_total, model):
 
 
 @helper
-def record_cart_draw(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, draws, store, d, order):
+def record_cart_draw(rng, tree, data, target, fstate, scratch, out, d):
     """Draw the leaf parameters of the current tree and record draw d: the scalars into
     ``draws`` (a ``CartDraws``) and the tree into ``store``. Returns False when the store had
     no room for the tree (the scalars are written; record the tree again after growing it)."""
+    draws = out.draws
+    y, ycls = data.y, data.ycls
     n_total = float(y.shape[0])
-    draws.sigma[d] = draw_leaf_parameters(rng, tree, y, ycls, hyper, fstate, n_total, scratch.model)
+    draws.sigma[d] = draw_leaf_parameters(rng, tree, y, ycls, target, fstate, n_total, scratch.model)
     count = subtree_nodes(tree, 0, scratch.nodes, scratch.stack)
     draws.n_leaves[d] = tree.meta[M_N_LEAVES]
     draws.depth[d] = tree_depth(tree, scratch.nodes, count)
-    log_prior = cached_subtree_log_prior(tree, scratch.nodes, count, xt, is_cat, nbins, hyper, scratch)
-    draws.log_posterior[d] = log_prior + fstate[F_LM_SUM] + global_term(fstate[F_B_SUM], n_total, hyper, scratch.model)
-    return record_tree(tree, store, d, 0, order, scratch.stack)
+    log_prior = cached_subtree_log_prior(tree, scratch.nodes, count, data, target, scratch)
+    draws.log_posterior[d] = log_prior + fstate[F_LM_SUM] + global_term(fstate[F_B_SUM], n_total, target, scratch.model)
+    return record_tree(tree, out.store, d, 0, out.order, scratch.stack)

@@ -15,8 +15,8 @@ Every move returns its log acceptance ratio ``log r`` computed for the conventio
   (the thesis' ratio of 1 ignores this). A descendant left with fewer than ``min_leaf_size``
   rows makes the proposed tree impossible (prior 0): rejected.
 
-Tempered targets (parallel tempering, thesis ch. 4): ``hyper[H_INV_TEMP]`` = t multiplies the
-log-likelihood difference and ``hyper[H_PRIOR_HEAT]`` = 1 - s makes the target
+Tempered targets (parallel tempering, thesis ch. 4): ``target.prior.inv_temp`` = t multiplies the
+log-likelihood difference and ``target.prior.prior_heat`` = 1 - s makes the target
 ``L(T)^t p(T)^s`` (geometric tempering, eq. 4.2, is t = s). With s < 1 the rule prior no longer
 cancels against the proposal that draws from it: grow carries ``-(1-s) log p_RULE(rho)``, prune
 ``+(1-s) log p_RULE`` and change ``-(1-s) [log p_RULE(new) - log p_RULE(old)]`` (the thesis'
@@ -24,7 +24,7 @@ cancels against the proposal that draws from it: grow carries ``-(1-s) log p_RUL
 (move probabilities, node counts) are never tempered.
 
 BART's known-variance shortcuts (leaf terms from row counts and residual sums) are guarded by
-``len(model) == MODEL_NORMAL_KNOWN_VARIANCE and hyper[H_LIKELIHOOD] != 0.0`` written out in each
+``len(model) == MODEL_NORMAL_KNOWN_VARIANCE and target.prior.likelihood`` written out in each
 move, not by a predicate helper: numba folds the ``len`` of the tag only where the tag is the
 function's own argument (``tree.model_tag``), so a helper's result would leave the shortcut
 compiled into every CART chain.
@@ -41,15 +41,6 @@ from .likelihood import MODEL_NORMAL_KNOWN_VARIANCE, leaf_log_marginal_normal_kn
 from .tree import (
     F_B_SUM,
     F_LM_SUM,
-    H_ALPHA,
-    H_BETA,
-    H_INV_TEMP,
-    H_LIKELIHOOD,
-    H_MIN_LEAF,
-    H_NA_SPLIT,
-    H_PRIOR_HEAT,
-    H_SIGMA2,
-    H_TAU2,
     LEAF,
     M_N_FREE,
     M_N_INTERNAL,
@@ -174,23 +165,24 @@ def count_nog(tree):
 
 
 @helper
-def _leaf_split_log_one_minus(tree, node, xt, is_cat, nbins, hyper, scratch):
+def _leaf_split_log_one_minus(tree, node, data, target, scratch):
     """log(1 - p_SPLIT*) of a leaf: 0 when it has no available rule."""
-    m = int(hyper[H_MIN_LEAF])
+    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
+    m = target.prior.min_leaf
     start, end = tree.start[node], tree.end[node]
     if has_available_rule(xt, tree.perm, start, end, is_cat, nbins, m, scratch.hist, scratch.sums,
-                          hyper[H_NA_SPLIT] != 0.0):
-        return math.log1p(-p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node]))
+                          target.prior.na_split):
+        return math.log1p(-p_split(target.prior.alpha, target.prior.beta, tree.depth[node]))
     return 0.0
 
 
 @helper
-def _rule_log_probs(tree, node, v_a, v_b, is_cat, nbins, hyper, scratch):
+def _rule_log_probs(tree, node, v_a, v_b, is_cat, nbins, target, scratch):
     """log p_RULE at ``node`` (its current rows) of a stored rule on variable ``v_a`` and on
     ``v_b`` (the mass of a rule depends on its variable only, see ``tree.rule_log_prob``)."""
     n_vars = node_rule_counts(
-        scratch.codes_by_row, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, int(hyper[H_MIN_LEAF]),
-        scratch.hist2d, scratch.sums, scratch.counts, scratch.lows, scratch.extras, hyper[H_NA_SPLIT] != 0.0,
+        scratch.codes_by_row, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, target.prior.min_leaf,
+        scratch.hist2d, scratch.sums, scratch.counts, scratch.lows, scratch.extras, target.prior.na_split,
     )
     a = rule_log_prob(n_vars, scratch.counts[v_a], scratch.extras[v_a], is_cat[v_a])
     b = rule_log_prob(n_vars, scratch.counts[v_b], scratch.extras[v_b], is_cat[v_b])
@@ -198,18 +190,18 @@ def _rule_log_probs(tree, node, v_a, v_b, is_cat, nbins, hyper, scratch):
 
 
 @helper
-def _known_variance_n_lm(n, r_sum, hyper):
+def _known_variance_n_lm(n, r_sum, target):
     """Known-variance leaf log marginal of n rows with residual sum ``r_sum``."""
-    return leaf_log_marginal_normal_known_variance(n, r_sum, hyper[H_SIGMA2], hyper[H_TAU2])
+    return leaf_log_marginal_normal_known_variance(n, r_sum, target.sigma2[0], target.prior.tau2)
 
 
 @helper
-def _known_variance_lm(tree, node, r_sum, hyper):
-    return _known_variance_n_lm(tree.end[node] - tree.start[node], r_sum, hyper)
+def _known_variance_lm(tree, node, r_sum, target):
+    return _known_variance_n_lm(tree.end[node] - tree.start[node], r_sum, target)
 
 
 @helper
-def _cell_scores_known_variance(tree, root, xt, is_cat, y, hyper, scratch, count):
+def _cell_scores_known_variance(tree, root, xt, is_cat, y, target, scratch, count):
     """Leaf terms of the subtree at ``root`` under its current (proposed) rules, without moving a
     row: one read-only pass evaluates all k rules of the subtree on each row and accumulates
     counts and residual sums per outcome code (2^k cells); each cell then goes down the new
@@ -301,7 +293,7 @@ def _cell_scores_known_variance(tree, root, xt, is_cat, y, hyper, scratch, count
                 node = tree.right[node]
         scratch.leaf_n[node] += scratch.cell_n[c]
         scratch.leaf_sum[node] += scratch.cell_sum[c]
-    m = int(hyper[H_MIN_LEAF])
+    m = target.prior.min_leaf
     lm = 0.0
     for i in range(count):
         node = nodes[i]
@@ -309,17 +301,17 @@ def _cell_scores_known_variance(tree, root, xt, is_cat, y, hyper, scratch, count
             continue
         if scratch.leaf_n[node] < m:
             return 0, 0.0
-        lm += _known_variance_n_lm(scratch.leaf_n[node], scratch.leaf_sum[node], hyper)
+        lm += _known_variance_n_lm(scratch.leaf_n[node], scratch.leaf_sum[node], target)
     return 1, lm
 
 
 @helper
-def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total, scratch, leaf_of, model):
+def propose_grow(rng, tree, data, target, move_probs, fstate, n_total, scratch, leaf_of, model):
     """Propose a grow; the tree is modified. Returns ``(log r, node, log u)``: node -1 when no
     grow was possible or the bound below rejected it (tree unchanged), ``log u`` the log uniform
     of the MH test when the bound drew it, else NaN (the caller draws it).
 
-    The caller keeps the split on acceptance and calls ``undo_grow(tree, node, hyper, scratch)``
+    The caller keeps the split on acceptance and calls ``undo_grow(tree, node, target, scratch)``
     otherwise.
 
     ``leaf_of`` is the tree's row-to-leaf map when the caller keeps one current (BART), else
@@ -334,11 +326,12 @@ def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstat
     permutation from far caches (issue 11, section 2). The tree is then left as ``undo_grow``
     leaves it, down to the order of the free node slots, so the chain is the same.
     """
+    xt, is_cat, nbins, y, ycls = data.xt, data.is_cat, data.nbins, data.y, data.ycls
     node, n_leaves = _pick_node(rng, tree, 0)
-    m = int(hyper[H_MIN_LEAF])
+    m = target.prior.min_leaf
     v, cut = sample_rule_s(
         rng, xt, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m, scratch.hist, scratch.sums,
-        scratch.var_order, hyper[H_NA_SPLIT] != 0.0, scratch.log_s,
+        scratch.var_order, target.prior.na_split, scratch.log_s,
     )
     if v < 0:
         return -np.inf, -1, np.nan
@@ -349,10 +342,10 @@ def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstat
         sib = tree.right[par] if tree.left[par] == node else tree.left[par]
         parent_was_nog = tree.var[sib] == LEAF
     n_nog_before = count_nog(tree)
-    heat = hyper[H_PRIOR_HEAT]
+    heat = target.prior.prior_heat
     log_rule = 0.0
     if heat != 0.0:
-        log_rule, _ = _rule_log_probs(tree, node, v, v, is_cat, nbins, hyper, scratch)
+        log_rule, _ = _rule_log_probs(tree, node, v, v, is_cat, nbins, target, scratch)
     n_nog_after = n_nog_before + 1 - (1 if parent_was_nog else 0)
     log_q = (
         math.log(move_probs[1] / move_normaliser(move_probs, n_internal + 1))
@@ -360,23 +353,23 @@ def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstat
         - math.log(move_probs[0] / move_normaliser(move_probs, n_internal))
         + math.log(n_leaves)
     )
-    ps = p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node])
+    ps = p_split(target.prior.alpha, target.prior.beta, tree.depth[node])
     s = tree.start[node]
     e = tree.end[node]
     log_u = np.nan
-    if (len(model) == MODEL_NORMAL_KNOWN_VARIANCE and hyper[H_LIKELIHOOD] != 0.0 and leaf_of.shape[0] == y.shape[0]
+    if (len(model) == MODEL_NORMAL_KNOWN_VARIANCE and target.prior.likelihood and leaf_of.shape[0] == y.shape[0]
             and (e - s) * SCAN_SHARE >= y.shape[0] and tree.meta[M_N_FREE] >= 2 and heat <= 1.0):
         n_l, b_l = leaf_left_count_sum(leaf_of, node, xt[v], cut, is_cat[v], y)
         b_r = tree.b[node] - b_l
-        lm_l = _known_variance_n_lm(n_l, b_l, hyper)
-        lm_r = _known_variance_n_lm(e - s - n_l, b_r, hyper)
+        lm_l = _known_variance_n_lm(n_l, b_l, target)
+        lm_r = _known_variance_n_lm(e - s - n_l, b_r, target)
         log_r_max = _grow_log_r(math.log(ps) - math.log1p(-ps), log_q, log_rule, lm_l, lm_r, b_l, b_r, tree, node,
-                                fstate, n_total, hyper, model)
+                                fstate, n_total, target, model)
         log_u = math.log(rng.random())
         # The margin covers rounding (the sums here run in another order), relative to the
         # magnitudes that enter the ratio; within it the exact log r decides.
         if log_u > log_r_max + 1e-7 * (1.0 + abs(log_r_max) + abs(lm_l) + abs(lm_r) + abs(tree.lm[node])):
-            _as_if_split_undone(tree, node, cut, hyper)
+            _as_if_split_undone(tree, node, cut, target)
             return -np.inf, -1, log_u
     # Keep the leaf's row order so that undo_grow leaves the segment exactly as it was.
     for i in range(s, e):
@@ -384,37 +377,37 @@ def propose_grow(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstat
     lc, rc = split_leaf(tree, xt, is_cat, node, v, cut, scratch.part_buf)
     if lc < 0:
         return -np.inf, -1, np.nan
-    tree.lp[lc] = _leaf_split_log_one_minus(tree, lc, xt, is_cat, nbins, hyper, scratch)
-    tree.lp[rc] = _leaf_split_log_one_minus(tree, rc, xt, is_cat, nbins, hyper, scratch)
+    tree.lp[lc] = _leaf_split_log_one_minus(tree, lc, data, target, scratch)
+    tree.lp[rc] = _leaf_split_log_one_minus(tree, rc, data, target, scratch)
     log_prior = math.log(ps) + tree.lp[lc] + tree.lp[rc] - math.log1p(-ps)
-    lm_l, b_l = leaf_terms(tree, lc, y, ycls, hyper, scratch.class_counts, model)
-    if len(model) == MODEL_NORMAL_KNOWN_VARIANCE and hyper[H_LIKELIHOOD] != 0.0:
+    lm_l, b_l = leaf_terms(tree, lc, y, ycls, target, scratch.class_counts, model)
+    if len(model) == MODEL_NORMAL_KNOWN_VARIANCE and target.prior.likelihood:
         # The children's residual sums add up to the parent's: skip a pass over the right rows.
         b_r = tree.b[node] - b_l
-        lm_r = _known_variance_lm(tree, rc, b_r, hyper)
+        lm_r = _known_variance_lm(tree, rc, b_r, target)
     else:
-        lm_r, b_r = leaf_terms(tree, rc, y, ycls, hyper, scratch.class_counts, model)
+        lm_r, b_r = leaf_terms(tree, rc, y, ycls, target, scratch.class_counts, model)
     tree.lm[lc] = lm_l
     tree.b[lc] = b_l
     tree.lm[rc] = lm_r
     tree.b[rc] = b_r
-    log_r = _grow_log_r(log_prior, log_q, log_rule, lm_l, lm_r, b_l, b_r, tree, node, fstate, n_total, hyper, model)
+    log_r = _grow_log_r(log_prior, log_q, log_rule, lm_l, lm_r, b_l, b_r, tree, node, fstate, n_total, target, model)
     return log_r, node, log_u
 
 
 @helper(inline=True)
-def _grow_log_r(log_prior, log_q, log_rule, lm_l, lm_r, b_l, b_r, tree, node, fstate, n_total, hyper, model):
+def _grow_log_r(log_prior, log_q, log_rule, lm_l, lm_r, b_l, b_r, tree, node, fstate, n_total, target, model):
     """log r of a grow at ``node`` from its parts (``log_prior``: log p_SPLIT - log(1 - p_SPLIT)
     at the node plus the children's log(1 - p_SPLIT*))."""
-    heat = hyper[H_PRIOR_HEAT]
+    heat = target.prior.prior_heat
     b_new = fstate[F_B_SUM] - tree.b[node] + b_l + b_r
-    d_global = global_term(b_new, n_total, hyper, model) - global_term(fstate[F_B_SUM], n_total, hyper, model)
+    d_global = global_term(b_new, n_total, target, model) - global_term(fstate[F_B_SUM], n_total, target, model)
     d_loglik = (lm_l + lm_r - tree.lm[node]) + d_global
-    return (1.0 - heat) * log_prior - heat * log_rule + log_q + hyper[H_INV_TEMP] * d_loglik
+    return (1.0 - heat) * log_prior - heat * log_rule + log_q + target.prior.inv_temp * d_loglik
 
 
 @helper(inline=True)
-def _as_if_split_undone(tree, node, cut, hyper):
+def _as_if_split_undone(tree, node, cut, target):
     """The traces a split of ``node`` and ``undo_grow`` leave on a tree: the node keeps the
     rule's cut, and the top two free slots trade places (popped left, right; pushed back left,
     right)."""
@@ -423,17 +416,17 @@ def _as_if_split_undone(tree, node, cut, hyper):
     tree.free[nf - 1] = tree.free[nf - 2]
     tree.free[nf - 2] = top
     tree.cut[node] = cut
-    tree.lp[node] = math.log1p(-p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node]))
+    tree.lp[node] = math.log1p(-p_split(target.prior.alpha, target.prior.beta, tree.depth[node]))
 
 
 @helper
-def undo_grow(tree, node, hyper, scratch):
+def undo_grow(tree, node, target, scratch):
     """Collapse a rejected grow; the node is a leaf with an available rule again, its rows in
     their order before the grow."""
     collapse_node(tree, node)
     for i in range(tree.start[node], tree.end[node]):
         tree.perm[i] = scratch.saved_perm[i]
-    tree.lp[node] = math.log1p(-p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node]))
+    tree.lp[node] = math.log1p(-p_split(target.prior.alpha, target.prior.beta, tree.depth[node]))
 
 
 @helper
@@ -446,11 +439,12 @@ def accept_grow(tree, node, fstate):
 
 
 @helper
-def propose_prune(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fstate, n_total, scratch, model):
+def propose_prune(rng, tree, data, target, move_probs, fstate, n_total, scratch, model):
     """Propose pruning a uniformly chosen nog node. Returns (log r, node); tree unchanged.
 
     The node's would-be leaf terms are left in ``scratch.saved_lm[0]``, ``scratch.saved_b[0]``.
     """
+    is_cat, nbins, y, ycls = data.is_cat, data.nbins, data.y, data.ycls
     node, n_nog = _pick_node(rng, tree, 1)
     if node < 0:
         return -np.inf, -1
@@ -458,12 +452,12 @@ def propose_prune(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fsta
     n_leaves = tree.meta[M_N_LEAVES]
     lc = tree.left[node]
     rc = tree.right[node]
-    ps = p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node])
+    ps = p_split(target.prior.alpha, target.prior.beta, tree.depth[node])
     log_prior = (
         math.log1p(-ps)
         - math.log(ps)
-        - _leaf_split_log_one_minus(tree, lc, xt, is_cat, nbins, hyper, scratch)
-        - _leaf_split_log_one_minus(tree, rc, xt, is_cat, nbins, hyper, scratch)
+        - _leaf_split_log_one_minus(tree, lc, data, target, scratch)
+        - _leaf_split_log_one_minus(tree, rc, data, target, scratch)
     )
     log_q = (
         math.log(move_probs[0] / move_normaliser(move_probs, n_internal - 1))
@@ -471,30 +465,30 @@ def propose_prune(rng, tree, xt, is_cat, nbins, y, ycls, hyper, move_probs, fsta
         - math.log(move_probs[1] / move_normaliser(move_probs, n_internal))
         + math.log(n_nog)
     )
-    heat = hyper[H_PRIOR_HEAT]
+    heat = target.prior.prior_heat
     if heat != 0.0:
         v = tree.var[node]
-        log_rule, _ = _rule_log_probs(tree, node, v, v, is_cat, nbins, hyper, scratch)
+        log_rule, _ = _rule_log_probs(tree, node, v, v, is_cat, nbins, target, scratch)
         log_prior = (1.0 - heat) * log_prior + heat * log_rule
     # Leaf terms of the merged node: the node's segment is the union of its children's.
-    if len(model) == MODEL_NORMAL_KNOWN_VARIANCE and hyper[H_LIKELIHOOD] != 0.0:
+    if len(model) == MODEL_NORMAL_KNOWN_VARIANCE and target.prior.likelihood:
         b_p = tree.b[lc] + tree.b[rc]
-        lm_p = _known_variance_lm(tree, node, b_p, hyper)
+        lm_p = _known_variance_lm(tree, node, b_p, target)
     else:
         saved_var = tree.var[node]
         tree.var[node] = LEAF
-        lm_p, b_p = leaf_terms(tree, node, y, ycls, hyper, scratch.class_counts, model)
+        lm_p, b_p = leaf_terms(tree, node, y, ycls, target, scratch.class_counts, model)
         tree.var[node] = saved_var
     scratch.saved_lm[0] = lm_p
     scratch.saved_b[0] = b_p
     b_new = fstate[F_B_SUM] - tree.b[lc] - tree.b[rc] + b_p
-    d_global = global_term(b_new, n_total, hyper, model) - global_term(fstate[F_B_SUM], n_total, hyper, model)
+    d_global = global_term(b_new, n_total, target, model) - global_term(fstate[F_B_SUM], n_total, target, model)
     d_loglik = (lm_p - tree.lm[lc] - tree.lm[rc]) + d_global
-    return log_prior + log_q + hyper[H_INV_TEMP] * d_loglik, node
+    return log_prior + log_q + target.prior.inv_temp * d_loglik, node
 
 
 @helper
-def accept_prune(tree, node, fstate, scratch, hyper):
+def accept_prune(tree, node, fstate, scratch, target):
     """Collapse ``node`` after an accepted prune and update the running sums."""
     lc = tree.left[node]
     rc = tree.right[node]
@@ -505,7 +499,7 @@ def accept_prune(tree, node, fstate, scratch, hyper):
     tree.lm[node] = scratch.saved_lm[0]
     tree.b[node] = scratch.saved_b[0]
     # The old rule is available at the node, so it is a splittable leaf.
-    tree.lp[node] = math.log1p(-p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node]))
+    tree.lp[node] = math.log1p(-p_split(target.prior.alpha, target.prior.beta, tree.depth[node]))
 
 
 @helper
@@ -539,27 +533,27 @@ def _restore_subtree(tree, scratch, count):
 
 
 @helper
-def _prior_upper_bound(tree, nodes, count, hyper):
+def _prior_upper_bound(tree, nodes, count, target):
     """An upper bound of ``subtree_log_prior`` over ``nodes[:count]`` that needs no rows: each
     internal node contributes log p_SPLIT(depth) (its p_RULE <= 1), each leaf at most log 1."""
     total = 0.0
     for i in range(count):
         node = nodes[i]
         if tree.var[node] != LEAF:
-            total += math.log(p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node]))
+            total += math.log(p_split(target.prior.alpha, target.prior.beta, tree.depth[node]))
     return total
 
 
 @helper
-def _log_r_upper_bound(tree, nodes, count, hyper, old_prior, d_loglik):
+def _log_r_upper_bound(tree, nodes, count, target, old_prior, d_loglik):
     """log r of a change/swap with the new subtree prior at ``_prior_upper_bound``: a proposal
     whose MH uniform exceeds it is rejected without the prior's rule counts."""
-    return ((1.0 - hyper[H_PRIOR_HEAT]) * (_prior_upper_bound(tree, nodes, count, hyper) - old_prior)
-            + hyper[H_INV_TEMP] * d_loglik)
+    return ((1.0 - target.prior.prior_heat) * (_prior_upper_bound(tree, nodes, count, target) - old_prior)
+            + target.prior.inv_temp * d_loglik)
 
 
 @helper
-def _rewire_and_score(tree, root, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, count, first,
+def _rewire_and_score(tree, root, data, target, fstate, n_total, scratch, count, first,
                       old_prior, old_lm, old_b, log_u):
     """After rules in the subtree at ``root`` changed: re-partition and score.
 
@@ -573,23 +567,25 @@ def _rewire_and_score(tree, root, xt, is_cat, nbins, y, ycls, hyper, fstate, n_t
     the MH decision is the same, and most proposals of large nodes end here. ``log_u = -inf``
     forces the full ratio.
     """
-    m = int(hyper[H_MIN_LEAF])
+    xt, is_cat, y, ycls = data.xt, data.is_cat, data.y, data.ycls
+    m = target.prior.min_leaf
     if not repartition_subtree(tree, xt, is_cat, root, m, scratch.stack, scratch.part_buf):
         return -np.inf, 0.0, 0.0, True
-    refresh_leaf_terms(tree, scratch.nodes, count, y, ycls, hyper, scratch.class_counts, scratch.model)
+    refresh_leaf_terms(tree, scratch.nodes, count, y, ycls, target, scratch.class_counts, scratch.model)
     new_lm, new_b = sum_leaf_terms(tree, scratch.nodes, count)
     b_all = fstate[F_B_SUM] - old_b + new_b
-    d_loglik = ((new_lm - old_lm) + global_term(b_all, n_total, hyper, scratch.model)
-                - global_term(fstate[F_B_SUM], n_total, hyper, scratch.model))
-    bound = _log_r_upper_bound(tree, scratch.nodes[first:], count - first, hyper, old_prior, d_loglik)
+    d_loglik = ((new_lm - old_lm) + global_term(b_all, n_total, target, scratch.model)
+                - global_term(fstate[F_B_SUM], n_total, target, scratch.model))
+    bound = _log_r_upper_bound(tree, scratch.nodes[first:], count - first, target, old_prior, d_loglik)
     if log_u >= bound:
         return bound, new_lm, new_b, True
     new_prior = subtree_log_prior(
-        tree, scratch.nodes[first:], count - first, xt, is_cat, nbins, hyper, scratch,
+        tree, scratch.nodes[first:], count - first, data, target, scratch,
     )
     if new_prior == -np.inf:
         return -np.inf, 0.0, 0.0, True
-    return (1.0 - hyper[H_PRIOR_HEAT]) * (new_prior - old_prior) + hyper[H_INV_TEMP] * d_loglik, new_lm, new_b, False
+    prior = target.prior
+    return (1.0 - prior.prior_heat) * (new_prior - old_prior) + prior.inv_temp * d_loglik, new_lm, new_b, False
 
 
 @helper
@@ -607,7 +603,7 @@ def _put_rules(tree, move, root, root_var, root_cut, child, other, child_var, ch
 
 
 @helper
-def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, move, model,
+def change_or_swap(rng, tree, data, target, fstate, n_total, scratch, move, model,
                    force_accept=False):
     """Run one change or swap MH step in place. Returns (accepted, proposal valid, log r).
 
@@ -615,7 +611,8 @@ def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total
 
     ``force_accept`` keeps any valid proposal whatever its ratio (tests read the ratio).
     """
-    m = int(hyper[H_MIN_LEAF])
+    xt, is_cat, nbins, y = data.xt, data.is_cat, data.nbins, data.y
+    m = target.prior.min_leaf
     child = -1
     other = -1
     if move == MOVE_CHANGE:
@@ -633,7 +630,7 @@ def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total
     # unchanged (same rows) and its p_RULE cancels against the proposal (rule drawn from p_RULE).
     first = 1 if move == MOVE_CHANGE else 0
     old_prior = cached_subtree_log_prior(
-        tree, scratch.nodes[first:], count - first, xt, is_cat, nbins, hyper, scratch,
+        tree, scratch.nodes[first:], count - first, data, target, scratch,
     )
     old_lm, old_b = sum_leaf_terms(tree, scratch.nodes, count)
     old_var = tree.var[root]
@@ -642,15 +639,15 @@ def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total
     if move == MOVE_CHANGE:
         v, cut = sample_rule_s(
             rng, xt, tree.perm, tree.start[root], tree.end[root], is_cat, nbins, m, scratch.hist, scratch.sums,
-            scratch.var_order, hyper[H_NA_SPLIT] != 0.0, scratch.log_s,
+            scratch.var_order, target.prior.na_split, scratch.log_s,
         )
         c_var = 0
         c_cut = np.int64(0)
         both = False
-        if hyper[H_PRIOR_HEAT] != 0.0 and v >= 0 and v != old_var:
+        if target.prior.prior_heat != 0.0 and v >= 0 and v != old_var:
             # The root's p_RULE no longer cancels against the proposal (module docstring).
-            lr_new, lr_old = _rule_log_probs(tree, root, v, old_var, is_cat, nbins, hyper, scratch)
-            log_k = -hyper[H_PRIOR_HEAT] * (lr_new - lr_old)
+            lr_new, lr_old = _rule_log_probs(tree, root, v, old_var, is_cat, nbins, target, scratch)
+            log_k = -target.prior.prior_heat * (lr_new - lr_old)
         _put_rules(tree, move, root, v, cut, child, other, c_var, c_cut, both)
     else:
         c_var = tree.var[child]
@@ -663,23 +660,23 @@ def change_or_swap(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total
     # The MH uniform is drawn before scoring so that _rewire_and_score can stop early; with
     # force_accept (tests read the exact ratio) it never stops early.
     log_u = -np.inf if force_accept else math.log(rng.random())
-    if len(model) == MODEL_NORMAL_KNOWN_VARIANCE and hyper[H_LIKELIHOOD] != 0.0:
+    if len(model) == MODEL_NORMAL_KNOWN_VARIANCE and target.prior.likelihood:
         # BART: score the proposal's likelihood from rule-outcome cells (one read-only pass) and
         # reject it on the prior's upper bound (see _rewire_and_score) before moving any row;
         # most proposals end here.
-        status, new_lm = _cell_scores_known_variance(tree, root, xt, is_cat, y, hyper, scratch, count)
+        status, new_lm = _cell_scores_known_variance(tree, root, xt, is_cat, y, target, scratch, count)
         if status == 0:
             _put_rules(tree, move, root, old_var, old_cut, child, other, c_var, c_cut, both)
             return False, False, -np.inf
         if status == 1:
-            bound = _log_r_upper_bound(tree, scratch.nodes[first:], count - first, hyper, old_prior,
+            bound = _log_r_upper_bound(tree, scratch.nodes[first:], count - first, target, old_prior,
                                        new_lm - old_lm) + log_k
             if log_u >= bound:
                 _put_rules(tree, move, root, old_var, old_cut, child, other, c_var, c_cut, both)
                 return False, True, bound
     _save_subtree(tree, scratch, count)
     log_r, new_lm, new_b, early = _rewire_and_score(
-        tree, root, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch,
+        tree, root, data, target, fstate, n_total, scratch,
         count, first, old_prior, old_lm, old_b, log_u - log_k,
     )
     log_r += log_k

@@ -87,18 +87,6 @@ from .rotate import perturb_step, rotate_step
 from .tree import (
     F_B_SUM,
     F_LM_SUM,
-    H_A,
-    H_ALPHA,
-    H_BETA,
-    H_CLASS_ALPHA,
-    H_LAM,
-    H_LIKELIHOOD,
-    H_MIN_LEAF,
-    H_MU_BAR,
-    H_N_CLASSES,
-    H_NU,
-    H_SIGMA2,
-    H_TAU2,
     LEAF,
     M_N_FREE,
     M_N_INTERNAL,
@@ -210,39 +198,40 @@ def _pow2(n: int) -> int:
 # -- leaf terms from sufficient statistics ---------------------------------------------------------
 
 @helper
-def stats_leaf_terms(n, s1, s2, cls, hyper, model):
+def stats_leaf_terms(n, s1, s2, cls, target, model):
     """The (lm, b) of ``tree.leaf_terms`` from a leaf's row count, response sum and square sum
     (or class counts ``cls``); ``model`` is the chain's ``tree.model_tag``."""
-    if hyper[H_LIKELIHOOD] == 0.0:
+    if not target.prior.likelihood:
         return 0.0, 0.0
     if len(model) == MODEL_CLASSIFICATION:
-        return leaf_log_marginal_dirichlet(cls[:int(hyper[H_N_CLASSES])], hyper[H_CLASS_ALPHA]), 0.0
+        return leaf_log_marginal_dirichlet(cls[:target.prior.n_classes], target.prior.class_alpha), 0.0
     if len(model) == MODEL_NORMAL_KNOWN_VARIANCE:
-        return leaf_log_marginal_normal_known_variance(n, s1, hyper[H_SIGMA2], hyper[H_TAU2]), s1
+        return leaf_log_marginal_normal_known_variance(n, s1, target.sigma2[0], target.prior.tau2), s1
     ybar = s1 / n
     ssd = max(s2 - s1 * ybar, 0.0)
     if len(model) == MODEL_MEAN_SHIFT:
-        return mean_shift_leaf_terms(n, ybar, ssd, hyper[H_A], hyper[H_MU_BAR])
-    return leaf_log_marginal_mean_variance(n, ybar, ssd, hyper[H_A], hyper[H_MU_BAR], hyper[H_NU], hyper[H_LAM]), 0.0
+        return mean_shift_leaf_terms(n, ybar, ssd, target.prior.a, target.prior.mu_bar)
+    prior = target.prior
+    return leaf_log_marginal_mean_variance(n, ybar, ssd, prior.a, prior.mu_bar, prior.nu, prior.lam), 0.0
 
 
 @helper
-def _global_delta(fstate, db, n_total, hyper, model):
+def _global_delta(fstate, db, n_total, target, model):
     """Change of the non-additive part of the log marginal (common-sigma model) when the leaf
     scatter sum B changes by ``db``: the constant of ``mean_shift_global_term`` cancels,
     leaving -(n + nu)/2 log((B + db + nu lam) / (B + nu lam))."""
-    if len(model) != MODEL_MEAN_SHIFT or hyper[H_LIKELIHOOD] == 0.0:
+    if len(model) != MODEL_MEAN_SHIFT or not target.prior.likelihood:
         return 0.0
-    base = fstate[F_B_SUM] + hyper[H_NU] * hyper[H_LAM]
-    return -0.5 * (n_total + hyper[H_NU]) * math.log1p(db / base)
+    base = fstate[F_B_SUM] + target.prior.nu * target.prior.lam
+    return -0.5 * (n_total + target.prior.nu) * math.log1p(db / base)
 
 
 @helper
-def _log_one_minus(xt, perm, start, end, is_cat, nbins, depth, hyper, scratch):
+def _log_one_minus(xt, perm, start, end, is_cat, nbins, depth, target, scratch):
     """log(1 - p_SPLIT) of a leaf over ``perm[start:end]``; 0 if it has no available rule."""
-    m = int(hyper[H_MIN_LEAF])
+    m = target.prior.min_leaf
     if has_available_rule(xt, perm, start, end, is_cat, nbins, m, scratch.hist, scratch.sums, False):
-        return math.log1p(-p_split(hyper[H_ALPHA], hyper[H_BETA], depth))
+        return math.log1p(-p_split(target.prior.alpha, target.prior.beta, depth))
     return 0.0
 
 
@@ -257,7 +246,7 @@ def _rate(log_ratio):
 # -- birth rates ------------------------------------------------------------------------------------
 
 @helper
-def _bin_rows(tree, node, xt, v, nb, y, ycls, hyper, cs, model):
+def _bin_rows(tree, node, xt, v, nb, y, ycls, target, cs, model):
     """Counting sort of the leaf's rows by the code of v into ``cs.sorted_rows[:n]``; binned
     counts, sums and class counts; ``cs.bin_n[k]`` ends as the rows with code < k."""
     s = tree.start[node]
@@ -295,7 +284,7 @@ def _bin_rows(tree, node, xt, v, nb, y, ycls, hyper, cs, model):
 
 
 @helper
-def _numeric_rates(tree, node, xt, is_cat, nbins, v, lo, count, log_base, lm_leaf, b_leaf, n_total, hyper, fstate,
+def _numeric_rates(tree, node, data, v, lo, count, log_base, lm_leaf, b_leaf, n_total, target, fstate,
                    scratch, cs, model):
     """Birth rates of cuts ``lo .. lo + count - 1`` of numeric v at a leaf into ``cs.rates[k]``
     (0 elsewhere); returns their sum. ``_bin_rows`` must have run for (node, v).
@@ -303,10 +292,11 @@ def _numeric_rates(tree, node, xt, is_cat, nbins, v, lo, count, log_base, lm_lea
     ``log_base`` holds the cut-independent part of log pi(T+)/pi(T): log p_SPLIT + log p_RULE
     - log(1 - p_SPLIT) of the leaf.
     """
+    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
     nb = nbins[v]
     n = tree.end[node] - tree.start[node]
     depth = tree.depth[node] + 1
-    ps_child = math.log1p(-p_split(hyper[H_ALPHA], hyper[H_BETA], depth))
+    ps_child = math.log1p(-p_split(target.prior.alpha, target.prior.beta, depth))
     hi = lo + count - 1
     rows = cs.sorted_rows
     # Whether the left child (codes <= k) can split is monotone (non-decreasing) in k, the right
@@ -315,7 +305,7 @@ def _numeric_rates(tree, node, xt, is_cat, nbins, v, lo, count, log_base, lm_lea
     b = hi + 1
     while a < b:  # first k whose left child can split
         mid = (a + b) // 2
-        if has_available_rule(xt, rows, 0, cs.bin_n[mid + 1], is_cat, nbins, int(hyper[H_MIN_LEAF]), scratch.hist,
+        if has_available_rule(xt, rows, 0, cs.bin_n[mid + 1], is_cat, nbins, target.prior.min_leaf, scratch.hist,
                               scratch.sums, False):
             b = mid
         else:
@@ -325,7 +315,7 @@ def _numeric_rates(tree, node, xt, is_cat, nbins, v, lo, count, log_base, lm_lea
     b = hi
     while a < b:  # last k whose right child can split
         mid = (a + b + 1) // 2
-        if has_available_rule(xt, rows, cs.bin_n[mid + 1], n, is_cat, nbins, int(hyper[H_MIN_LEAF]), scratch.hist,
+        if has_available_rule(xt, rows, cs.bin_n[mid + 1], n, is_cat, nbins, target.prior.min_leaf, scratch.hist,
                               scratch.sums, False):
             a = mid
         else:
@@ -366,8 +356,8 @@ def _numeric_rates(tree, node, xt, is_cat, nbins, v, lo, count, log_base, lm_lea
             total += rate
             continue
         n_left = cs.bin_n[k + 1]
-        lm_l, b_l = stats_leaf_terms(n_left, s1, s2, cs.cls_left, hyper, model)
-        lm_r, b_r = stats_leaf_terms(n - n_left, tot_s1 - s1, tot_s2 - s2, cs.cls_right, hyper, model)
+        lm_l, b_l = stats_leaf_terms(n_left, s1, s2, cs.cls_left, target, model)
+        lm_r, b_r = stats_leaf_terms(n - n_left, tot_s1 - s1, tot_s2 - s2, cs.cls_right, target, model)
         log_r = log_base + lm_l + lm_r - lm_leaf
         if k >= first_left:
             log_r += ps_child
@@ -379,7 +369,7 @@ def _numeric_rates(tree, node, xt, is_cat, nbins, v, lo, count, log_base, lm_lea
         cs.cut_a[v, entry] = log_r
         cs.cut_db[v, entry] = db
         cs.cut_m[v, entry] = 1.0
-        rate = _rate(log_r + _global_delta(fstate, db, n_total, hyper, model))
+        rate = _rate(log_r + _global_delta(fstate, db, n_total, target, model))
         cs.rates[k] = rate
         total += rate
     cs.cut_count[node, v] = entry + 1 - tree.start[node]
@@ -397,12 +387,13 @@ def _subset_mask(cs, n_present, sub):
 
 
 @helper
-def _factor_setup(xt, is_cat, nbins, v, hyper, scratch, cs):
+def _factor_setup(data, v, target, scratch, cs):
     """Per-level statistics of factor v at a leaf (``_bin_rows`` must have run for it): the
     present levels into ``cs.levels``, and per level whether its rows alone offer an available
     rule (``cs.lev_self``, one ``has_available_rule`` on the level's rows: O(rows * p) in all).
     Returns the number of present levels."""
-    m = int(hyper[H_MIN_LEAF])
+    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
+    m = target.prior.min_leaf
     n_present = 0
     for k in range(nbins[v]):
         if cs.bin_n[k + 1] > cs.bin_n[k]:
@@ -455,9 +446,10 @@ def _side_availability(n_side, size, n_self, n_big, big_sum, m):
 
 
 @helper
-def _side_rows_available(xt, is_cat, nbins, m, g, n_present, left, scratch, cs):
+def _side_rows_available(data, m, g, n_present, left, scratch, cs):
     """``has_available_rule`` on the rows of one side of partition g (the undecided case of
     ``_side_availability``): the side's rows are copied into ``cs.sub_rows``."""
+    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
     fill = 0
     for j in range(n_present):
         on_left = j < n_present - 1 and (g >> j) & 1 == 1
@@ -471,8 +463,8 @@ def _side_rows_available(xt, is_cat, nbins, m, g, n_present, left, scratch, cs):
 
 
 @helper
-def _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, lm_leaf, b_leaf, n_total, hyper, fstate,
-                 scratch, cs, target, out_sub, out_rate, model):
+def _factor_walk(tree, node, data, v, n_present, log_base, lm_leaf, b_leaf, n_total, target, fstate,
+                 scratch, cs, goal, out_sub, out_rate, model):
     """Birth rates of every unordered partition of the ``n_present`` levels of factor v present
     at a leaf, walked in reflected Gray-code order (``_factor_setup`` must have run).
 
@@ -485,21 +477,21 @@ def _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, lm_leaf,
     ``_side_availability`` leaves undecided is checked on its rows (counted in
     ``cs.walk_stats[1]``; steps in ``cs.walk_stats[0]``).
 
-    ``target < 0``: sum every rate, cache each valid partition's log ratio and scatter change
+    ``goal < 0``: sum every rate, cache each valid partition's log ratio and scatter change
     for ``refresh_global_rates`` (when they fit in the leaf's row slots) and return
-    ``(total, -1)``. ``target >= 0``: stop at the first partition whose cumulative rate exceeds
-    ``target`` and return ``(cumulative, g)``; the walk repeats the first one's arithmetic, so
+    ``(total, -1)``. ``goal >= 0``: stop at the first partition whose cumulative rate exceeds
+    ``goal`` and return ``(cumulative, g)``; the walk repeats the first one's arithmetic, so
     the rates and their cumulative sums are the same numbers (no 2^(L-1) table is stored). If
-    rounding leaves ``target`` at or past the total, the last partition with a positive rate is
+    rounding leaves ``goal`` at or past the total, the last partition with a positive rate is
     returned. With ``out_sub`` non-empty every step's code and rate are also written there (tests).
     """
     n = tree.end[node] - tree.start[node]
-    m = int(hyper[H_MIN_LEAF])
+    m = target.prior.min_leaf
     depth = tree.depth[node] + 1
-    ps_child = math.log1p(-p_split(hyper[H_ALPHA], hyper[H_BETA], depth))
+    ps_child = math.log1p(-p_split(target.prior.alpha, target.prior.beta, depth))
     n_cls = cs.bin_cls.shape[1]
     record = out_sub.shape[0] > 0
-    select = target >= 0.0
+    select = goal >= 0.0
     # every level starts on the right
     n_l = 0
     l1 = 0.0
@@ -590,17 +582,17 @@ def _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, lm_leaf,
             while gg:
                 gg &= gg - 1
                 size_l += 1
-            lm_l, b_l = stats_leaf_terms(n_l, l1 + l1c, l2 + l2c, cs.cls_left, hyper, model)
-            lm_r, b_r = stats_leaf_terms(n - n_l, r1 + r1c, r2 + r2c, cs.cls_right, hyper, model)
+            lm_l, b_l = stats_leaf_terms(n_l, l1 + l1c, l2 + l2c, cs.cls_left, target, model)
+            lm_r, b_r = stats_leaf_terms(n - n_l, r1 + r1c, r2 + r2c, cs.cls_right, target, model)
             log_r = log_base + lm_l + lm_r - lm_leaf
             side = _side_availability(n_l, size_l, self_l, big_l, bsum_l, m)
             if side < 0:
-                side = 1 if _side_rows_available(xt, is_cat, nbins, m, g, n_present, True, scratch, cs) else 0
+                side = 1 if _side_rows_available(data, m, g, n_present, True, scratch, cs) else 0
             if side == 1:
                 log_r += ps_child
             side = _side_availability(n - n_l, n_present - size_l, self_r, big_r, bsum_r, m)
             if side < 0:
-                side = 1 if _side_rows_available(xt, is_cat, nbins, m, g, n_present, False, scratch, cs) else 0
+                side = 1 if _side_rows_available(data, m, g, n_present, False, scratch, cs) else 0
             if side == 1:
                 log_r += ps_child
             db = b_l + b_r - b_leaf
@@ -612,11 +604,11 @@ def _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, lm_leaf,
                     cached += 1
                 else:
                     cached = -1  # more partitions than the leaf has slots: recomputed when needed
-            rate = _rate(log_r + _global_delta(fstate, db, n_total, hyper, model))
+            rate = _rate(log_r + _global_delta(fstate, db, n_total, target, model))
             total += rate
             if select and rate > 0.0:
                 last = g
-                if target < total:
+                if goal < total:
                     return total, g
         if record:
             out_sub[i - 1] = g
@@ -628,81 +620,86 @@ def _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, lm_leaf,
 
 
 @helper
-def factor_partition_rates(tree, node, v, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, out_sub, out_rate):
+def factor_partition_rates(tree, node, v, data, target, fstate, scratch, cs, out_sub, out_rate):
     """Every partition's birth rate of factor v at leaf ``node``, in the walk's order: codes
     (``_subset_mask`` gives the left side's levels, over ``cs.levels``) into ``out_sub`` and
     rates into ``out_rate`` (length >= 2^(L-1) - 1, L the present levels). Returns L; 0 when v
     has no available rule there. For tests and ``CtmcCartChain.events``."""
-    n_vars, log_split = _leaf_rule_setup(tree, node, xt, is_cat, nbins, hyper, scratch)
+    xt, nbins, y, ycls = data.xt, data.nbins, data.y, data.ycls
+    n_vars, log_split = _leaf_rule_setup(tree, node, data, target, scratch)
     count = scratch.counts[v]
     if n_vars == 0 or count <= 0.0:
         return 0
-    _bin_rows(tree, node, xt, v, nbins[v], y, ycls, hyper, cs, scratch.model)
-    n_present = _factor_setup(xt, is_cat, nbins, v, hyper, scratch, cs)
+    _bin_rows(tree, node, xt, v, nbins[v], y, ycls, target, cs, scratch.model)
+    n_present = _factor_setup(data, v, target, scratch, cs)
     log_base = log_split - math.log(n_vars) - math.log(0.5 * count)
-    _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, tree.lm[node], tree.b[node],
-                 float(y.shape[0]), hyper, fstate, scratch, cs, -1.0, out_sub, out_rate, scratch.model)
+    _factor_walk(tree, node, data, v, n_present, log_base, tree.lm[node], tree.b[node],
+                 float(y.shape[0]), target, fstate, scratch, cs, -1.0, out_sub, out_rate, scratch.model)
     return n_present
 
 
 @helper
-def _leaf_rule_setup(tree, node, xt, is_cat, nbins, hyper, scratch):
+def _leaf_rule_setup(tree, node, data, target, scratch):
     """Rule counts at a leaf (``scratch.counts``, ``scratch.lows``) and the cut-independent log
     ratio part shared by all births there; returns (n_vars, log p_SPLIT - log(1 - p_SPLIT))."""
-    m = int(hyper[H_MIN_LEAF])
+    is_cat, nbins = data.is_cat, data.nbins
+    m = target.prior.min_leaf
     n_vars = node_rule_counts(scratch.codes_by_row, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m,
                               scratch.hist2d, scratch.sums, scratch.counts, scratch.lows, scratch.extras, False)
-    ps = p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node])
+    ps = p_split(target.prior.alpha, target.prior.beta, tree.depth[node])
     return n_vars, math.log(ps) - math.log1p(-ps)
 
 
 @helper
-def _var_birth_rates(tree, node, v, n_vars, log_split, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs):
+def _var_birth_rates(tree, node, v, n_vars, log_split, data, target, fstate, scratch, cs):
     """Birth rates of predictor v's rules at a leaf into ``cs.rates``; returns their sum.
     ``_leaf_rule_setup`` must have run for the leaf."""
+    xt, is_cat, nbins, y, ycls = data.xt, data.is_cat, data.nbins, data.y, data.ycls
     count = scratch.counts[v]
     if count <= 0.0:
         cs.cut_count[node, v] = 0
         return 0.0
     n_total = float(y.shape[0])
-    _bin_rows(tree, node, xt, v, nbins[v], y, ycls, hyper, cs, scratch.model)
+    _bin_rows(tree, node, xt, v, nbins[v], y, ycls, target, cs, scratch.model)
     if is_cat[v]:
         # p_RULE of an unordered partition: 1 / (n_vars * count / 2), count of ordered subsets.
         log_base = log_split - math.log(n_vars) - math.log(0.5 * count)
-        n_present = _factor_setup(xt, is_cat, nbins, v, hyper, scratch, cs)
-        total, _ = _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, tree.lm[node], tree.b[node],
-                                n_total, hyper, fstate, scratch, cs, -1.0, cs.no_sub, cs.no_rate, scratch.model)
+        n_present = _factor_setup(data, v, target, scratch, cs)
+        total, _ = _factor_walk(tree, node, data, v, n_present, log_base, tree.lm[node], tree.b[node],
+                                n_total, target, fstate, scratch, cs, -1.0, cs.no_sub, cs.no_rate, scratch.model)
         return total
     log_base = log_split - math.log(n_vars) - math.log(count)
-    return _numeric_rates(tree, node, xt, is_cat, nbins, v, scratch.lows[v], int(count), log_base, tree.lm[node],
-                          tree.b[node], n_total, hyper, fstate, scratch, cs, scratch.model)
+    return _numeric_rates(tree, node, data, v, scratch.lows[v], int(count), log_base, tree.lm[node],
+                          tree.b[node], n_total, target, fstate, scratch, cs, scratch.model)
 
 
 @helper
-def leaf_birth_rates(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs):
+def leaf_birth_rates(tree, node, data, target, fstate, scratch, cs):
     """Fill ``cs.rate_var[node, v]``: the total birth rate at a leaf over each predictor's rules
     (all 0 when fewer than two node slots are free: the tree cannot grow)."""
+    xt = data.xt
     p = xt.shape[0]
     for v in range(p):
         cs.rate_var[node, v] = 0.0
         cs.cut_count[node, v] = 0
     if tree.meta[M_N_FREE] < 2:
         return
-    n_vars, log_split = _leaf_rule_setup(tree, node, xt, is_cat, nbins, hyper, scratch)
+    n_vars, log_split = _leaf_rule_setup(tree, node, data, target, scratch)
     if n_vars == 0:
         return
     for v in range(p):
         if scratch.counts[v] > 0.0:  # has_available_rule leaves scratch.counts/lows intact
-            cs.rate_var[node, v] = _var_birth_rates(tree, node, v, n_vars, log_split, xt, is_cat, nbins, y, ycls,
-                                                    hyper, fstate, scratch, cs)
+            cs.rate_var[node, v] = _var_birth_rates(tree, node, v, n_vars, log_split, data,
+                                                    target, fstate, scratch, cs)
 
 
 # -- death rates ------------------------------------------------------------------------------------
 
 @helper
-def nog_death_rate(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs):
+def nog_death_rate(tree, node, data, target, fstate, scratch, cs):
     """Death rate of a nog node: ``min(1, pi(T-) / pi(T))`` (CT-MCMC eq. 10)."""
-    m = int(hyper[H_MIN_LEAF])
+    xt, is_cat, nbins, y, ycls = data.xt, data.is_cat, data.nbins, data.y, data.ycls
+    m = target.prior.min_leaf
     s = tree.start[node]
     e = tree.end[node]
     lc = tree.left[node]
@@ -712,18 +709,18 @@ def nog_death_rate(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratc
                               scratch.counts, scratch.lows, scratch.extras, False)
     count = scratch.counts[v]
     log_rule = -math.log(n_vars) - (math.log(0.5 * count) if is_cat[v] else math.log(count))
-    ps = p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node])
+    ps = p_split(target.prior.alpha, target.prior.beta, tree.depth[node])
     # the merged leaf's terms: its rows are the node's segment
-    lm_n, b_n = leaf_terms(tree, node, y, ycls, hyper, scratch.class_counts, scratch.model)
+    lm_n, b_n = leaf_terms(tree, node, y, ycls, target, scratch.class_counts, scratch.model)
     d = tree.depth[node] + 1
     log_r = math.log1p(-ps) - math.log(ps) - log_rule
-    log_r -= _log_one_minus(xt, tree.perm, tree.start[lc], tree.end[lc], is_cat, nbins, d, hyper, scratch)
-    log_r -= _log_one_minus(xt, tree.perm, tree.start[rc], tree.end[rc], is_cat, nbins, d, hyper, scratch)
+    log_r -= _log_one_minus(xt, tree.perm, tree.start[lc], tree.end[lc], is_cat, nbins, d, target, scratch)
+    log_r -= _log_one_minus(xt, tree.perm, tree.start[rc], tree.end[rc], is_cat, nbins, d, target, scratch)
     log_r += lm_n - tree.lm[lc] - tree.lm[rc]
     db = b_n - tree.b[lc] - tree.b[rc]
     cs.death_a[node] = log_r
     cs.death_db[node] = db
-    return _rate(log_r + _global_delta(fstate, db, float(y.shape[0]), hyper, scratch.model))
+    return _rate(log_r + _global_delta(fstate, db, float(y.shape[0]), target, scratch.model))
 
 
 @helper
@@ -732,25 +729,27 @@ def _is_nog(tree, node):
 
 
 @helper
-def compute_all_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs):
+def compute_all_rates(tree, data, target, fstate, scratch, cs):
     """Recompute every cached rate of the tree."""
+    xt = data.xt
     for node in range(tree.var.shape[0]):
         cs.rate_death[node] = 0.0
         for v in range(xt.shape[0]):
             cs.rate_var[node, v] = 0.0
         if tree.var[node] == LEAF:
-            leaf_birth_rates(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+            leaf_birth_rates(tree, node, data, target, fstate, scratch, cs)
         elif _is_nog(tree, node):
-            cs.rate_death[node] = nog_death_rate(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+            cs.rate_death[node] = nog_death_rate(tree, node, data, target, fstate, scratch, cs)
     rebuild_sum_tree(tree, cs)
 
 
 @helper
-def refresh_global_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs):
+def refresh_global_rates(tree, data, target, fstate, scratch, cs):
     """Common-sigma model: after a jump changed the scatter sum B, recompute every rate from the
     cached local parts (``cut_a``, ``cut_db``, ``death_a``, ``death_db``): one log1p and one exp
     per candidate, no pass over the rows. (Leaf-variable pairs without a cache, factors with more
     partitions than rows, are recomputed from the rows.)"""
+    xt, y = data.xt, data.y
     n_total = float(y.shape[0])
     p = xt.shape[0]
     for node in range(tree.var.shape[0]):
@@ -760,7 +759,7 @@ def refresh_global_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratc
                 if cs.cut_count[node, v] < 0:
                     uncached = True
             if uncached:
-                leaf_birth_rates(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+                leaf_birth_rates(tree, node, data, target, fstate, scratch, cs)
                 continue
             for v in range(p):
                 count = cs.cut_count[node, v]
@@ -768,10 +767,10 @@ def refresh_global_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratc
                 start = tree.start[node]
                 for j in range(start, start + count):
                     total += cs.cut_m[v, j] * _rate(cs.cut_a[v, j] + _global_delta(fstate, cs.cut_db[v, j], n_total,
-                                                                                     hyper, scratch.model))
+                                                                                     target, scratch.model))
                 cs.rate_var[node, v] = total
         elif tree.var[node] >= 0 and _is_nog(tree, node):
-            cs.rate_death[node] = _rate(cs.death_a[node] + _global_delta(fstate, cs.death_db[node], n_total, hyper,
+            cs.rate_death[node] = _rate(cs.death_a[node] + _global_delta(fstate, cs.death_db[node], n_total, target,
                                                                           scratch.model))
     rebuild_sum_tree(tree, cs)
 
@@ -895,11 +894,11 @@ def _factor_mask(rng, cs, n_present, sub, nb):
 
 
 @helper
-def apply_birth(tree, node, v, cut, xt, is_cat, y, ycls, hyper, fstate, scratch):
+def apply_birth(tree, node, v, cut, xt, is_cat, y, ycls, target, fstate, scratch):
     """Split leaf ``node`` by (v, cut); cache the children's leaf terms and update the sums."""
     lc, rc = split_leaf(tree, xt, is_cat, node, v, cut, scratch.part_buf)
     for child in (lc, rc):
-        lm, b = leaf_terms(tree, child, y, ycls, hyper, scratch.class_counts, scratch.model)
+        lm, b = leaf_terms(tree, child, y, ycls, target, scratch.class_counts, scratch.model)
         tree.lm[child] = lm
         tree.b[child] = b
     fstate[F_LM_SUM] += tree.lm[lc] + tree.lm[rc] - tree.lm[node]
@@ -908,11 +907,11 @@ def apply_birth(tree, node, v, cut, xt, is_cat, y, ycls, hyper, fstate, scratch)
 
 
 @helper
-def apply_death(tree, node, y, ycls, hyper, fstate, scratch):
+def apply_death(tree, node, y, ycls, target, fstate, scratch):
     """Collapse nog ``node`` into a leaf; cache its leaf terms and update the sums."""
     lc = tree.left[node]
     rc = tree.right[node]
-    lm, b = leaf_terms(tree, node, y, ycls, hyper, scratch.class_counts, scratch.model)
+    lm, b = leaf_terms(tree, node, y, ycls, target, scratch.class_counts, scratch.model)
     fstate[F_LM_SUM] += lm - tree.lm[lc] - tree.lm[rc]
     fstate[F_B_SUM] += b - tree.b[lc] - tree.b[rc]
     merge_sorted_halves(tree.perm, tree.start[node], tree.end[lc], tree.end[node], scratch.part_buf)
@@ -928,10 +927,11 @@ def _needs_full_refresh(tree):
 
 
 @helper
-def jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam, model):
+def jump(rng, tree, data, target, fstate, scratch, cs, lam, model):
     """Make one jump of the process from a tree whose rates are cached (``lam`` = Lambda > 0):
     draw an event with probability rate / Lambda (eq. 5, 6), apply it, refresh the rates it
     changed. Returns (event kind, node). ``model`` is the chain's ``tree.model_tag``."""
+    xt, is_cat, nbins, y, ycls = data.xt, data.is_cat, data.nbins, data.y, data.ycls
     u = rng.random() * lam
     p = xt.shape[0]
     node, u = sum_tree_find(cs.sum_tree, u)
@@ -942,8 +942,8 @@ def jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam,
         for k in range(v):
             u -= cs.rate_var[node, k]
         u = min(max(u, 0.0), cs.rate_var[node, v])
-        n_vars, log_split = _leaf_rule_setup(tree, node, xt, is_cat, nbins, hyper, scratch)
-        total = _var_birth_rates(tree, node, v, n_vars, log_split, xt, is_cat, nbins, y, ycls, hyper, fstate,
+        n_vars, log_split = _leaf_rule_setup(tree, node, data, target, scratch)
+        total = _var_birth_rates(tree, node, v, n_vars, log_split, data, target, fstate,
                                  scratch, cs)
         # the recomputed total equals the cached one up to rounding (summation order): rescale
         u = u * total / cs.rate_var[node, v] if cs.rate_var[node, v] > 0.0 else 0.0
@@ -955,21 +955,21 @@ def jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam,
                 if cs.bin_n[k + 1] > cs.bin_n[k]:
                     n_present += 1
             log_base = log_split - math.log(n_vars) - math.log(0.5 * scratch.counts[v])
-            _, sub = _factor_walk(tree, node, xt, is_cat, nbins, v, n_present, log_base, tree.lm[node], tree.b[node],
-                                  float(y.shape[0]), hyper, fstate, scratch, cs, u, cs.no_sub, cs.no_rate, model)
+            _, sub = _factor_walk(tree, node, data, v, n_present, log_base, tree.lm[node], tree.b[node],
+                                  float(y.shape[0]), target, fstate, scratch, cs, u, cs.no_sub, cs.no_rate, model)
             cut = _factor_mask(rng, cs, n_present, sub, nbins[v])
         else:
             cut = np.int64(_pick(cs.rates, nbins[v], u))
-        lc, rc = apply_birth(tree, node, v, cut, xt, is_cat, y, ycls, hyper, fstate, scratch)
+        lc, rc = apply_birth(tree, node, v, cut, xt, is_cat, y, ycls, target, fstate, scratch)
         full = _needs_full_refresh(tree)
         if not full:
             for k in range(p):
                 cs.rate_var[node, k] = 0.0
             cs.rate_death[lc] = 0.0
             cs.rate_death[rc] = 0.0
-            leaf_birth_rates(tree, lc, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
-            leaf_birth_rates(tree, rc, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
-            cs.rate_death[node] = nog_death_rate(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+            leaf_birth_rates(tree, lc, data, target, fstate, scratch, cs)
+            leaf_birth_rates(tree, rc, data, target, fstate, scratch, cs)
+            cs.rate_death[node] = nog_death_rate(tree, node, data, target, fstate, scratch, cs)
             par = tree.parent[node] if node != 0 else -1
             if par >= 0:
                 cs.rate_death[par] = 0.0
@@ -977,32 +977,32 @@ def jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam,
     else:
         lc = tree.left[node]
         rc = tree.right[node]
-        apply_death(tree, node, y, ycls, hyper, fstate, scratch)
+        apply_death(tree, node, y, ycls, target, fstate, scratch)
         full = _needs_full_refresh(tree)
         if not full:
             for k in range(p):
                 cs.rate_var[lc, k] = 0.0
                 cs.rate_var[rc, k] = 0.0
             cs.rate_death[node] = 0.0
-            leaf_birth_rates(tree, node, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+            leaf_birth_rates(tree, node, data, target, fstate, scratch, cs)
             par = tree.parent[node] if node != 0 else -1
             if par >= 0 and _is_nog(tree, par):
-                cs.rate_death[par] = nog_death_rate(tree, par, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+                cs.rate_death[par] = nog_death_rate(tree, par, data, target, fstate, scratch, cs)
             _update_slots(tree, cs, node, lc, rc, par)
     if full:
-        compute_all_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
-    elif len(model) == MODEL_MEAN_SHIFT and hyper[H_LIKELIHOOD] != 0.0:
+        compute_all_rates(tree, data, target, fstate, scratch, cs)
+    elif len(model) == MODEL_MEAN_SHIFT and target.prior.likelihood:
         # the common-sigma model's global term changed with the scatter sum
-        refresh_global_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+        refresh_global_rates(tree, data, target, fstate, scratch, cs)
     return kind, node
 
 
 @helper
-def run_for_time(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, horizon, mh_rates):
+def run_for_time(rng, tree, data, target, fstate, scratch, cs, horizon, mh_rates):
     """Simulate the process for ``horizon`` time units from the current tree (Exp(Lambda)
     holding times; the state at a fixed time is pi-invariant, which a single jump is not).
     Returns (number of jumps, Lambda of the starting tree)."""
-    compute_all_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+    compute_all_rates(tree, data, target, fstate, scratch, cs)
     lam_bd = total_rate(tree, cs)
     lam = lam_bd + mh_event_rate(tree, mh_rates)
     lam0 = lam
@@ -1012,7 +1012,7 @@ def run_for_time(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, 
         t += rng.exponential(1.0) / lam
         if t > horizon:
             break
-        event_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam_bd, mh_rates)
+        event_step(rng, tree, data, target, fstate, scratch, cs, lam_bd, mh_rates)
         jumps += 1
         lam_bd = total_rate(tree, cs)
         lam = lam_bd + mh_event_rate(tree, mh_rates)
@@ -1035,10 +1035,11 @@ def mh_event_rate(tree, mh_rates):
 
 
 @helper
-def event_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam_bd, mh_rates):
+def event_step(rng, tree, data, target, fstate, scratch, cs, lam_bd, mh_rates):
     """One event of the process with birth/death total ``lam_bd`` (cached rates) and the rotate /
     perturb rates ``mh_rates``: returns its kind. Without rotate/perturb events this is exactly
     ``jump`` (same random draws)."""
+    y = data.y
     if mh_rates is not None:
         mh = mh_event_rate(tree, mh_rates)
         if mh > 0.0:
@@ -1049,13 +1050,14 @@ def event_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs
                 rot = mh_rates[0] if tree.meta[M_N_INTERNAL] >= 2 else 0.0
                 if u < rot:
                     kind = EVENT_ROTATE
-                    accepted, _, _ = rotate_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch)
+                    accepted, _, _ = rotate_step(rng, tree, data, target, fstate, n_total,
+                                                 scratch)
                 else:
                     kind = EVENT_PERTURB
-                    accepted, _, _ = perturb_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total,
+                    accepted, _, _ = perturb_step(rng, tree, data, target, fstate, n_total,
                                                   scratch)
                 if accepted:
-                    compute_all_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+                    compute_all_rates(tree, data, target, fstate, scratch, cs)
                 return kind
-    kind, _ = jump(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam_bd, scratch.model)
+    kind, _ = jump(rng, tree, data, target, fstate, scratch, cs, lam_bd, scratch.model)
     return kind

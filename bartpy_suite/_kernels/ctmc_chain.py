@@ -15,12 +15,11 @@ from .cart_draws import record_cart_draw
 from .ctmc import compute_all_rates, event_step, mh_event_rate, run_for_time, total_rate
 from .jit import helper, kernel
 from .kept import kept_draw
-from .tree import H_SIGMA2
 
 
 @kernel
-def run_ctmc_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, first_iter, n_iter, tune,
-                        thin, draws, out_weight, out_rate, out_event, store, order, mh_rates):
+def run_ctmc_cart_chain(rng, tree, data, target, fstate, scratch, cs, window, out, out_weight, out_rate, out_event,
+                        mh_rates):
     """Advance a CART chain by up to ``n_iter`` jumps of the birth-death process.
 
     Each iteration is one jump (every event accepted, CT-MCMC Algorithm 2); the tree reached
@@ -31,14 +30,15 @@ def run_ctmc_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, sc
     rejected rotate or perturb is an event that stays in the same tree, recorded again.
     Returns ``(iterations done, pending draw)`` as ``run_cart_chain`` does.
     """
-    compute_all_rates(tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs)
+    first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
+    compute_all_rates(tree, data, target, fstate, scratch, cs)
     lam_bd = total_rate(tree, cs)
     lam = lam_bd + mh_event_rate(tree, mh_rates)
     for step in range(n_iter):
         it = first_iter + step
         kind = -1
         if lam > 0.0:
-            kind = event_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, cs, lam_bd, mh_rates)
+            kind = event_step(rng, tree, data, target, fstate, scratch, cs, lam_bd, mh_rates)
             lam_bd = total_rate(tree, cs)
             lam = lam_bd + mh_event_rate(tree, mh_rates)
         d = kept_draw(it, tune, thin, out_weight.shape[0])
@@ -47,14 +47,13 @@ def run_ctmc_cart_chain(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, sc
         out_weight[d] = 1.0 / lam if lam > 0.0 else 1.0
         out_rate[d] = lam
         out_event[d] = kind
-        if not record_cart_draw(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, draws, store, d,
-                                order):
+        if not record_cart_draw(rng, tree, data, target, fstate, scratch, out, d):
             return step + 1, d
     return n_iter, -1
 
 
 @helper(inline=True)
-def ctmc_bart_sweep(rng, forest, state, xt, is_cat, nbins, scratch, cs, horizon, out, mh_rates):
+def ctmc_bart_sweep(rng, forest, state, data, scratch, cs, horizon, out, mh_rates):
     """One backfitting sweep: each tree runs the process for ``horizon`` time against its
     partial residual, then sigma (or the probit latents). ``out`` receives (jumps, sum of the
     trees' starting Lambda)."""
@@ -63,7 +62,7 @@ def ctmc_bart_sweep(rng, forest, state, xt, is_cat, nbins, scratch, cs, horizon,
     lam_sum = 0.0
     for j in range(forest.var.shape[0]):
         tree = prepare_tree(state, forest, j)
-        n_jumps, lam0 = run_for_time(rng, tree, xt, is_cat, nbins, state.resid, state.ycls, state.hyper, state.fstate,
+        n_jumps, lam0 = run_for_time(rng, tree, data, state.target, state.fstate,
                                      scratch, cs, horizon, mh_rates)
         jumps += n_jumps
         lam_sum += lam0
@@ -74,8 +73,8 @@ def ctmc_bart_sweep(rng, forest, state, xt, is_cat, nbins, scratch, cs, horizon,
 
 
 @kernel
-def run_ctmc_bart_chain(rng, forest, state, xt, is_cat, nbins, scratch, cs, horizon, adapt, first_iter, n_iter, tune,
-                        thin, out_sigma, out_jumps, out_rate, out_time, out_leaves, out_depth, store, nodes, order,
+def run_ctmc_bart_chain(rng, forest, state, data, scratch, cs, horizon, adapt, window, out_sigma, out_jumps, out_rate,
+                        out_time, out,
                         mh_rates):
     """Advance a BART chain by up to ``n_iter`` sweeps (see ``run_bart_chain`` for the return).
 
@@ -84,18 +83,20 @@ def run_ctmc_bart_chain(rng, forest, state, xt, is_cat, nbins, scratch, cs, hori
     fixed from the end of tuning on. Kept sweeps record the mean jumps per visit, the mean
     starting Lambda and the time used.
     """
+    out_leaves, out_depth, store, nodes, order = out.leaves, out.depth, out.store, out.nodes, out.order
+    first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
     n_trees = forest.var.shape[0]
     sweep_out = np.zeros(2)
     for step in range(n_iter):
         it = first_iter + step
-        ctmc_bart_sweep(rng, forest, state, xt, is_cat, nbins, scratch, cs, horizon[0], sweep_out, mh_rates)
+        ctmc_bart_sweep(rng, forest, state, data, scratch, cs, horizon[0], sweep_out, mh_rates)
         used = horizon[0]
         if adapt and (it < tune or it == 0) and sweep_out[1] > 0.0:
             horizon[0] = n_trees / sweep_out[1]
         d = kept_draw(it, tune, thin, out_sigma.shape[0])
         if d < 0:
             continue
-        out_sigma[d] = math.sqrt(state.hyper[H_SIGMA2])
+        out_sigma[d] = math.sqrt(state.target.sigma2[0])
         out_jumps[d] = sweep_out[0] / n_trees
         out_rate[d] = sweep_out[1] / n_trees
         out_time[d] = used

@@ -82,14 +82,6 @@ from .kept import kept_draw
 from .likelihood import draw_inverse_gamma, leaf_log_marginal_normal_known_variance
 from .tree import (
     FREE,
-    H_ALPHA,
-    H_BETA,
-    H_LAM,
-    H_LIKELIHOOD,
-    H_MIN_LEAF,
-    H_NU,
-    H_SIGMA2,
-    H_TAU2,
     LEAF,
     LOG2,
     M_N_FREE,
@@ -172,11 +164,11 @@ def new_work(nbins: np.ndarray, is_cat: np.ndarray, *, weights: int, max_depth: 
 
 
 @helper
-def tree_settings(hyper):
-    """The prior and sigma^2 one tree is grown under: (alpha, beta, m, sigma2, tau2, use_lik).
-    The only place the GFR kernel reads the hyperparameters."""
-    return (hyper[H_ALPHA], hyper[H_BETA], int(hyper[H_MIN_LEAF]), hyper[H_SIGMA2], hyper[H_TAU2],
-            hyper[H_LIKELIHOOD] != 0.0)
+def tree_settings(target):
+    """The prior and sigma^2 one tree is grown under (``records.Target``): (alpha, beta, m,
+    sigma2, tau2, use_lik). The only place the GFR kernel reads the prior."""
+    prior = target.prior
+    return prior.alpha, prior.beta, prior.min_leaf, target.sigma2[0], prior.tau2, prior.likelihood
 
 
 @helper
@@ -397,11 +389,12 @@ def node_total(hn, hs, off):
 
 
 @helper
-def grow_from_root(rng, tree, xt, xr, is_cat, nbins, resid, hyper, buf, work):
+def grow_from_root(rng, tree, data, xr, target, buf, work):
     """Replace ``tree`` by a tree grown from its root on the partial residual ``resid``
     (module docstring); every leaf gets its residual sum in ``b`` and its l in ``lm`` for the
     leaf draws. Returns the number of nodes that stayed leaves because the node arrays were full."""
-    alpha, beta, m, sigma2, tau2, use_lik = tree_settings(hyper)
+    alpha, beta, m, sigma2, tau2, use_lik = tree_settings(target)
+    xt, is_cat, nbins, resid = data.xt, data.is_cat, data.nbins, data.y
     mode = work.conf[C_WEIGHTS]
     max_depth = work.conf[C_MAX_DEPTH]
     n = resid.shape[0]
@@ -482,11 +475,11 @@ def grow_from_root(rng, tree, xt, xr, is_cat, nbins, resid, hyper, buf, work):
 def draw_sigma_before_tree(rng, state, forest, j):
     """XBART's order (spec section 2, ``sigma_update="tree"``): sigma^2 from its full conditional
     given the full residual with tree j at its previous fit, before tree j is regrown."""
-    hyper = state.hyper
-    nu = hyper[H_NU]
-    lam = hyper[H_LAM]
-    if hyper[H_LIKELIHOOD] == 0.0:
-        hyper[H_SIGMA2] = draw_inverse_gamma(rng, 0.5 * nu, 0.5 * nu * lam)
+    prior = state.target.prior
+    nu = prior.nu
+    lam = prior.lam
+    if not prior.likelihood:
+        state.target.sigma2[0] = draw_inverse_gamma(rng, 0.5 * nu, 0.5 * nu * lam)
         return
     resid = state.resid
     leaf_of = state.leaf_of[j]
@@ -495,11 +488,11 @@ def draw_sigma_before_tree(rng, state, forest, j):
     for i in range(resid.shape[0]):
         r = resid[i] - value[leaf_of[i]]
         ss += r * r
-    hyper[H_SIGMA2] = draw_inverse_gamma(rng, 0.5 * (nu + resid.shape[0]), 0.5 * (nu * lam + ss))
+    state.target.sigma2[0] = draw_inverse_gamma(rng, 0.5 * (nu + resid.shape[0]), 0.5 * (nu * lam + ss))
 
 
 @helper(inline=True)
-def gfr_sweep(rng, forest, state, xt, is_cat, nbins, scratch, work):
+def gfr_sweep(rng, forest, state, data, scratch, work):
     """One GFR sweep (module docstring); returns the nodes left unsplit for lack of room."""
     per_tree = work.conf[C_SIGMA_UPDATE] == SIGMA_PER_TREE and state.sigma_mode[0] == SIGMA_SAMPLED
     truncated = 0
@@ -508,8 +501,7 @@ def gfr_sweep(rng, forest, state, xt, is_cat, nbins, scratch, work):
         tree = prepare_tree(state, forest, j)
         if per_tree:
             draw_sigma_before_tree(rng, state, forest, j)
-        truncated += grow_from_root(rng, tree, xt, scratch.codes_by_row, is_cat, nbins, state.resid, state.hyper,
-                                    scratch.part_buf, work)
+        truncated += grow_from_root(rng, tree, data, scratch.codes_by_row, state.target, scratch.part_buf, work)
         finish_tree(rng, state, forest, j, True)
     if not per_tree:
         draw_noise(rng, state)
@@ -517,17 +509,18 @@ def gfr_sweep(rng, forest, state, xt, is_cat, nbins, scratch, work):
 
 
 @kernel
-def run_gfr_chain(rng, forest, state, xt, is_cat, nbins, scratch, work, first_iter, n_iter, tune, thin, out_sigma,
-                  out_truncated, out_leaves, out_depth, store, nodes, order):
+def run_gfr_chain(rng, forest, state, data, scratch, work, window, out_sigma, out_truncated, out):
     """Advance a GFR chain by up to ``n_iter`` sweeps from global iteration ``first_iter``; as
     ``bart_chain.run_bart_chain`` (returns ``(iterations done, pending draw index)``)."""
+    out_leaves, out_depth, store, nodes, order = out.leaves, out.depth, out.store, out.nodes, out.order
+    first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
     for step in range(n_iter):
         it = first_iter + step
-        truncated = gfr_sweep(rng, forest, state, xt, is_cat, nbins, scratch, work)
+        truncated = gfr_sweep(rng, forest, state, data, scratch, work)
         d = kept_draw(it, tune, thin, out_sigma.shape[0])
         if d < 0:
             continue
-        out_sigma[d] = math.sqrt(state.hyper[H_SIGMA2])
+        out_sigma[d] = math.sqrt(state.target.sigma2[0])
         out_truncated[d] = truncated
         if not record_forest(forest, store, d, out_leaves, out_depth, nodes, order, scratch.stack):
             return step + 1, d

@@ -34,7 +34,8 @@ import numpy as np
 from .backfit import leaf_cursors, map_leaves, shared_perm, tree_view
 from .jit import helper
 from .likelihood import MODEL_LOG_GAMMA
-from .tree import F_B_SUM, F_LM_SUM, H_LG_RATE, H_LG_SHAPE, H_LIKELIHOOD, LEAF, M_SPAN, leaf_terms, model_tag
+from .records import Target
+from .tree import F_B_SUM, F_LM_SUM, LEAF, M_SPAN, leaf_terms, model_tag
 
 LOG_GAMMA = model_tag(MODEL_LOG_GAMMA)  # a global tuple: numba compiles it in as a constant
 
@@ -49,7 +50,7 @@ class LoglinearState(NamedTuple):
     is_class: np.ndarray  # int64[n]: 1 for the rows of the class being updated
     ycls: np.ndarray  # int64[n]: class codes
     leaf_of: np.ndarray  # uint8[K m, n]: leaf of each row in each tree
-    hyper: np.ndarray  # float64[N_HYPER]
+    target: Target  # records.Target: the prior (its sigma^2 cell is unused)
     fstate: np.ndarray  # float64[2]
     class_counts: np.ndarray  # float64[1]: work array of ``leaf_terms``
     cursor: np.ndarray  # int64[N]: work array of the shared row permutation's rebuild
@@ -87,7 +88,7 @@ def prepare_tree(state, forest, j):
     for node in range(tree.meta[M_SPAN]):
         if tree.var[node] != LEAF:
             continue
-        lm, b = leaf_terms(tree, node, state.weight, state.is_class, state.hyper, state.class_counts, LOG_GAMMA)
+        lm, b = leaf_terms(tree, node, state.weight, state.is_class, state.target, state.class_counts, LOG_GAMMA)
         tree.lm[node] = lm
         tree.b[node] = b
         lm_sum += lm
@@ -100,9 +101,9 @@ def prepare_tree(state, forest, j):
 def draw_leaves(rng, tree, state):
     """Every leaf's mu = log gamma, gamma ~ Gamma(shape + n, rate + S) (the prior with the
     likelihood off)."""
-    shape = state.hyper[H_LG_SHAPE]
-    rate = state.hyper[H_LG_RATE]
-    use_lik = state.hyper[H_LIKELIHOOD] != 0.0
+    shape = state.target.prior.lg_shape
+    rate = state.target.prior.lg_rate
+    use_lik = state.target.prior.likelihood
     perm = tree.perm
     for node in range(tree.meta[M_SPAN]):
         if tree.var[node] != LEAF:
@@ -135,7 +136,7 @@ def finish_tree(rng, state, forest, j, changed):
 @helper
 def draw_latent(rng, state):
     """phi_i ~ Exp(rate = sum_k lambda_k(x_i)) (kept at 1 with the likelihood off)."""
-    if state.hyper[H_LIKELIHOOD] == 0.0:
+    if not state.target.prior.likelihood:
         return
     fit = state.log_fit
     for i in range(state.phi.shape[0]):

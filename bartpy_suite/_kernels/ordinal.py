@@ -52,7 +52,7 @@ from .bart_chain import mh_tree_updates
 from .cart_moves import N_MOVES
 from .jit import helper, kernel
 from .kept import kept_draw
-from .tree import H_LIKELIHOOD, copy_into
+from .tree import copy_into
 
 O_PRIOR_SD = 0  # prior sd s of the free cutpoints
 O_STEP = 1  # sd of the random walk on the log increments
@@ -242,7 +242,7 @@ def adapt_step(ost):
 def update_cut_and_latents(rng, state, ost):
     """Step (a) (MH, or Gibbs with ``O_GIBBS``) then step (b); returns the MH acceptances of the
     sweep. K = 2 consumes no random numbers in (a)."""
-    use_lik = state.hyper[H_LIKELIHOOD] != 0.0
+    use_lik = state.target.prior.likelihood
     accepted = 0
     if ost.cut.shape[0] > 3:
         if ost.settings[O_GIBBS] != 0.0:
@@ -257,27 +257,28 @@ def update_cut_and_latents(rng, state, ost):
 
 
 @helper(inline=True)
-def mh_ordinal_sweep(rng, forest, state, ost, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, counts):
+def mh_ordinal_sweep(rng, forest, state, ost, data, moves, scratch, counts):
     """One backfitting sweep with an MH move per tree (``bart_chain.mh_tree_updates``), then the
     cutpoints and latents; returns the cutpoint acceptances."""
-    mh_tree_updates(rng, forest, state, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch, counts)
+    mh_tree_updates(rng, forest, state, data, moves, scratch, counts)
     return update_cut_and_latents(rng, state, ost)
 
 
 @kernel
-def run_ordinal_chain(rng, forest, state, ost, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch,
-                      first_iter, n_iter, tune, thin, out_cut, out_counts, out_cut_accepted, out_leaves, out_depth,
-                      store, nodes, order):
+def run_ordinal_chain(rng, forest, state, ost, data, moves, scratch,
+                      window, out_cut, out_counts, out_cut_accepted, out):
     """``bart_chain.run_bart_chain`` for ordinal BART: records the K - 1 finite cutpoints
     (``out_cut[d]``) and the share of the sweep's cutpoint MH steps accepted instead of sigma, and
     adapts the step size during tuning."""
+    out_leaves, out_depth, store, nodes, order = out.leaves, out.depth, out.store, out.nodes, out.order
+    first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
     counts = np.zeros((N_MOVES, 2), dtype=np.int64)
     n_cut = ost.cut.shape[0]
     steps = max(1.0, ost.settings[O_STEPS])
     for step in range(n_iter):
         it = first_iter + step
         counts[:, :] = 0
-        acc = mh_ordinal_sweep(rng, forest, state, ost, xt, is_cat, nbins, move_probs, change_swap, rotation, scratch,
+        acc = mh_ordinal_sweep(rng, forest, state, ost, data, moves, scratch,
                                counts)
         if it < tune:
             if (it + 1) % ADAPT_EVERY == 0:

@@ -37,10 +37,6 @@ from .jit import helper, kernel
 from .particle_proposal import optimal_choice
 from .tree import (
     FREE,
-    H_ALPHA,
-    H_BETA,
-    H_MIN_LEAF,
-    H_NA_SPLIT,
     LEAF,
     M_N_FREE,
     M_N_INTERNAL,
@@ -107,10 +103,11 @@ def _used(tree):
 
 
 @helper
-def _eligible(tree, node, xt, is_cat, nbins, hyper, scratch):
-    m = int(hyper[H_MIN_LEAF])
+def _eligible(tree, node, data, target, scratch):
+    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
+    m = target.prior.min_leaf
     return has_available_rule(xt, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m, scratch.hist,
-                              scratch.sums, hyper[H_NA_SPLIT] != 0.0)
+                              scratch.sums, target.prior.na_split)
 
 
 @helper
@@ -203,61 +200,63 @@ def copy_tree(a, b):
 
 
 @helper
-def _apply_split(p, i, t, node, v, cut, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total):
+def _apply_split(p, i, t, node, v, cut, data, target, scratch, n_total):
     """Split ``node`` of particle i by (v, cut); returns (log weight increment of eq. 11, left
     child) or (0, -1) when the node capacity is exhausted (the node then stays a leaf)."""
+    xt, is_cat, y, ycls = data.xt, data.is_cat, data.y, data.ycls
     lc, rc = split_leaf(t, xt, is_cat, node, v, cut, scratch.part_buf)
     if lc < 0:
         return 0.0, -1
-    lm_l, b_l = leaf_terms(t, lc, y, ycls, hyper, scratch.class_counts, scratch.model)
-    lm_r, b_r = leaf_terms(t, rc, y, ycls, hyper, scratch.class_counts, scratch.model)
+    lm_l, b_l = leaf_terms(t, lc, y, ycls, target, scratch.class_counts, scratch.model)
+    lm_r, b_r = leaf_terms(t, rc, y, ycls, target, scratch.class_counts, scratch.model)
     t.lm[lc] = lm_l
     t.b[lc] = b_l
     t.lm[rc] = lm_r
     t.b[rc] = b_r
-    old = p.lm_sum[i] + global_term(p.b_sum[i], n_total, hyper, scratch.model)
+    old = p.lm_sum[i] + global_term(p.b_sum[i], n_total, target, scratch.model)
     p.lm_sum[i] += lm_l + lm_r - t.lm[node]
     p.b_sum[i] += b_l + b_r - t.b[node]
-    new = p.lm_sum[i] + global_term(p.b_sum[i], n_total, hyper, scratch.model)
+    new = p.lm_sum[i] + global_term(p.b_sum[i], n_total, target, scratch.model)
     for child in (lc, rc):
-        if _eligible(t, child, xt, is_cat, nbins, hyper, scratch):
+        if _eligible(t, child, data, target, scratch):
             p.queue[i, p.tail[i]] = child
             p.tail[i] += 1
     return new - old, lc
 
 
 @helper
-def grow_step(rng, p, i, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total):
+def grow_step(rng, p, i, data, target, scratch, n_total):
     """One stage of particle i under the prior proposal (section 2.5); returns the log weight
     increment (eq. 11). The caller checks that the queue is not empty."""
+    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
     t = particle_view(p, i)
     node = p.queue[i, p.head[i]]
     p.head[i] += 1
-    if rng.random() >= p_split(hyper[H_ALPHA], hyper[H_BETA], t.depth[node]):
+    if rng.random() >= p_split(target.prior.alpha, target.prior.beta, t.depth[node]):
         return 0.0
-    m = int(hyper[H_MIN_LEAF])
+    m = target.prior.min_leaf
     v, cut = sample_rule(rng, xt, t.perm, t.start[node], t.end[node], is_cat, nbins, m, scratch.hist,
-                         scratch.sums, scratch.var_order, hyper[H_NA_SPLIT] != 0.0)
-    delta, _ = _apply_split(p, i, t, node, v, cut, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total)
+                         scratch.sums, scratch.var_order, target.prior.na_split)
+    delta, _ = _apply_split(p, i, t, node, v, cut, data, target, scratch, n_total)
     return delta
 
 
 @helper
-def optimal_step(rng, p, i, xt, is_cat, nbins, y, ycls, hyper, scratch, bins, levels, n_total):
+def optimal_step(rng, p, i, data, target, scratch, bins, levels, n_total):
     """One stage of particle i under the one-step optimal proposal (``particle_proposal``);
     returns the log weight increment (the proposal's normaliser)."""
     t = particle_view(p, i)
     node = p.queue[i, p.head[i]]
     p.head[i] += 1
-    delta, v, cut = optimal_choice(rng, t, node, xt, is_cat, nbins, y, ycls, hyper, scratch, bins, levels,
+    delta, v, cut = optimal_choice(rng, t, node, data, target, scratch, bins, levels,
                                    p.lm_sum[i], p.b_sum[i], n_total)
     if v >= 0:
-        _apply_split(p, i, t, node, v, cut, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total)
+        _apply_split(p, i, t, node, v, cut, data, target, scratch, n_total)
     return delta
 
 
 @helper
-def replay_step(p, ref, ref_map, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total):
+def replay_step(p, ref, ref_map, data, target, scratch, n_total):
     """One stage of particle 0, clamped to the reference tree ``ref`` (Algorithm 2 line 7): the
     popped node takes T*'s decision at the corresponding node."""
     t = particle_view(p, 0)
@@ -267,7 +266,7 @@ def replay_step(p, ref, ref_map, xt, is_cat, nbins, y, ycls, hyper, scratch, n_t
     v = ref.var[r]
     if v == LEAF:
         return 0.0
-    delta, lc = _apply_split(p, 0, t, node, v, ref.cut[r], xt, is_cat, nbins, y, ycls, hyper, scratch, n_total)
+    delta, lc = _apply_split(p, 0, t, node, v, ref.cut[r], data, target, scratch, n_total)
     ref_map[lc] = ref.left[r]
     ref_map[t.right[node]] = ref.right[r]
     return delta
@@ -374,12 +373,13 @@ def _all_done(p, count):
 
 
 @helper
-def _root_terms(p, xt, is_cat, nbins, y, ycls, hyper, scratch):
+def _root_terms(p, data, target, scratch):
     """Leaf terms and eligibility of the root (all rows), computed on particle 0."""
+    y, ycls = data.y, data.ycls
     reset_root(p, 0, 0.0, 0.0, False)
     t = particle_view(p, 0)
-    lm, b = leaf_terms(t, 0, y, ycls, hyper, scratch.class_counts, scratch.model)
-    return lm, b, _eligible(t, 0, xt, is_cat, nbins, hyper, scratch)
+    lm, b = leaf_terms(t, 0, y, ycls, target, scratch.class_counts, scratch.model)
+    return lm, b, _eligible(t, 0, data, target, scratch)
 
 
 # -- ancestor sampling (Lindsten, Jordan & Schon 2014) --------------------------------------------
@@ -391,10 +391,10 @@ def _root_terms(p, xt, is_cat, nbins, y, ycls, hyper, scratch):
 
 
 @helper
-def reference_decisions(ref, pc, work, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total):
+def reference_decisions(ref, pc, work, data, target, scratch, n_total):
     """Replay T* (``ref``) on the one-particle set ``pc`` and store its decision at each stage in
     ``work.ref_var`` / ``work.ref_cut`` (LEAF for a stop); returns the number of stages."""
-    root_lm, root_b, root_ok = _root_terms(pc, xt, is_cat, nbins, y, ycls, hyper, scratch)
+    root_lm, root_b, root_ok = _root_terms(pc, data, target, scratch)
     reset_root(pc, 0, root_lm, root_b, root_ok)
     work.ref_map[0] = 0
     stages = 0
@@ -402,16 +402,16 @@ def reference_decisions(ref, pc, work, xt, is_cat, nbins, y, ycls, hyper, scratc
         r = work.ref_map[pc.queue[0, pc.head[0]]]
         work.ref_var[stages] = ref.var[r]
         work.ref_cut[stages] = ref.cut[r]
-        replay_step(pc, ref, work.ref_map, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total)
+        replay_step(pc, ref, work.ref_map, data, target, scratch, n_total)
         stages += 1
     return stages
 
 
 @helper
-def _rule_log_prior(t, node, v, cut, is_cat, nbins, hyper, scratch):
+def _rule_log_prior(t, node, v, cut, is_cat, nbins, target, scratch):
     """log p_RULE of the stored rule (v, cut) at ``node`` (``tree.rule_log_prob``), or -inf if
     the rule is not available there (a side with fewer than m rows)."""
-    m = int(hyper[H_MIN_LEAF])
+    m = target.prior.min_leaf
     s0 = t.start[node]
     e0 = t.end[node]
     n_vars = node_rule_counts(scratch.codes_by_row, t.perm, s0, e0, is_cat, nbins, m, scratch.hist2d, scratch.sums,
@@ -434,33 +434,34 @@ def _rule_log_prior(t, node, v, cut, is_cat, nbins, hyper, scratch):
 
 
 @helper
-def forced_step(p, i, v, cut, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total, with_prior):
+def forced_step(p, i, v, cut, data, target, scratch, n_total, with_prior):
     """Pop particle i's head node and apply the decision (v, cut) (``v == LEAF``: stop). Returns
     the change of log L (eq. 11), plus the decision's log prior if ``with_prior``; -inf when
     the rule is not available at the node (checked only ``with_prior``) or the node capacity is
     exhausted."""
+    is_cat, nbins = data.is_cat, data.nbins
     t = particle_view(p, i)
     node = p.queue[i, p.head[i]]
     p.head[i] += 1
     out = 0.0
     if with_prior:
-        ps = p_split(hyper[H_ALPHA], hyper[H_BETA], t.depth[node])
+        ps = p_split(target.prior.alpha, target.prior.beta, t.depth[node])
         if v == LEAF:
             return math.log1p(-ps)
-        lp = _rule_log_prior(t, node, v, cut, is_cat, nbins, hyper, scratch)
+        lp = _rule_log_prior(t, node, v, cut, is_cat, nbins, target, scratch)
         if lp == -np.inf:
             return -np.inf
         out = math.log(ps) + lp
     elif v == LEAF:
         return 0.0
-    delta, lc = _apply_split(p, i, t, node, v, cut, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total)
+    delta, lc = _apply_split(p, i, t, node, v, cut, data, target, scratch, n_total)
     if lc < 0:
         return -np.inf
     return out + delta
 
 
 @helper
-def completion_log_ratio(src, i, pc, work, first, n_dec, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total):
+def completion_log_ratio(src, i, pc, work, first, n_dec, data, target, scratch, n_total):
     """log [gamma(x^i_{<first}, d*_{first:}) / gamma(x^i_{<first})]: prior times likelihood of
     particle i's partial tree completed by T*'s decisions from stage ``first`` on, over those of
     the partial tree (-inf if the completion is not a valid path). Works on the scratch set
@@ -475,7 +476,7 @@ def completion_log_ratio(src, i, pc, work, first, n_dec, xt, is_cat, nbins, y, y
     for d in range(first, n_dec):
         if pc.head[0] >= pc.tail[0]:
             return -np.inf
-        total += forced_step(pc, 0, work.ref_var[d], work.ref_cut[d], xt, is_cat, nbins, y, ycls, hyper, scratch,
+        total += forced_step(pc, 0, work.ref_var[d], work.ref_cut[d], data, target, scratch,
                              n_total, True)
         if total == -np.inf or pc.tail[0] - pc.head[0] > n_dec - d - 1:
             return -np.inf
@@ -483,14 +484,14 @@ def completion_log_ratio(src, i, pc, work, first, n_dec, xt, is_cat, nbins, y, y
 
 
 @helper
-def ancestor_draw(rng, cur, pc, work, stage, n_dec, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total):
+def ancestor_draw(rng, cur, pc, work, stage, n_dec, data, target, scratch, n_total):
     """Draw the reference's ancestor before ``stage`` (Lindsten, Jordan & Schon 2014, the
     ancestor-sampling weights of non-Markovian models): P(i) proportional to
     w_i * gamma(x^i, d*_{stage:}) / gamma(x^i)."""
     n_part = work.logw.shape[0]
     for i in range(n_part):
-        work.as_logw[i] = work.logw[i] + completion_log_ratio(cur, i, pc, work, stage, n_dec, xt, is_cat, nbins, y,
-                                                              ycls, hyper, scratch, n_total)
+        work.as_logw[i] = work.logw[i] + completion_log_ratio(cur, i, pc, work, stage, n_dec, data, target, scratch,
+        n_total)
     mx = -np.inf
     for i in range(n_part):
         if work.as_logw[i] > mx:
@@ -512,7 +513,7 @@ def ancestor_draw(rng, cur, pc, work, stage, n_dec, xt, is_cat, nbins, y, ycls, 
 
 
 @helper
-def csmc_update(rng, ref, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, hyper, scratch, scheme, ancestor, fstate,
+def csmc_update(rng, ref, particles, data, target, scratch, scheme, ancestor, fstate,
                 ess_threshold):
     """Particle Gibbs update of the tree ``ref`` (Algorithm 2): conditional SMC with particle 0
     clamped to ``ref``, then ``ref`` is overwritten by a particle drawn from the final weights
@@ -536,12 +537,14 @@ def csmc_update(rng, ref, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, hyper, s
     caller reads them afterwards; the replay recomputes every node it splits. ``work.out``
     receives (ESS of the last stage's weights, stages, 1 if T* itself was returned else 0).
     """
+    pa, pb, pc, work = particles.a, particles.b, particles.c, particles.work
+    y = data.y
     n_part = work.logw.shape[0]
     n_total = float(y.shape[0])
     n_dec = 0
     if ancestor is not None:
-        n_dec = reference_decisions(ref, pc, work, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total)
-    root_lm, root_b, root_ok = _root_terms(pa, xt, is_cat, nbins, y, ycls, hyper, scratch)
+        n_dec = reference_decisions(ref, pc, work, data, target, scratch, n_total)
+    root_lm, root_b, root_ok = _root_terms(pa, data, target, scratch)
     for i in range(n_part):
         reset_root(pa, i, root_lm, root_b, root_ok)
         work.logw[i] = 0.0
@@ -555,7 +558,7 @@ def csmc_update(rng, ref, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, hyper, s
         if stages > 0 and (ess_threshold >= 1.0 or ess <= ess_threshold * n_part):
             ref_anc = 0
             if ancestor is not None:
-                ref_anc = ancestor_draw(rng, cur, pc, work, stages, n_dec, xt, is_cat, nbins, y, ycls, hyper,
+                ref_anc = ancestor_draw(rng, cur, pc, work, stages, n_dec, data, target,
                                         scratch, n_total)
                 switched = switched or ref_anc != 0
             _resample_into(rng, cur, nxt, work, scheme, ref_anc)
@@ -565,12 +568,12 @@ def csmc_update(rng, ref, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, hyper, s
                 continue
             if i == 0:
                 if ancestor is not None:
-                    delta = forced_step(cur, 0, work.ref_var[stages], work.ref_cut[stages], xt, is_cat, nbins, y,
-                                        ycls, hyper, scratch, n_total, False)
+                    delta = forced_step(cur, 0, work.ref_var[stages], work.ref_cut[stages], data, target, scratch,
+                    n_total, False)
                 else:
-                    delta = replay_step(cur, ref, work.ref_map, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total)
+                    delta = replay_step(cur, ref, work.ref_map, data, target, scratch, n_total)
             else:
-                delta = grow_step(rng, cur, i, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total)
+                delta = grow_step(rng, cur, i, data, target, scratch, n_total)
             work.logw[i] += delta  # eq. 11
         stages += 1
         _, ess = normalise(work.logw, work.w)
@@ -594,7 +597,7 @@ def csmc_update(rng, ref, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, hyper, s
 
 
 @kernel
-def smc_run(rng, pa, pb, work, xt, is_cat, nbins, y, ycls, hyper, scratch, scheme, ess_threshold, proposal, bins,
+def smc_run(rng, pa, pb, work, data, target, scratch, scheme, ess_threshold, proposal, bins,
             levels):
     """The top-down particle filter (spec 2.2, node-wise breadth-first growth; ``proposal``
     ``PROPOSAL_PRIOR`` or ``PROPOSAL_OPTIMAL`` with its work arrays ``bins``, ``levels``):
@@ -602,9 +605,10 @@ def smc_run(rng, pa, pb, work, xt, is_cat, nbins, y, ycls, hyper, scratch, schem
     the Kish ESS of the weights is at most ``ess_threshold * N``. Returns the set holding the
     final particles; ``work.w`` holds their normalised weights and ``work.out`` (ESS of the final
     weights, stages, log evidence estimate log p(Y | X) relative to the root's term)."""
+    y = data.y
     n_part = work.logw.shape[0]
     n_total = float(y.shape[0])
-    root_lm, root_b, root_ok = _root_terms(pa, xt, is_cat, nbins, y, ycls, hyper, scratch)
+    root_lm, root_b, root_ok = _root_terms(pa, data, target, scratch)
     for i in range(n_part):
         reset_root(pa, i, root_lm, root_b, root_ok)
         work.logw[i] = 0.0
@@ -623,14 +627,14 @@ def smc_run(rng, pa, pb, work, xt, is_cat, nbins, y, ycls, hyper, scratch, schem
             if cur.head[i] >= cur.tail[i]:
                 continue
             if proposal == PROPOSAL_OPTIMAL:
-                work.logw[i] += optimal_step(rng, cur, i, xt, is_cat, nbins, y, ycls, hyper, scratch, bins, levels,
+                work.logw[i] += optimal_step(rng, cur, i, data, target, scratch, bins, levels,
                                              n_total)
             else:
-                work.logw[i] += grow_step(rng, cur, i, xt, is_cat, nbins, y, ycls, hyper, scratch, n_total)
+                work.logw[i] += grow_step(rng, cur, i, data, target, scratch, n_total)
         stages += 1
         _, ess = normalise(work.logw, work.w)
     lse, ess = normalise(work.logw, work.w)
     work.out[0] = ess
     work.out[1] = stages
-    work.out[2] = log_z + lse - math.log(n_part) + root_lm + global_term(root_b, n_total, hyper, scratch.model)
+    work.out[2] = log_z + lse - math.log(n_part) + root_lm + global_term(root_b, n_total, target, scratch.model)
     return cur

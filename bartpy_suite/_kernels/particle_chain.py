@@ -13,7 +13,7 @@ from .cart_draws import record_cart_draw
 from .jit import helper, kernel
 from .kept import kept_draw
 from .particle import csmc_update, particle_view
-from .tree import F_B_SUM, F_LM_SUM, H_SIGMA2, copy_into
+from .tree import F_B_SUM, F_LM_SUM, copy_into
 
 # Columns of a particle sampler's per-draw statistics.
 S_ESS = 0
@@ -22,8 +22,7 @@ S_STAGES = 2
 
 
 @kernel
-def run_pg_cart_chain(rng, tree, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, scheme,
-                      ancestor, ess_threshold, first_iter, n_iter, tune, thin, draws, out_stats, store, order):
+def run_pg_cart_chain(rng, tree, particles, data, target, fstate, scratch, pg, window, out, out_stats):
     """Advance a particle Gibbs CART chain by up to ``n_iter`` iterations (one conditional SMC
     update of the tree, Algorithm 2, then the leaf parameters at kept iterations).
 
@@ -31,9 +30,12 @@ def run_pg_cart_chain(rng, tree, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, h
     stage's weights, 1 if the clamped particle was returned, stages). Returns ``(iterations
     done, pending draw)`` as ``run_cart_chain`` does when the store is full.
     """
+    scheme, ancestor, ess_threshold = pg.scheme, pg.ancestor, pg.ess_threshold
+    work = particles.work
+    first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
     for step in range(n_iter):
         it = first_iter + step
-        csmc_update(rng, tree, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, hyper, scratch, scheme, ancestor, fstate,
+        csmc_update(rng, tree, particles, data, target, scratch, scheme, ancestor, fstate,
                     ess_threshold)
         d = kept_draw(it, tune, thin, out_stats.shape[0])
         if d < 0:
@@ -41,24 +43,25 @@ def run_pg_cart_chain(rng, tree, pa, pb, pc, work, xt, is_cat, nbins, y, ycls, h
         out_stats[d, S_ESS] = work.out[0]
         out_stats[d, S_KEPT_REFERENCE] = work.out[2]
         out_stats[d, S_STAGES] = work.out[1]
-        if not record_cart_draw(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, draws, store, d,
-                                order):
+        if not record_cart_draw(rng, tree, data, target, fstate, scratch, out, d):
             return step + 1, d
     return n_iter, -1
 
 
 @helper(inline=True)
-def pg_bart_sweep(rng, forest, state, pa, pb, pc, work, xt, is_cat, nbins, scratch, scheme, ancestor, ess_threshold,
+def pg_bart_sweep(rng, forest, state, particles, data, scratch, pg,
                   stats):
     """One backfitting sweep (Algorithm 1) with a conditional SMC update of every tree against
     its partial residual (Algorithm 2), then sigma (or the probit latents). ``stats`` gets the
     means over the trees of (last-stage ESS, clamped particle returned, stages)."""
+    scheme, ancestor, ess_threshold = pg.scheme, pg.ancestor, pg.ess_threshold
+    work = particles.work
     n_trees = forest.var.shape[0]
     stats[:] = 0.0
     begin_sweep(state, forest)
     for j in range(n_trees):
         tree = prepare_tree(state, forest, j)
-        changed = csmc_update(rng, tree, pa, pb, pc, work, xt, is_cat, nbins, state.resid, state.ycls, state.hyper,
+        changed = csmc_update(rng, tree, particles, data, state.target,
                               scratch, scheme, ancestor, state.fstate, ess_threshold)
         stats[S_ESS] += work.out[0] / n_trees
         stats[S_KEPT_REFERENCE] += work.out[2] / n_trees
@@ -68,20 +71,20 @@ def pg_bart_sweep(rng, forest, state, pa, pb, pc, work, xt, is_cat, nbins, scrat
 
 
 @kernel
-def run_pg_bart_chain(rng, forest, state, pa, pb, pc, work, xt, is_cat, nbins, scratch, scheme, ancestor,
-                      ess_threshold, first_iter, n_iter, tune, thin, out_sigma, out_stats, out_leaves, out_depth, store,
-                      nodes, order):
+def run_pg_bart_chain(rng, forest, state, particles, data, scratch, pg, window, out_sigma, out_stats, out):
     """Advance a particle Gibbs BART chain by up to ``n_iter`` sweeps (see ``run_bart_chain``
     for the recording and the pending-draw protocol)."""
+    out_leaves, out_depth, store, nodes, order = out.leaves, out.depth, out.store, out.nodes, out.order
+    first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
     stats = np.zeros(3)
     for step in range(n_iter):
         it = first_iter + step
-        pg_bart_sweep(rng, forest, state, pa, pb, pc, work, xt, is_cat, nbins, scratch, scheme, ancestor, ess_threshold,
+        pg_bart_sweep(rng, forest, state, particles, data, scratch, pg,
                       stats)
         d = kept_draw(it, tune, thin, out_sigma.shape[0])
         if d < 0:
             continue
-        out_sigma[d] = math.sqrt(state.hyper[H_SIGMA2])
+        out_sigma[d] = math.sqrt(state.target.sigma2[0])
         copy_into(out_stats[d], stats)  # not out_stats[d] = stats: see tree.copy_into
         if not record_forest(forest, store, d, out_leaves, out_depth, nodes, order, scratch.stack):
             return step + 1, d
@@ -89,8 +92,7 @@ def run_pg_bart_chain(rng, forest, state, pa, pb, pc, work, xt, is_cat, nbins, s
 
 
 @kernel
-def record_particles(rng, final, work, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, draws, store, order,
-                     perm, first):
+def record_particles(rng, final, work, data, target, fstate, scratch, out, perm, first):
     """Record the particles of an SMC island as draws ``first, first + 1, ...``: particle
     ``perm[d]`` becomes draw d (leaf parameters drawn from their full conditionals given its
     tree). Returns the first draw not recorded because the store was full (N when done); that
@@ -101,7 +103,6 @@ def record_particles(rng, final, work, xt, is_cat, nbins, y, ycls, hyper, fstate
         tree = particle_view(final, i)
         fstate[F_LM_SUM] = final.lm_sum[i]
         fstate[F_B_SUM] = final.b_sum[i]
-        if not record_cart_draw(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, scratch, draws, store, d,
-                                order):
+        if not record_cart_draw(rng, tree, data, target, fstate, scratch, out, d):
             return d
     return n_part

@@ -37,18 +37,6 @@ from .likelihood import (
     mean_shift_leaf_terms,
 )
 from .tree import (
-    H_A,
-    H_ALPHA,
-    H_BETA,
-    H_CLASS_ALPHA,
-    H_LAM,
-    H_LIKELIHOOD,
-    H_MIN_LEAF,
-    H_MU_BAR,
-    H_N_CLASSES,
-    H_NU,
-    H_SIGMA2,
-    H_TAU2,
     global_term,
     node_rule_counts,
     p_split,
@@ -73,28 +61,28 @@ def new_bin_stats(max_bins: int, n_classes: int) -> BinStats:
 
 
 @helper
-def _terms(side, j, hyper, model):
+def _terms(side, j, target, model):
     """(lm, b) of a leaf with the statistics ``side[j]`` (as ``tree.leaf_terms``; ``model`` the
     chain's ``tree.model_tag``)."""
-    if hyper[H_LIKELIHOOD] == 0.0:
+    if not target.prior.likelihood:
         return 0.0, 0.0
     n = side[j, 0]
     if len(model) == MODEL_CLASSIFICATION:
-        k = int(hyper[H_N_CLASSES])
-        return leaf_log_marginal_dirichlet(side[j, 3:3 + k], hyper[H_CLASS_ALPHA]), 0.0
+        k = target.prior.n_classes
+        return leaf_log_marginal_dirichlet(side[j, 3:3 + k], target.prior.class_alpha), 0.0
     total = side[j, 1]
     if len(model) == MODEL_NORMAL_KNOWN_VARIANCE:
-        return leaf_log_marginal_normal_known_variance(int(n), total, hyper[H_SIGMA2], hyper[H_TAU2]), total
+        return leaf_log_marginal_normal_known_variance(int(n), total, target.sigma2[0], target.prior.tau2), total
     ybar = total / n
     ssd = max(side[j, 2] - n * ybar * ybar, 0.0)
     if len(model) == MODEL_MEAN_SHIFT:
-        return mean_shift_leaf_terms(int(n), ybar, ssd, hyper[H_A], hyper[H_MU_BAR])
-    return leaf_log_marginal_mean_variance(int(n), ybar, ssd, hyper[H_A], hyper[H_MU_BAR], hyper[H_NU],
-                                           hyper[H_LAM]), 0.0
+        return mean_shift_leaf_terms(int(n), ybar, ssd, target.prior.a, target.prior.mu_bar)
+    return leaf_log_marginal_mean_variance(int(n), ybar, ssd, target.prior.a, target.prior.mu_bar, target.prior.nu,
+                                           target.prior.lam), 0.0
 
 
 @helper
-def _fill_bins(xt, perm, start, end, v, nb, y, ycls, hyper, st, model):
+def _fill_bins(xt, perm, start, end, v, nb, y, ycls, target, st, model):
     k = st.cls.shape[1]
     for b in range(nb):
         st.n[b] = 0.0
@@ -115,7 +103,7 @@ def _fill_bins(xt, perm, start, end, v, nb, y, ycls, hyper, st, model):
 
 
 @helper
-def _split_score(st, left_mask_or_cut, is_cat_v, nb, hyper, lm_sum, b_sum, lm_node, b_node, n_total, base, model):
+def _split_score(st, left_mask_or_cut, is_cat_v, nb, target, lm_sum, b_sum, lm_node, b_node, n_total, base, model):
     """Score of one rule: ``base`` + the change of L when the node splits by it (``model``: the
     chain's ``model_tag``)."""
     k = st.cls.shape[1]
@@ -134,10 +122,10 @@ def _split_score(st, left_mask_or_cut, is_cat_v, nb, hyper, lm_sum, b_sum, lm_no
         st.side[j, 2] += st.ss[b]
         for c in range(k):
             st.side[j, 3 + c] += st.cls[b, c]
-    lm_l, b_l = _terms(st.side, 0, hyper, model)
-    lm_r, b_r = _terms(st.side, 1, hyper, model)
-    before = lm_sum + global_term(b_sum, n_total, hyper, model)
-    after = lm_sum + lm_l + lm_r - lm_node + global_term(b_sum + b_l + b_r - b_node, n_total, hyper, model)
+    lm_l, b_l = _terms(st.side, 0, target, model)
+    lm_r, b_r = _terms(st.side, 1, target, model)
+    before = lm_sum + global_term(b_sum, n_total, target, model)
+    after = lm_sum + lm_l + lm_r - lm_node + global_term(b_sum + b_l + b_r - b_node, n_total, target, model)
     return base + after - before
 
 
@@ -170,18 +158,19 @@ def _subset_rows(st, sub, levels, present):
 
 
 @helper
-def optimal_choice(rng, tree, node, xt, is_cat, nbins, y, ycls, hyper, scratch, st, levels, lm_sum, b_sum,
+def optimal_choice(rng, tree, node, data, target, scratch, st, levels, lm_sum, b_sum,
                    n_total):
     """Draw the decision at ``node`` from the one-step optimal proposal.
 
     Returns ``(log weight increment, v, cut)``; ``v = -1`` means the node stays a leaf. The
     increment is log sum exp over all options (the proposal's normaliser).
     """
-    m = int(hyper[H_MIN_LEAF])
+    xt, is_cat, nbins, y, ycls = data.xt, data.is_cat, data.nbins, data.y, data.ycls
+    m = target.prior.min_leaf
     perm = tree.perm
     s0 = tree.start[node]
     e0 = tree.end[node]
-    ps = p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node])
+    ps = p_split(target.prior.alpha, target.prior.beta, tree.depth[node])
     n_vars = node_rule_counts(scratch.codes_by_row, perm, s0, e0, is_cat, nbins, m, scratch.hist2d, scratch.sums,
                               scratch.counts, scratch.lows, scratch.extras, False)
     lm_node = tree.lm[node]
@@ -190,13 +179,13 @@ def optimal_choice(rng, tree, node, xt, is_cat, nbins, y, ycls, hyper, scratch, 
     n_node = float(e0 - s0)
     # Pass 0: the normaliser (running log-sum-exp); pass 1: the draw.
     log_total = s_stop
-    target = 0.0
+    goal = 0.0
     acc = 0.0
     for pass_ in range(2):
         if pass_ == 1:
-            target = math.log(rng.random()) + log_total
+            goal = math.log(rng.random()) + log_total
             acc = s_stop
-            if target <= acc:
+            if goal <= acc:
                 return log_total, -1, np.int64(0)
         for v in range(xt.shape[0]):
             count = scratch.counts[v]
@@ -204,17 +193,17 @@ def optimal_choice(rng, tree, node, xt, is_cat, nbins, y, ycls, hyper, scratch, 
                 continue
             nb = nbins[v]
             base = math.log(ps) - math.log(n_vars) - math.log(count)
-            _fill_bins(xt, perm, s0, e0, v, nb, y, ycls, hyper, st, scratch.model)
+            _fill_bins(xt, perm, s0, e0, v, nb, y, ycls, target, st, scratch.model)
             if not is_cat[v]:
                 lo = scratch.lows[v]
                 for c in range(lo, lo + int(count)):
-                    sc = _split_score(st, np.int64(c), False, nb, hyper, lm_sum, b_sum, lm_node, b_node, n_total,
+                    sc = _split_score(st, np.int64(c), False, nb, target, lm_sum, b_sum, lm_node, b_node, n_total,
                                       base, scratch.model)
                     if pass_ == 0:
                         log_total = _lse(log_total, sc)
                     else:
                         acc = _lse(acc, sc)
-                        if target <= acc:
+                        if goal <= acc:
                             return log_total, v, np.int64(c)
                 continue
             present = _present_levels(st, nb, levels)
@@ -223,18 +212,18 @@ def optimal_choice(rng, tree, node, xt, is_cat, nbins, y, ycls, hyper, scratch, 
                 if rows_left < m or n_node - rows_left < m:
                     continue
                 mask = _subset_mask(sub, levels, present)
-                sc = _split_score(st, mask, True, nb, hyper, lm_sum, b_sum, lm_node, b_node, n_total, base,
+                sc = _split_score(st, mask, True, nb, target, lm_sum, b_sum, lm_node, b_node, n_total, base,
                                   scratch.model)
                 if pass_ == 0:
                     log_total = _lse(log_total, sc)
                 else:
                     acc = _lse(acc, sc)
-                    if target <= acc:
+                    if goal <= acc:
                         for b in range(nb):
                             if st.n[b] == 0.0 and rng.random() < 0.5:
                                 mask |= np.int64(1) << b
                         return log_total, v, mask
-    # Rounding left the target beyond the last option: stop (an option of positive mass).
+    # Rounding left the goal beyond the last option: stop (an option of positive mass).
     return log_total, -1, np.int64(0)
 
 

@@ -77,9 +77,6 @@ from .tree import (
     F_B_SUM,
     F_LM_SUM,
     FREE,
-    H_INV_TEMP,
-    H_MIN_LEAF,
-    H_PRIOR_HEAT,
     LEAF,
     M_N_FREE,
     M_N_INTERNAL,
@@ -419,9 +416,10 @@ def _count_internal(sv, n):
 
 
 @helper(refcounts=True)
-def rotate_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, force_accept=False):
+def rotate_step(rng, tree, data, target, fstate, n_total, scratch, force_accept=False):
     """One ROTATE MH step in place. Returns (accepted, proposal valid, log r); the tree is
     unchanged unless accepted. ``force_accept`` keeps any valid proposal (tests read ratios)."""
+    xt, is_cat, y, ycls = data.xt, data.is_cat, data.y, data.ycls
     n_int = tree.meta[M_N_INTERNAL]
     node_n, n_rot = _pick_node(rng, tree, 3)
     if node_n < 0:
@@ -450,7 +448,7 @@ def rotate_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, s
     n_int_new = n_int - _count_internal(sv, count) + _count_internal(ov, length)
     log_q = math.log(k_rev) - math.log(n_int_new - 1) - math.log(k_fwd) + math.log(n_rot) + log_merge
     # the old subtree's terms, and everything needed to put it back
-    old_prior = cached_subtree_log_prior(tree, old_nodes, count, xt, is_cat, nbins, hyper, scratch)
+    old_prior = cached_subtree_log_prior(tree, old_nodes, count, data, target, scratch)
     old_lm, old_b = sum_leaf_terms(tree, old_nodes, count)
     s = tree.start[p_node]
     e = tree.end[p_node]
@@ -493,17 +491,17 @@ def rotate_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, s
     if ok:
         tree.meta[M_N_LEAVES] += leaves - old_leaves
         tree.meta[M_N_INTERNAL] += internal - old_internal
-        m = int(hyper[H_MIN_LEAF])
+        m = target.prior.min_leaf
         new_count = subtree_nodes(tree, p_node, nodes, scratch.stack)
         if repartition_subtree(tree, xt, is_cat, p_node, m, scratch.stack, scratch.part_buf):
-            refresh_leaf_terms(tree, nodes, new_count, y, ycls, hyper, scratch.class_counts, scratch.model)
+            refresh_leaf_terms(tree, nodes, new_count, y, ycls, target, scratch.class_counts, scratch.model)
             new_lm, new_b = sum_leaf_terms(tree, nodes, new_count)
-            new_prior = subtree_log_prior(tree, nodes, new_count, xt, is_cat, nbins, hyper, scratch)
+            new_prior = subtree_log_prior(tree, nodes, new_count, data, target, scratch)
             if new_prior > -np.inf:
                 b_all = fstate[F_B_SUM] - old_b + new_b
-                d_loglik = ((new_lm - old_lm) + global_term(b_all, n_total, hyper, scratch.model)
-                            - global_term(fstate[F_B_SUM], n_total, hyper, scratch.model))
-                log_r = ((1.0 - hyper[H_PRIOR_HEAT]) * (new_prior - old_prior) + hyper[H_INV_TEMP] * d_loglik
+                d_loglik = ((new_lm - old_lm) + global_term(b_all, n_total, target, scratch.model)
+                            - global_term(fstate[F_B_SUM], n_total, target, scratch.model))
+                log_r = ((1.0 - target.prior.prior_heat) * (new_prior - old_prior) + target.prior.inv_temp * d_loglik
                          + log_q)
     valid = log_r > -np.inf
     if valid and (force_accept or log_u < log_r):
@@ -511,7 +509,7 @@ def rotate_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, s
         fstate[F_B_SUM] += new_b - old_b
         # re-split from sorted rows so every leaf's rows are sorted (same row sets, same caches)
         sort_segment(tree.perm, s, e, scratch.row_flag, scratch.part_buf)
-        repartition_subtree(tree, xt, is_cat, p_node, int(hyper[H_MIN_LEAF]), scratch.stack, scratch.part_buf)
+        repartition_subtree(tree, xt, is_cat, p_node, target.prior.min_leaf, scratch.stack, scratch.part_buf)
         return True, True, log_r
     # reject: free the slots the build popped off the stack (the new nodes), then put the old
     # nodes, the free stack and the rows back as they were
@@ -542,14 +540,15 @@ def rotate_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, s
 # -- perturb ----------------------------------------------------------------------------------------
 
 @helper
-def perturb_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, width=PERTURB_WIDTH,
+def perturb_step(rng, tree, data, target, fstate, n_total, scratch, width=PERTURB_WIDTH,
                  force_accept=False):
     """One PERTURB MH step in place at a uniformly chosen internal node. Returns (accepted,
     proposal valid, log r)."""
+    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
     root, _ = _pick_node(rng, tree, 2)
     if root < 0:
         return False, False, -np.inf
-    m = int(hyper[H_MIN_LEAF])
+    m = target.prior.min_leaf
     v = tree.var[root]
     old_cut = tree.cut[root]
     log_q = 0.0
@@ -572,13 +571,13 @@ def perturb_step(rng, tree, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, 
         log_q = math.log(b - a + 1) - math.log(b2 - a2 + 1)
     count = subtree_nodes(tree, root, scratch.nodes, scratch.stack)
     # the node's own prior factor is unchanged (same rows, same variable): descendants only
-    old_prior = cached_subtree_log_prior(tree, scratch.nodes[1:], count - 1, xt, is_cat, nbins, hyper, scratch)
+    old_prior = cached_subtree_log_prior(tree, scratch.nodes[1:], count - 1, data, target, scratch)
     old_lm, old_b = sum_leaf_terms(tree, scratch.nodes, count)
     log_u = -np.inf if force_accept else math.log(rng.random())
     _save_subtree(tree, scratch, count)
     tree.cut[root] = new_cut
     log_r, new_lm, new_b, early = _rewire_and_score(
-        tree, root, xt, is_cat, nbins, y, ycls, hyper, fstate, n_total, scratch, count, 1, old_prior, old_lm, old_b,
+        tree, root, data, target, fstate, n_total, scratch, count, 1, old_prior, old_lm, old_b,
         log_u - log_q,
     )
     log_r += log_q

@@ -1,7 +1,8 @@
 """Parallel tempering of one Bayesian CART tree (thesis chapter 4): K rungs, one tree each.
 
-Rung r targets ``pi_r(T) ∝ L(T)^t_r p(T | alpha_r, beta_r)^s_r``: ``hyper[r]`` carries t_r
-(``H_INV_TEMP``), 1 - s_r (``H_PRIOR_HEAT``) and (alpha_r, beta_r). The geometric ladder
+Rung r targets ``pi_r(T) ∝ L(T)^t_r p(T | alpha_r, beta_r)^s_r``: entry r of the ``Ladder``
+(``records.py``) carries t_r (``inv_temp``), 1 - s_r (``prior_heat``) and (alpha_r, beta_r), which
+``rung_target`` puts into the chain's prior. The geometric ladder
 (eq. 4.2) is t_r = s_r, the likelihood ladder s_r = 1, the shrinkage ladder (section 4.2)
 t_r = s_r = 1 with the rung's own (alpha_r, beta_r). Rung 0 is the target (the posterior).
 ``L(T) = p(Y | X, T)`` is the integrated likelihood (leaf parameters and, in the common-sigma
@@ -39,15 +40,10 @@ from .cart_chain import cart_step
 from .cart_draws import record_cart_draw
 from .jit import helper, kernel
 from .kept import kept_draw
+from .records import Target, rung_prior
 from .tree import (
     F_B_SUM,
     F_LM_SUM,
-    H_ALPHA,
-    H_BETA,
-    H_INV_TEMP,
-    H_MIN_LEAF,
-    H_NA_SPLIT,
-    H_PRIOR_HEAT,
     LEAF,
     M_N_LEAVES,
     M_SPAN,
@@ -63,15 +59,16 @@ SWAPS_SEO = 1
 
 
 @helper
-def prior_parts(tree, xt, is_cat, nbins, hyper, scratch, n_int, n_spl):
-    """Split the log prior of ``tree`` (whose ``lp`` cache follows ``hyper``) into the rule terms
+def prior_parts(tree, data, target, scratch, n_int, n_spl):
+    """Split the log prior of ``tree`` (whose ``lp`` cache follows ``target``) into the rule terms
     (returned) and counts by depth of internal nodes (``n_int``) and splittable leaves (``n_spl``).
 
     Returns ``(rule terms, largest depth + 1)``; the counts are written for depths below that.
     """
+    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
     count = subtree_nodes(tree, 0, scratch.nodes, scratch.stack)
-    cached_subtree_log_prior(tree, scratch.nodes, count, xt, is_cat, nbins, hyper, scratch)
-    m = int(hyper[H_MIN_LEAF])
+    cached_subtree_log_prior(tree, scratch.nodes, count, data, target, scratch)
+    m = target.prior.min_leaf
     top = 0
     for i in range(count):
         d = tree.depth[scratch.nodes[i]]
@@ -86,21 +83,21 @@ def prior_parts(tree, xt, is_cat, nbins, hyper, scratch, n_int, n_spl):
         d = tree.depth[node]
         if tree.var[node] == LEAF:
             if has_available_rule(xt, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m, scratch.hist,
-                                  scratch.sums, hyper[H_NA_SPLIT] != 0.0):
+                                  scratch.sums, target.prior.na_split):
                 n_spl[d] += 1
         else:
             n_int[d] += 1
-            rules += tree.lp[node] - math.log(p_split(hyper[H_ALPHA], hyper[H_BETA], d))
+            rules += tree.lp[node] - math.log(p_split(target.prior.alpha, target.prior.beta, d))
     return rules, top
 
 
 @helper
-def structure_log_prior(hyper, n_int, n_spl, top):
+def structure_log_prior(target, n_int, n_spl, top):
     """The split / no-split part of the log prior (eq. 4.5's 'structural probability') under the
-    (alpha, beta) of ``hyper``."""
+    (alpha, beta) of ``target``."""
     total = 0.0
     for d in range(top):
-        ps = p_split(hyper[H_ALPHA], hyper[H_BETA], d)
+        ps = p_split(target.prior.alpha, target.prior.beta, d)
         if n_int[d] > 0:
             total += n_int[d] * math.log(ps)
         if n_spl[d] > 0:
@@ -109,24 +106,24 @@ def structure_log_prior(hyper, n_int, n_spl, top):
 
 
 @helper
-def rung_log_target(hyper, log_lik, rules, n_int, n_spl, top):
+def rung_log_target(target, log_lik, rules, n_int, n_spl, top):
     """log pi_r of a tree (up to the rung's constant): ``t log L + s log p``."""
-    prior = rules + structure_log_prior(hyper, n_int, n_spl, top)
-    return hyper[H_INV_TEMP] * log_lik + (1.0 - hyper[H_PRIOR_HEAT]) * prior
+    prior = rules + structure_log_prior(target, n_int, n_spl, top)
+    return target.prior.inv_temp * log_lik + (1.0 - target.prior.prior_heat) * prior
 
 
 @helper
-def tree_log_lik(fstate, n_total, hyper, model):
+def tree_log_lik(fstate, n_total, target, model):
     """log p(Y | X, T) from a tree's running sums (0 with the likelihood off; ``model``: the
     chain's ``model_tag``)."""
-    return fstate[F_LM_SUM] + global_term(fstate[F_B_SUM], n_total, hyper, model)
+    return fstate[F_LM_SUM] + global_term(fstate[F_B_SUM], n_total, target, model)
 
 
 @kernel
-def retarget_prior_cache(tree, hyper_from, hyper_to):
+def retarget_prior_cache(tree, alpha_from, beta_from, alpha_to, beta_to):
     """Move a tree's ``lp`` cache from one rung's (alpha, beta) to another's: internal nodes
     exchange their log p_SPLIT; leaves are marked unknown (recomputed when needed)."""
-    if hyper_from[H_ALPHA] == hyper_to[H_ALPHA] and hyper_from[H_BETA] == hyper_to[H_BETA]:
+    if alpha_from == alpha_to and beta_from == beta_to:
         return
     for node in range(tree.meta[M_SPAN]):
         v = tree.var[node]
@@ -134,19 +131,26 @@ def retarget_prior_cache(tree, hyper_from, hyper_to):
             tree.lp[node] = np.nan
         elif v >= 0 and not np.isnan(tree.lp[node]):
             d = tree.depth[node]
-            tree.lp[node] += (math.log(p_split(hyper_to[H_ALPHA], hyper_to[H_BETA], d))
-                              - math.log(p_split(hyper_from[H_ALPHA], hyper_from[H_BETA], d)))
+            tree.lp[node] += (math.log(p_split(alpha_to, beta_to, d)) - math.log(p_split(alpha_from, beta_from, d)))
+
+
+@helper(inline=True)
+def rung_target(target, ladder, r):
+    """The ``Target`` of rung r: the chain's prior with the rung's entries of ``ladder``."""
+    return Target(rung_prior(target.prior, ladder, r), target.sigma2)
 
 
 @helper(refcounts=True)
-def swap_log_ratio(trees, fstates, slot_of, hypers, r, xt, is_cat, nbins, n_total, scratch, n_int, n_spl):
+def swap_log_ratio(rungs, target, ladder, r, data, n_total, scratch, depths):
     """log acceptance ratio (eq. 4.1) of exchanging the trees of rungs r and r + 1."""
+    trees, fstates, slot_of = rungs.trees, rungs.fstates, rungs.slot_of
+    n_int, n_spl = depths.n_int, depths.n_spl
     ka = slot_of[r]
     kb = slot_of[r + 1]
-    ha = hypers[r]
-    hb = hypers[r + 1]
-    rules_a, top_a = prior_parts(trees[ka], xt, is_cat, nbins, ha, scratch, n_int[0], n_spl[0])
-    rules_b, top_b = prior_parts(trees[kb], xt, is_cat, nbins, hb, scratch, n_int[1], n_spl[1])
+    ha = rung_target(target, ladder, r)
+    hb = rung_target(target, ladder, r + 1)
+    rules_a, top_a = prior_parts(trees[ka], data, ha, scratch, n_int[0], n_spl[0])
+    rules_b, top_b = prior_parts(trees[kb], data, hb, scratch, n_int[1], n_spl[1])
     ll_a = tree_log_lik(fstates[ka], n_total, ha, scratch.model)
     ll_b = tree_log_lik(fstates[kb], n_total, hb, scratch.model)
     now = (rung_log_target(ha, ll_a, rules_a, n_int[0], n_spl[0], top_a)
@@ -157,21 +161,25 @@ def swap_log_ratio(trees, fstates, slot_of, hypers, r, xt, is_cat, nbins, n_tota
 
 
 @helper(refcounts=True)
-def swap_round(rng, trees, fstates, slot_of, hypers, parity, xt, is_cat, nbins, n_total, scratch, n_int, n_spl,
+def swap_round(rng, rungs, target, ladder, parity, data, n_total, scratch, depths,
                proposed, accepted):
     """Attempt the swaps of every pair (r, r + 1) with r of the given parity (0 even, 1 odd);
     count them into ``proposed[r]`` / ``accepted[r]``."""
+    trees, slot_of = rungs.trees, rungs.slot_of
     n_rungs = slot_of.shape[0]
     for r in range(parity, n_rungs - 1, 2):
-        log_a = swap_log_ratio(trees, fstates, slot_of, hypers, r, xt, is_cat, nbins, n_total, scratch, n_int,
-                               n_spl)
+        log_a = swap_log_ratio(rungs, target, ladder, r, data, n_total, scratch, depths)
         proposed[r] += 1
         if math.log(rng.random()) < log_a:
             accepted[r] += 1
             ka = slot_of[r]
             kb = slot_of[r + 1]
-            retarget_prior_cache(trees[ka], hypers[r], hypers[r + 1])
-            retarget_prior_cache(trees[kb], hypers[r + 1], hypers[r])
+            a0 = ladder.alpha[r]
+            b0 = ladder.beta[r]
+            a1 = ladder.alpha[r + 1]
+            b1 = ladder.beta[r + 1]
+            retarget_prior_cache(trees[ka], a0, b0, a1, b1)
+            retarget_prior_cache(trees[kb], a1, b1, a0, b0)
             slot_of[r] = kb
             slot_of[r + 1] = ka
 
@@ -196,17 +204,22 @@ def track_round_trips(slot_of, phase):
 
 
 @helper(inline=True)
-def tempered_iteration(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, y, ycls, move_probs, change_swap,
-                       rotation, scratch, swaps, it, n_int, n_spl, proposed, accepted, phase, step_counts, no_map):
+def tempered_iteration(rng, rungs, target, ladder, data, moves, scratch, swaps, it, depths,
+                       proposed, accepted, phase, step_counts,
+                       no_map):
     """One tempered iteration: one MH transition per rung, then one round of swaps (Algorithm 6).
 
     Returns the round trips completed. ``step_counts[r]`` counts accepted moves per rung.
     ``no_map``: an empty uint8 array (CART keeps no row-to-leaf map, ``cart_step``).
     """
+    trees, fstates, slot_of = rungs.trees, rungs.fstates, rungs.slot_of
+    move_probs, change_swap, rotation = moves.probs, moves.change_swap, moves.rotation
+    y = data.y
     n_total = float(y.shape[0])
     for r in range(slot_of.shape[0]):
         k = slot_of[r]
-        _, ok = cart_step(rng, trees[k], xt, is_cat, nbins, y, ycls, hypers[r], move_probs, change_swap, rotation,
+        _, ok = cart_step(rng, trees[k], data, rung_target(target, ladder, r), move_probs,
+                          change_swap, rotation,
                           fstates[k], scratch, no_map)
         if ok:
             step_counts[r] += 1
@@ -214,15 +227,16 @@ def tempered_iteration(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, 
         parity = it % 2
     else:
         parity = 0 if rng.random() < 0.5 else 1
-    swap_round(rng, trees, fstates, slot_of, hypers, parity, xt, is_cat, nbins, n_total, scratch, n_int, n_spl,
+    swap_round(rng, rungs, target, ladder, parity, data, n_total, scratch, depths,
                proposed, accepted)
     return track_round_trips(slot_of, phase)
 
 
 @helper
-def record_swaps(counters, d, out_proposed, out_accepted, out_trips):
+def record_swaps(counters, d, swap_out):
     """Copy the cumulative swap counts per pair and the round trips (``counters[0, K - 1]``) into
     draw d."""
+    out_proposed, out_accepted, out_trips = swap_out.proposed, swap_out.accepted, swap_out.trips
     n_rungs = counters.shape[1]
     for r in range(n_rungs - 1):
         out_proposed[d, r] = counters[0, r]
@@ -257,10 +271,9 @@ def record_rung_trees(trees, slot_of, rung_store, d, order, stack):
 
 
 @kernel
-def run_tempered_chain(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, y, ycls, move_probs, change_swap,
-                       rotation, scratch,
-                       swaps, first_iter, n_iter, tune, thin, counters, phase, draws, store, order, out_proposed,
-                       out_accepted, out_trips, out_rung_moves, out_rung_leaves, out_rung_lp, n_int, n_spl, rung_store):
+def run_tempered_chain(rng, rungs, target, ladder, data, moves, scratch,
+                       swaps, window, tally, out, swap_out, rung_out,
+                       depths, rung_store):
     """Advance one tempered chain by up to ``n_iter`` iterations from global iteration ``first_iter``.
 
     ``counters`` (int64, (3, K)): swaps proposed and accepted per pair (row 0, 1; index r is the
@@ -273,6 +286,13 @@ def run_tempered_chain(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, 
     ``(iterations done, pending draw)`` as ``run_cart_chain`` does; a pending draw may miss its
     target tree or its rung trees (the caller checks which ``tree_nodes`` are still 0).
     """
+    counters, phase = tally.counters, tally.phase
+    trees, fstates, slot_of = rungs.trees, rungs.fstates, rungs.slot_of
+    n_int, n_spl = depths.n_int, depths.n_spl
+    out_rung_moves, out_rung_leaves, out_rung_lp = rung_out.moves, rung_out.leaves, rung_out.lp
+    out_proposed = swap_out.proposed
+    first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
+    y = data.y
     n_rungs = slot_of.shape[0]
     n_total = float(y.shape[0])
     no_map = np.empty(0, dtype=np.uint8)
@@ -280,26 +300,27 @@ def run_tempered_chain(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, 
         it = first_iter + step
         if it == tune:
             counters[:, :] = 0
-        trips = tempered_iteration(rng, trees, fstates, slot_of, hypers, xt, is_cat, nbins, y, ycls, move_probs,
-                                   change_swap, rotation, scratch, swaps, it, n_int, n_spl, counters[0], counters[1],
+        trips = tempered_iteration(rng, rungs, target, ladder, data, moves, scratch, swaps, it,
+                                   depths, counters[0], counters[1],
                                    phase, counters[2], no_map)
         counters[0, n_rungs - 1] += trips
         d = kept_draw(it, tune, thin, out_proposed.shape[0])
         if d < 0:
             continue
-        record_swaps(counters, d, out_proposed, out_accepted, out_trips)
+        record_swaps(counters, d, swap_out)
         for r in range(n_rungs):
             k = slot_of[r]
             out_rung_moves[d, r] = counters[2, r]
             out_rung_leaves[d, r] = trees[k].meta[M_N_LEAVES]
-            rules, top = prior_parts(trees[k], xt, is_cat, nbins, hypers[r], scratch, n_int[0], n_spl[0])
-            log_lik = tree_log_lik(fstates[k], n_total, hypers[r], scratch.model)
-            out_rung_lp[d, r] = rung_log_target(hypers[r], log_lik, rules, n_int[0], n_spl[0], top)
+            rung = rung_target(target, ladder, r)
+            rules, top = prior_parts(trees[k], data, rung, scratch, n_int[0], n_spl[0])
+            log_lik = tree_log_lik(fstates[k], n_total, rung, scratch.model)
+            out_rung_lp[d, r] = rung_log_target(rung, log_lik, rules, n_int[0], n_spl[0], top)
         k0 = slot_of[0]
-        if not record_cart_draw(rng, trees[k0], xt, is_cat, nbins, y, ycls, hypers[0], fstates[k0], scratch, draws,
-                                store, d, order):
+        if not record_cart_draw(rng, trees[k0], data, rung_target(target, ladder, 0),
+                                fstates[k0], scratch, out, d):
             return step + 1, d
-        if rung_store.tree_nodes.shape[0] > 0 and not record_rung_trees(trees, slot_of, rung_store, d, order,
+        if rung_store.tree_nodes.shape[0] > 0 and not record_rung_trees(trees, slot_of, rung_store, d, out.order,
                                                                           scratch.stack):
             return step + 1, d
     return n_iter, -1

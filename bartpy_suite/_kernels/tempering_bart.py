@@ -4,7 +4,7 @@ Rung r targets ``pi_r(F, mu, sigma^2) ∝ N(y; f(x), sigma^2)^t_r p(F) p(mu) p(s
 likelihood of the sum of trees tempered, t_0 = 1). Since
 ``N(y; f, sigma^2)^t = N(y; f, sigma^2 / t) x (a function of sigma^2, t and n only)``, given
 sigma^2 a rung's backfitting sweep is ordinary BART with the effective variance sigma^2 / t in
-the tree moves' leaf marginals and the leaf draws (``hyper[H_SIGMA2]`` of the rung's state), and
+the tree moves' leaf marginals and the leaf draws (``target.sigma2[0]`` of the rung's state), and
 sigma^2 is drawn from its tempered full conditional
 ``IG((nu + t n) / 2, (nu lam + t SSR) / 2)``. A rung with t = 0 is the prior (likelihood off).
 A swap of the forests of rungs (r, r + 1) is accepted with eq. 4.3 restricted to the likelihood:
@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import math
 
-from .backfit import SIGMA_SAMPLED, begin_sweep, finish_tree, prepare_tree, record_forest
+from .backfit import SIGMA_SAMPLED, BackfitState, begin_sweep, finish_tree, prepare_tree, record_forest
 from .cart_chain import cart_step
 from .jit import helper, kernel
 from .kept import kept_draw
 from .likelihood import draw_inverse_gamma
+from .records import Data, Target
 from .tempering import record_swaps, track_round_trips
-from .tree import H_LAM, H_LIKELIHOOD, H_NU, H_SIGMA2
 
 LOG_2PI = math.log(2.0 * math.pi)
 
@@ -36,16 +36,18 @@ def sum_of_squares(resid):
     return total
 
 
-@helper
-def set_rung(state, sigma2, t, likelihood_on):
-    """Condition a state's kernels on rung temperature t: effective variance sigma^2 / t, or the
-    likelihood switched off at t = 0."""
+@helper(inline=True)
+def set_rung(state, prior_off, sigma2, t, likelihood_on):
+    """A state's view at rung temperature t: its sigma^2 cell set to the effective variance
+    sigma^2 / t, or, at t = 0, to sigma^2 with the likelihood switched off (``prior_off``: the
+    chain's prior with ``likelihood`` False). Inlined: it returns a record of the state's arrays."""
     if likelihood_on and t > 0.0:
-        state.hyper[H_LIKELIHOOD] = 1.0
-        state.hyper[H_SIGMA2] = sigma2 / t
-    else:
-        state.hyper[H_LIKELIHOOD] = 0.0
-        state.hyper[H_SIGMA2] = sigma2
+        state.target.sigma2[0] = sigma2 / t
+        return state
+    state.target.sigma2[0] = sigma2
+    s = state
+    return BackfitState(s.resid, s.leaf_of, s.sums, s.z, s.ybin, s.ycls, Target(prior_off, s.target.sigma2),
+                        s.fstate, s.sigma_mode, s.cursor)
 
 
 @helper
@@ -53,8 +55,8 @@ def draw_tempered_sigma2(rng, state, sigma2, k, t, likelihood_on):
     """sigma^2 of slot k from its tempered full conditional (a fixed sigma stays)."""
     if state.sigma_mode[0] != SIGMA_SAMPLED:
         return
-    nu = state.hyper[H_NU]
-    lam = state.hyper[H_LAM]
+    nu = state.target.prior.nu
+    lam = state.target.prior.lam
     if likelihood_on and t > 0.0:
         ss = sum_of_squares(state.resid)
         sigma2[k] = draw_inverse_gamma(rng, 0.5 * (nu + t * state.resid.shape[0]), 0.5 * (nu * lam + t * ss))
@@ -70,20 +72,22 @@ def log_lik(state, sigma2):
 
 
 @helper(inline=True)
-def tempered_bart_iteration(rng, forests, states, sigma2, slot_of, temps, likelihood_on, xt, is_cat, nbins,
-                            move_probs, change_swap, rotation, scratch, swaps_seo, it, proposed, accepted, phase):
+def tempered_bart_iteration(rng, forests, states, sigma2, slot_of, ladder, data, moves, scratch, swaps_seo, it,
+                            proposed, accepted, phase):
     """One backfitting sweep per rung (one MH move per tree), then one round of forest swaps
     between adjacent rungs (DEO, or SEO when ``swaps_seo``). Returns the round trips completed."""
+    temps, likelihood_on, prior_off = ladder.temps, ladder.likelihood_on, ladder.prior_off
+    move_probs, change_swap, rotation = moves.probs, moves.change_swap, moves.rotation
     n_rungs = slot_of.shape[0]
     for r in range(n_rungs):
         k = slot_of[r]
         forest = forests[k]
-        state = states[k]
-        set_rung(state, sigma2[k], temps[r], likelihood_on)
+        state = set_rung(states[k], prior_off, sigma2[k], temps[r], likelihood_on)
+        rung_data = Data(data.xt, data.is_cat, data.nbins, state.resid, state.ycls)  # its own residual
         begin_sweep(state, forest)
         for j in range(forest.var.shape[0]):
             tree = prepare_tree(state, forest, j)
-            _, ok = cart_step(rng, tree, xt, is_cat, nbins, state.resid, state.ycls, state.hyper, move_probs,
+            _, ok = cart_step(rng, tree, rung_data, state.target, move_probs,
                               change_swap, rotation, state.fstate, scratch, state.leaf_of[j])
             finish_tree(rng, state, forest, j, ok)
         draw_tempered_sigma2(rng, state, sigma2, k, temps[r], likelihood_on)
@@ -103,31 +107,31 @@ def tempered_bart_iteration(rng, forests, states, sigma2, slot_of, temps, likeli
 
 
 @kernel
-def run_tempered_bart_chain(rng, forests, states, sigma2, slot_of, temps, likelihood_on, xt, is_cat, nbins,
-                            move_probs, change_swap, rotation, scratch, swaps_seo, first_iter, n_iter, tune, thin,
-                            counters, phase,
-                            out_sigma, out_proposed, out_accepted, out_trips, out_rung_sigma, out_leaves, out_depth,
-                            store, order):
+def run_tempered_bart_chain(rng, forests, states, sigma2, slot_of, ladder, data, moves, scratch, swaps_seo, window,
+                            tally, out_sigma, swap_out, out_rung_sigma, out):
     """Advance a tempered BART chain by up to ``n_iter`` iterations (see ``run_tempered_chain`` for
-    the counters and the pending-draw protocol); kept draws record the target rung's forest."""
+    the counters and the pending-draw protocol); kept draws record the target rung's forest.
+    ``ladder``: a ``records.BartLadder``; ``out``: a ``records.ForestOut``."""
+    counters, phase = tally.counters, tally.phase
+    first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
     n_rungs = slot_of.shape[0]
     for step in range(n_iter):
         it = first_iter + step
         if it == tune:
             counters[:, :] = 0
-        trips = tempered_bart_iteration(rng, forests, states, sigma2, slot_of, temps, likelihood_on, xt, is_cat,
-                                        nbins, move_probs, change_swap, rotation, scratch, swaps_seo, it, counters[0],
-                                        counters[1],
-                                        phase)
+        trips = tempered_bart_iteration(rng, forests, states, sigma2, slot_of, ladder, data, moves, scratch,
+                                        swaps_seo, it,
+                                        counters[0], counters[1], phase)
         counters[0, n_rungs - 1] += trips
         d = kept_draw(it, tune, thin, out_sigma.shape[0])
         if d < 0:
             continue
-        record_swaps(counters, d, out_proposed, out_accepted, out_trips)
+        record_swaps(counters, d, swap_out)
         for r in range(n_rungs):
             out_rung_sigma[d, r] = math.sqrt(sigma2[slot_of[r]])
         k0 = slot_of[0]
         out_sigma[d] = math.sqrt(sigma2[k0])
-        if not record_forest(forests[k0], store, d, out_leaves, out_depth, scratch.nodes, order, scratch.stack):
+        if not record_forest(forests[k0], out.store, d, out.leaves, out.depth, out.nodes, out.order,
+                             scratch.stack):
             return step + 1, d
     return n_iter, -1

@@ -19,7 +19,7 @@ the levels absent from the node, both drawn uniformly, so the stored representat
 prior mass ``p_RULE / (2 * 2^(L - L_present))``. Summing over representations gives back the
 stated prior exactly, and every move becomes an exact involution on representations.
 
-Missing predictor values (``na_action="split"``, ``hyper[H_NA_SPLIT] = 1``; the MIA approach of
+Missing predictor values (``na_action="split"``, ``Prior.na_split``; the MIA approach of
 Twala et al. 2008 as used by bartMachine, Kapelner & Bleich 2015, "Prediction with missing data
 via Bayesian additive regression trees", Canadian J. Statistics): a missing value of variable v
 has the reserved code ``nbins[v]``, one past its last bin, and every rule says where it goes.
@@ -35,7 +35,7 @@ has the reserved code ``nbins[v]``, one past its last bin, and every rule says w
   bits and, when ``d = 1``, the missing code in the high bits (``numeric_cut``), so that
   ``goes_left`` alone decides, in the samplers and at prediction time.
 
-Without ``H_NA_SPLIT`` no code reaches ``nbins[v]`` and no cut has high bits: nothing changes.
+Without ``Prior.na_split`` no code reaches ``nbins[v]`` and no cut has high bits: nothing changes.
 """
 
 from __future__ import annotations
@@ -62,29 +62,6 @@ from .likelihood import (
 LEAF = -1
 FREE = -2
 LOG2 = math.log(2.0)
-
-# Indices into the float64 ``hyper`` vector shared by all tree kernels.
-H_ALPHA = 0
-H_BETA = 1
-H_MIN_LEAF = 2
-H_A = 3
-H_MU_BAR = 4
-H_NU = 5
-H_LAM = 6
-H_CLASS_ALPHA = 7
-H_N_CLASSES = 8
-H_MODEL = 9
-H_LIKELIHOOD = 10
-H_SIGMA2 = 11
-H_TAU2 = 12
-H_INV_TEMP = 13  # likelihood power of a tempered rung (1 = the posterior)
-# 1 - prior power of a geometrically tempered rung (0 = the posterior): stored as a heat so that
-# a zero-filled vector is untempered.
-H_PRIOR_HEAT = 14
-H_LG_SHAPE = 15  # log-gamma leaf prior of log-linear BART: gamma ~ Gamma(shape, rate)
-H_LG_RATE = 16
-H_NA_SPLIT = 17  # 1: rules carry a missing-value direction (na_action="split"); see the module docstring
-N_HYPER = 18
 
 # A numeric rule stores its cut index in the low word and, when missing values go left, the
 # variable's missing code in the high word (``numeric_cut``).
@@ -164,7 +141,7 @@ class Scratch(NamedTuple):
     # DART (``sparse.py``): log of the split-variable weights s, used by ``sample_rule_s`` and
     # ``node_log_prior``; empty for the uniform rule prior (every sampler's default).
     log_s: np.ndarray  # float64[p] or float64[0]
-    model: tuple  # model_tag(hyper[H_MODEL]): the chain's leaf model as a type
+    model: tuple  # model_tag(prior.model): the chain's leaf model as a type
 
 
 def model_tag(code: int) -> tuple[int, ...]:
@@ -193,7 +170,7 @@ def model_tag(code: int) -> tuple[int, ...]:
 def new_scratch(codes: np.ndarray, capacity: int, nbins: np.ndarray, n_classes: int = 1, *, model: int,
                 sparse: bool = False) -> Scratch:
     """Allocate the work arrays of one chain; ``codes`` are the (p, n) binned predictors and
-    ``model`` the chain's leaf model code (``hyper[H_MODEL]``). ``sparse``: the chain keeps
+    ``model`` the chain's leaf model code (``Prior.model``). ``sparse``: the chain keeps
     DART split-variable weights (``log_s``, starting uniform)."""
     p, n_rows = codes.shape
     max_bins = max(int(np.max(nbins)) if p else 1, 1) + 1
@@ -898,71 +875,72 @@ def repartition_subtree(tree, xt, is_cat, root, m, stack, buf):
 
 
 @helper
-def leaf_terms(tree, node, y, ycls, hyper, class_counts, model):
+def leaf_terms(tree, node, y, ycls, target, class_counts, model):
     """Per-leaf (lm, b) of the leaf model ``model`` (``model_tag``) for the rows of ``node``."""
-    if hyper[H_LIKELIHOOD] == 0.0:
+    if not target.prior.likelihood:
         return 0.0, 0.0
     s = tree.start[node]
     e = tree.end[node]
     n = e - s
     perm = tree.perm
     if len(model) == MODEL_CLASSIFICATION:
-        k = int(hyper[H_N_CLASSES])
+        k = target.prior.n_classes
         for j in range(k):
             class_counts[j] = 0.0
         for i in range(s, e):
             class_counts[ycls[perm[i]]] += 1.0
-        return leaf_log_marginal_dirichlet(class_counts[:k], hyper[H_CLASS_ALPHA]), 0.0
+        return leaf_log_marginal_dirichlet(class_counts[:k], target.prior.class_alpha), 0.0
     total = 0.0
     for i in range(s, e):
         total += y[perm[i]]
     if len(model) == MODEL_NORMAL_KNOWN_VARIANCE:
         # b carries the leaf's residual sum, which the backfitting leaf draw needs.
-        return leaf_log_marginal_normal_known_variance(n, total, hyper[H_SIGMA2], hyper[H_TAU2]), total
+        return leaf_log_marginal_normal_known_variance(n, total, target.sigma2[0], target.prior.tau2), total
     if len(model) == MODEL_LOG_GAMMA:
         # y holds the rows' rate weights, ycls 1 for the rows of the tree's class
         count = 0
         for i in range(s, e):
             count += ycls[perm[i]]
-        return leaf_log_marginal_log_gamma(count, total, hyper[H_LG_SHAPE], hyper[H_LG_RATE]), 0.0
+        return leaf_log_marginal_log_gamma(count, total, target.prior.lg_shape, target.prior.lg_rate), 0.0
     ybar = total / n
     ssd = 0.0
     for i in range(s, e):
         d = y[perm[i]] - ybar
         ssd += d * d
     if len(model) == MODEL_MEAN_SHIFT:
-        return mean_shift_leaf_terms(n, ybar, ssd, hyper[H_A], hyper[H_MU_BAR])
-    return leaf_log_marginal_mean_variance(n, ybar, ssd, hyper[H_A], hyper[H_MU_BAR], hyper[H_NU], hyper[H_LAM]), 0.0
+        return mean_shift_leaf_terms(n, ybar, ssd, target.prior.a, target.prior.mu_bar)
+    prior = target.prior
+    return leaf_log_marginal_mean_variance(n, ybar, ssd, prior.a, prior.mu_bar, prior.nu, prior.lam), 0.0
 
 
 @helper
-def global_term(b_sum, n_total, hyper, model):
+def global_term(b_sum, n_total, target, model):
     """The non-additive part of the tree log marginal (common-sigma model only; ``model`` a
     ``model_tag``)."""
-    if len(model) != MODEL_MEAN_SHIFT or hyper[H_LIKELIHOOD] == 0.0:
+    if len(model) != MODEL_MEAN_SHIFT or not target.prior.likelihood:
         return 0.0
-    return mean_shift_global_term(n_total, b_sum, hyper[H_NU], hyper[H_LAM])
+    return mean_shift_global_term(n_total, b_sum, target.prior.nu, target.prior.lam)
 
 
 @kernel
-def refresh_all_leaf_terms(tree, y, ycls, hyper, class_counts, model):
+def refresh_all_leaf_terms(tree, y, ycls, target, class_counts, model):
     """Recompute the cached (lm, b) of every leaf of the tree: a CART chain's start, from Python.
     ``leaf_terms`` itself is a helper, so that a BART chain, which never calls it from Python,
     compiles no wrapper and no machine code of its own for it."""
     for node in range(tree.var.shape[0]):
         if tree.var[node] == LEAF:
-            lm, b = leaf_terms(tree, node, y, ycls, hyper, class_counts, model)
+            lm, b = leaf_terms(tree, node, y, ycls, target, class_counts, model)
             tree.lm[node] = lm
             tree.b[node] = b
 
 
 @helper
-def refresh_leaf_terms(tree, nodes, count, y, ycls, hyper, class_counts, model):
+def refresh_leaf_terms(tree, nodes, count, y, ycls, target, class_counts, model):
     """Recompute the cached (lm, b) of every leaf among ``nodes[:count]``."""
     for i in range(count):
         node = nodes[i]
         if tree.var[node] == LEAF:
-            lm, b = leaf_terms(tree, node, y, ycls, hyper, class_counts, model)
+            lm, b = leaf_terms(tree, node, y, ycls, target, class_counts, model)
             tree.lm[node] = lm
             tree.b[node] = b
 
@@ -981,15 +959,16 @@ def sum_leaf_terms(tree, nodes, count):
 
 
 @helper
-def node_log_prior(tree, node, xt, is_cat, nbins, hyper, scratch):
+def node_log_prior(tree, node, data, target, scratch):
     """Prior factor of one node given its rows: ``log p_SPLIT + log p_RULE`` for an internal node
     (``-inf`` if its rule is not available), ``log(1 - p_SPLIT)`` for a leaf."""
-    m = int(hyper[H_MIN_LEAF])
+    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
+    m = target.prior.min_leaf
     s = tree.start[node]
     e = tree.end[node]
-    ps = p_split(hyper[H_ALPHA], hyper[H_BETA], tree.depth[node])
+    ps = p_split(target.prior.alpha, target.prior.beta, tree.depth[node])
     v = tree.var[node]
-    na = hyper[H_NA_SPLIT] != 0.0
+    na = target.prior.na_split
     if v == LEAF:
         if has_available_rule(xt, tree.perm, s, e, is_cat, nbins, m, scratch.hist, scratch.sums, na):
             return math.log1p(-ps)
@@ -1008,7 +987,7 @@ def node_log_prior(tree, node, xt, is_cat, nbins, hyper, scratch):
 
 
 @helper
-def subtree_log_prior(tree, nodes, count, xt, is_cat, nbins, hyper, scratch):
+def subtree_log_prior(tree, nodes, count, data, target, scratch):
     """Sum of node prior factors over ``nodes[:count]`` (``-inf`` if any rule is unavailable).
 
     Factors are recomputed from the rows and stored in the ``lp`` cache of each node.
@@ -1016,7 +995,7 @@ def subtree_log_prior(tree, nodes, count, xt, is_cat, nbins, hyper, scratch):
     total = 0.0
     for i in range(count):
         node = nodes[i]
-        factor = node_log_prior(tree, node, xt, is_cat, nbins, hyper, scratch)
+        factor = node_log_prior(tree, node, data, target, scratch)
         tree.lp[node] = factor
         total += factor
         if total == -np.inf:
@@ -1025,14 +1004,14 @@ def subtree_log_prior(tree, nodes, count, xt, is_cat, nbins, hyper, scratch):
 
 
 @helper
-def cached_subtree_log_prior(tree, nodes, count, xt, is_cat, nbins, hyper, scratch):
+def cached_subtree_log_prior(tree, nodes, count, data, target, scratch):
     """As ``subtree_log_prior`` but reusing cached factors of nodes whose rows and rule have not
     changed since they were computed (moves reset the cache of every node they alter)."""
     total = 0.0
     for i in range(count):
         node = nodes[i]
         if np.isnan(tree.lp[node]):
-            tree.lp[node] = node_log_prior(tree, node, xt, is_cat, nbins, hyper, scratch)
+            tree.lp[node] = node_log_prior(tree, node, data, target, scratch)
         total += tree.lp[node]
     return total
 

@@ -11,10 +11,9 @@ from scipy import optimize, special
 from .. import _validation as check
 from .._kernels.backfit import SIGMA_FIXED, SIGMA_PROBIT, SIGMA_SAMPLED
 from .._kernels.likelihood import MODEL_LOG_GAMMA, MODEL_NORMAL_KNOWN_VARIANCE
-from .._kernels.tree import H_LAM, H_LG_RATE, H_LG_SHAPE, H_NU
 from .._validation import NaAction, check_na_action
 from ..errors import ArgumentError, DataError
-from ..priors import calibrate_lambda, hyper_vector, response_exponent
+from ..priors import calibrate_lambda, kernel_prior, response_exponent
 from ..samplers import BartProblem
 from ..samplers.gfr import SUPPORTED, WARM_STARTABLE, check_init_options, check_problem, warm_start
 from ..samplers.problems import MultinomialBartProblem
@@ -290,11 +289,10 @@ class BART(TreeModel):
             center, scale = original_scale(center, e, "the response's mid-range"), original_scale(scale, e,
                                                                                                  "its range")
         config.update(center=center, scale=scale, tau=tau * scale)
-        hyper = hyper_vector(self._fit_tree_prior(na_action), None, likelihood=self.likelihood, sigma2=sigma2,
-                             tau2=tau * tau, model_code=MODEL_NORMAL_KNOWN_VARIANCE)
-        hyper[[H_NU, H_LAM]] = self.nu, lam
-        problem = BartProblem(binned.codes, is_cat, binned.nbins, ywork, hyper, self.trees, mode,
-                              center if probit else 0.0, predictor_names=tuple(names), sparse=sparse)
+        prior = kernel_prior(self._fit_tree_prior(na_action), None, likelihood=self.likelihood, tau2=tau * tau,
+                             model_code=MODEL_NORMAL_KNOWN_VARIANCE, nu=self.nu, lam=lam)
+        problem = BartProblem(binned.codes, is_cat, binned.nbins, ywork, prior, self.trees, mode,
+                              center if probit else 0.0, predictor_names=tuple(names), sparse=sparse, sigma2=sigma2)
         if self.init is not None:
             check_problem(problem)  # a probit response: say what init='gfr' fits
             config.update(init=self.init, init_options=self.init_options)
@@ -355,10 +353,9 @@ class BART(TreeModel):
         config.update(trees=self.trees, k=self.k, class_labels=[plain(c) for c in class_labels],
                       leaf_model="multinomial", link="logit", leaf_shape=shape, leaf_rate=rate, center=0.0, scale=1.0,
                       nu=None, lam=None)
-        hyper = hyper_vector(self._fit_tree_prior(na_action), None, likelihood=self.likelihood,
-                             model_code=MODEL_LOG_GAMMA)
-        hyper[[H_LG_SHAPE, H_LG_RATE]] = shape, rate
-        problem = MultinomialBartProblem(binned.codes, is_cat, binned.nbins, ycodes, hyper, k, self.trees)
+        prior = kernel_prior(self._fit_tree_prior(na_action), None, likelihood=self.likelihood,
+                             model_code=MODEL_LOG_GAMMA, lg_shape=shape, lg_rate=rate)
+        problem = MultinomialBartProblem(binned.codes, is_cat, binned.nbins, ycodes, prior, k, self.trees)
 
         def derived(posterior):
             posterior["mean_leaves"] = posterior["n_leaves"].mean(axis=2)

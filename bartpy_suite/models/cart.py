@@ -9,7 +9,7 @@ import numpy as np
 from .. import _validation as check
 from .._validation import check_na_action
 from ..errors import ArgumentError, DataError
-from ..priors import DirichletLeafPrior, NormalLeafPrior, default_lambda, hyper_vector, response_exponent
+from ..priors import DirichletLeafPrior, NormalLeafPrior, default_lambda, kernel_prior, response_exponent
 from ..samplers import CartProblem
 from ._base import (
     TreeModel,
@@ -154,8 +154,8 @@ class BayesianCART(TreeModel):
         config.update(center=center, scale=scale)
         if sparse is not None:
             config.update(sparse=dict(zip(("a", "b", "rho"), sparse)))
-        hyper = hyper_vector(self._fit_tree_prior(na_action), leaf_prior, likelihood=self.likelihood,
+        prior = kernel_prior(self._fit_tree_prior(na_action), leaf_prior, likelihood=self.likelihood,
                              center=hyper_center, scale=hyper_scale)
-        problem = CartProblem(binned.codes, is_cat, binned.nbins, yreg, ycls, hyper, predictor_names=tuple(names),
+        problem = CartProblem(binned.codes, is_cat, binned.nbins, yreg, ycls, prior, predictor_names=tuple(names),
                               sparse=sparse)
         return self._sample(problem, binned=binned, y=y, config=config, design=design)

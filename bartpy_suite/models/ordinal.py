@@ -25,9 +25,8 @@ from scipy import special
 
 from .._kernels.backfit import SIGMA_PROBIT
 from .._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
-from .._kernels.tree import H_LAM, H_NU
 from ..errors import ArgumentError, BartpySuiteWarning, DataError
-from ..priors import hyper_vector
+from ..priors import kernel_prior
 from ..samplers.problems import OrdinalBartProblem
 from ._base import plain
 
@@ -125,10 +124,9 @@ def fit_ordinal(model, y, class_labels, is_cat, names, binned, design, na_action
     config.update(trees=model.trees, k=model.k, class_labels=[plain(c) for c in class_labels], leaf_model="ordinal",
                   link="ordinal", nu=None, lam=None, center=mu0, scale=1.0, tau=tau, cutpoint_sd=model.cutpoint_sd,
                   cutpoint_labels=cutpoint_labels(class_labels))
-    hyper = hyper_vector(model._fit_tree_prior(na_action), None, likelihood=model.likelihood, sigma2=1.0,
-                         tau2=tau * tau, model_code=MODEL_NORMAL_KNOWN_VARIANCE)
-    hyper[[H_NU, H_LAM]] = model.nu, 1.0
-    problem = OrdinalBartProblem(binned.codes, is_cat, binned.nbins, ycodes.astype(np.float64), hyper, model.trees,
+    prior = kernel_prior(model._fit_tree_prior(na_action), None, likelihood=model.likelihood, tau2=tau * tau,
+                         model_code=MODEL_NORMAL_KNOWN_VARIANCE, nu=model.nu, lam=1.0)
+    problem = OrdinalBartProblem(binned.codes, is_cat, binned.nbins, ycodes.astype(np.float64), prior, model.trees,
                                  SIGMA_PROBIT, mu0, predictor_names=tuple(names), n_classes=k,
                                  cutpoints=tuple(float(c) for c in cut), cutpoint_sd=model.cutpoint_sd)
 

@@ -27,10 +27,9 @@ from .. import _validation as check
 from .._binning import BinnedPredictors
 from .._kernels.backfit import SIGMA_PROBIT
 from .._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
-from .._kernels.tree import H_LAM, H_NU
 from .._validation import NaAction, check_na_action
 from ..errors import ArgumentError, DataError
-from ..priors import hyper_vector
+from ..priors import kernel_prior
 from ..samplers import BartProblem
 from ._base import check_training_arrays, design_fit_keywords, drop_missing_rows
 from .bart import BART
@@ -300,10 +299,9 @@ class SurvivalBART(BART):
             "expanded_rows": int(n_exp),
             **(extra or {}),
         }
-        hyper = hyper_vector(self._fit_tree_prior(na_action), None, likelihood=self.likelihood, sigma2=1.0,
-                             tau2=tau * tau, model_code=MODEL_NORMAL_KNOWN_VARIANCE)
-        hyper[[H_NU, H_LAM]] = self.nu, 1.0
-        problem = BartProblem(binned.codes, binned.is_categorical, binned.nbins, table.y.astype(np.float64), hyper,
+        prior = kernel_prior(self._fit_tree_prior(na_action), None, likelihood=self.likelihood, tau2=tau * tau,
+                             model_code=MODEL_NORMAL_KNOWN_VARIANCE, nu=self.nu, lam=1.0)
+        problem = BartProblem(binned.codes, binned.is_categorical, binned.nbins, table.y.astype(np.float64), prior,
                               self.trees, SIGMA_PROBIT, center, predictor_names=tuple(all_names))
 
         def derived(posterior):

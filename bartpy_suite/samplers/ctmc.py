@@ -48,6 +48,7 @@ from .._kernels.ctmc import (
     total_rate,
 )
 from .._kernels.ctmc_chain import ctmc_bart_sweep, run_ctmc_bart_chain, run_ctmc_cart_chain
+from .._kernels.records import ForestOut, make_window
 from ..errors import ArgumentError
 from .forest import ForestChain
 from .problems import BartProblem, CartProblem
@@ -110,9 +111,10 @@ class CtmcCartChain(TreeChain):
         done = 0
         while done < n_iter:
             steps, pending = run_ctmc_cart_chain(
-                self.rng, self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.hyper,
-                self.fstate, self.scratch, self.cs, first_iter + done, n_iter - done, tune, thin, self.draws,
-                self.weight, self.rate, self.event, self.store, self.order, self.mh_rates,
+                self.rng, self.tree, self.data, self.target,
+                self.fstate, self.scratch, self.cs, make_window(first_iter + done, n_iter - done, tune, thin),
+                self.cart_out(),
+                self.weight, self.rate, self.event, self.mh_rates,
             )
             done += steps
             if pending >= 0:
@@ -125,7 +127,7 @@ class CtmcCartChain(TreeChain):
 
     # -- the rates themselves (tests) ----------------------------------------------------------
     def _kernel_args(self):
-        return (self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.hyper)
+        return (self.data, self.target)
 
     def total_rate(self) -> float:
         """Lambda of the current tree: the sum of all event rates (1 / expected holding time)."""
@@ -137,8 +139,9 @@ class CtmcCartChain(TreeChain):
 
         The tree is left as it was. Slow (one tree copy per event): for tests.
         """
-        xt, is_cat, nbins, y, ycls, hyper = self._kernel_args()
-        compute_all_rates(self.tree, xt, is_cat, nbins, y, ycls, hyper, self.fstate, self.scratch, self.cs)
+        data, target = self._kernel_args()
+        xt, is_cat, nbins, y, ycls = data
+        compute_all_rates(self.tree, data, target, self.fstate, self.scratch, self.cs)
         saved = ([a.copy() for a in self.tree], self.fstate.copy())
 
         def restore():
@@ -155,25 +158,25 @@ class CtmcCartChain(TreeChain):
                     if is_cat[v]:
                         size = max((1 << (int(nbins[v]) - 1)) - 1, 1)
                         codes, rates = np.zeros(size, dtype=np.int64), np.zeros(size)
-                        n_present = factor_partition_rates(self.tree, node, v, xt, is_cat, nbins, y, ycls, hyper,
+                        n_present = factor_partition_rates(self.tree, node, v, data, target,
                                                            self.fstate, self.scratch, self.cs, codes, rates)
                         n_sub = (1 << (n_present - 1)) - 1
                         rules = [(float(r), int(_subset_mask(self.cs, n_present, g)))
                                  for g, r in zip(codes[:n_sub], rates[:n_sub])]
                     else:
-                        n_vars, log_split = _leaf_rule_setup(self.tree, node, xt, is_cat, nbins, hyper, self.scratch)
-                        _var_birth_rates(self.tree, node, v, n_vars, log_split, xt, is_cat, nbins, y, ycls, hyper,
+                        n_vars, log_split = _leaf_rule_setup(self.tree, node, data, target, self.scratch)
+                        _var_birth_rates(self.tree, node, v, n_vars, log_split, data, target,
                                          self.fstate, self.scratch, self.cs)
                         rules = [(float(self.cs.rates[k]), k) for k in range(int(nbins[v]))]
                     for rate, cut in rules:
                         if rate > 0.0:
-                            apply_birth(self.tree, node, v, np.int64(cut), xt, is_cat, y, ycls, hyper, self.fstate,
+                            apply_birth(self.tree, node, v, np.int64(cut), xt, is_cat, y, ycls, target, self.fstate,
                                         self.scratch)
                             out.append(("birth", self.get_tree(), rate))
                             restore()
             elif t.var[node] >= 0 and self.cs.rate_death[node] > 0.0:
                 rate = float(self.cs.rate_death[node])
-                apply_death(self.tree, node, y, ycls, hyper, self.fstate, self.scratch)
+                apply_death(self.tree, node, y, ycls, target, self.fstate, self.scratch)
                 out.append(("death", self.get_tree(), rate))
                 restore()
             t = self.tree
@@ -213,7 +216,7 @@ class CtmcBartChain(ForestChain):
     def sweep(self) -> tuple[float, float]:
         """One backfitting sweep at the current time per visit; returns (jumps, sum of Lambda)."""
         out = np.zeros(2)
-        ctmc_bart_sweep(self.rng, self.forest, self.state, self.codes, self.is_categorical, self.nbins, self.scratch,
+        ctmc_bart_sweep(self.rng, self.forest, self.state, self.data, self.scratch,
                         self.cs, self.horizon[0], out, self.mh_rates)
         return float(out[0]), float(out[1])
 
@@ -222,10 +225,10 @@ class CtmcBartChain(ForestChain):
         done = 0
         while done < n_iter:
             steps, pending = run_ctmc_bart_chain(
-                self.rng, self.forest, self.state, self.codes, self.is_categorical, self.nbins, self.scratch, self.cs,
-                self.horizon, self.adapt, first_iter + done, n_iter - done, tune, thin, self.out["sigma"],
-                self.jumps, self.rate, self.time, self.out["n_leaves"], self.out["depth"], self.store,
-                self.scratch.nodes, self.order, self.mh_rates,
+                self.rng, self.forest, self.state, self.data, self.scratch, self.cs,
+                self.horizon, self.adapt, make_window(first_iter + done, n_iter - done, tune, thin), self.out["sigma"],
+                self.jumps, self.rate, self.time, ForestOut(self.out["n_leaves"], self.out["depth"], self.store,
+                self.scratch.nodes, self.order), self.mh_rates,
             )
             done += steps
             if pending >= 0:

@@ -12,6 +12,7 @@ import numpy as np
 from .._kernels import tree as _tree
 from .._kernels.backfit import SIGMA_PROBIT, BackfitState, record_forest_now
 from .._kernels.record import grow_store, new_store, nodes_of_trees, trim_store
+from .._kernels.records import Data, ForestOut, Prior, make_target, make_window
 from .draws import ChainDraws
 from .problems import BartProblem
 
@@ -75,9 +76,9 @@ class ForestBuffers:
         done = 0
         while done < n_iter:
             model = tuple(v for k, v in self.out.items() if k not in ("n_leaves", "depth"))
-            steps, pending = kernel(*args, first_iter + done, n_iter - done, tune, thin, *model, *stats,
-                                    self.out["n_leaves"], self.out["depth"], self.store, self.scratch.nodes,
-                                    self.order)
+            steps, pending = kernel(*args, make_window(first_iter + done, n_iter - done, tune, thin), *model, *stats,
+                                    ForestOut(self.out["n_leaves"], self.out["depth"], self.store, self.scratch.nodes,
+                                    self.order))
             done += steps
             if pending >= 0:
                 self.record_pending(pending)
@@ -117,11 +118,11 @@ class ForestChain(ForestBuffers):
         y = np.asarray(problem.y, dtype=np.float64)
         n = y.shape[0]
         n_trees = int(problem.n_trees)
-        hyper = np.array(problem.hyper, dtype=np.float64)
-        m = int(hyper[_tree.H_MIN_LEAF])
+        prior = problem.prior
+        m = prior.min_leaf
         self.capacity = min(_tree.node_capacity(n, m), BART_MAX_NODES)
         self.forest = new_forest(n_trees, n, self.capacity)
-        self.scratch = _tree.new_scratch(self.codes, self.capacity, self.nbins, model=int(hyper[_tree.H_MODEL]),
+        self.scratch = _tree.new_scratch(self.codes, self.capacity, self.nbins, model=prior.model,
                                          sparse=getattr(problem, "sparse", None) is not None)
         self.order = np.empty(self.capacity, dtype=np.int32)
         probit = int(problem.sigma_mode) == SIGMA_PROBIT
@@ -144,18 +145,25 @@ class ForestChain(ForestBuffers):
             z=z,
             ybin=ybin,
             ycls=np.zeros(0, dtype=np.int64),  # class codes: read by classification leaf models only
-            hyper=hyper,
+            target=make_target(prior, problem.sigma2),  # the chain's sigma^2 cell starts at problem.sigma2
             fstate=np.zeros(2),
             sigma_mode=np.array([problem.sigma_mode], dtype=np.int64),
             cursor=np.zeros(self.capacity, dtype=np.int64),
         )
+        # The tree updates read the residual of the state (rewritten in place by the sweep).
+        self.data = Data(self.codes, self.is_categorical, self.nbins, self.state.resid, self.state.ycls)
         self.out = None
         self.store = None
 
     @property
-    def hyper(self) -> np.ndarray:
-        """The chain's kernel hyperparameters (``H_SIGMA2`` holds the current sigma^2)."""
-        return self.state.hyper
+    def prior(self) -> Prior:
+        """The chain's prior record (``_kernels/records.Prior``)."""
+        return self.state.target.prior
+
+    @property
+    def current_sigma2(self) -> float:
+        """The chain's current sigma^2 (the noise draw writes it)."""
+        return float(self.state.target.sigma2[0])
 
     @property
     def resid(self) -> np.ndarray:

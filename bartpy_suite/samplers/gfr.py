@@ -70,8 +70,7 @@ class GfrChain(ForestChain):
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
         """Advance ``n_iter`` GFR sweeps, recording kept draws (the store grows on demand)."""
-        args = (self.rng, self.forest, self.state, self.codes, self.is_categorical, self.nbins, self.scratch,
-                self.work)
+        args = (self.rng, self.forest, self.state, self.data, self.scratch, self.work)
         self.run_kernel(run_gfr_chain, args, (self.truncated,), first_iter, n_iter, tune, thin)
 
     def sampler_stats(self, kept: int) -> dict:
@@ -84,7 +83,7 @@ def check_problem(problem) -> None:
     if int(problem.sigma_mode) == SIGMA_PROBIT:
         raise ArgumentError(f"sampler 'gfr' (and init='gfr') fits {SUPPORTED} only, not probit (binary) BART; use "
                             "sampler='grow_prune' for a binary response")
-    if problem.hyper[_tree.H_NA_SPLIT] != 0.0:
+    if problem.prior.na_split:
         raise ArgumentError("sampler 'gfr' (and init='gfr') does not support na_action='split' (its rules do not "
                             "carry the missing-value bit); use na_action='drop', or init=None with sampler="
                             "'grow_prune'")
@@ -225,4 +224,4 @@ def _copy_start(src: GfrChain, dst: ForestChain, problem: BartProblem) -> None:
     for j in range(dst.forest.var.shape[0]):
         resid = resid - dst.forest.value[j][dst.state.leaf_of[j]]
     np.copyto(dst.state.resid, resid)
-    dst.state.hyper[_tree.H_SIGMA2] = src.state.hyper[_tree.H_SIGMA2]
+    dst.state.target.sigma2[0] = src.state.target.sigma2[0]

@@ -23,6 +23,7 @@ from .. import _validation as check
 from .._kernels.bart_chain import mh_bart_sweep, run_bart_chain, run_multinomial_chain, run_sparse_bart_chain
 from .._kernels.cart_chain import run_cart_chain, run_sparse_cart_chain
 from .._kernels.cart_moves import MOVE_NAMES
+from .._kernels.records import Moves, make_window
 from .._kernels.sparse import S_START, new_conf
 from ..errors import ArgumentError
 from .forest import ForestChain
@@ -58,16 +59,16 @@ class CartChain(TreeChain):
 
     Parameters
     ----------
-    codes, is_categorical, nbins, y, ycls, hyper
+    codes, is_categorical, nbins, y, ycls, prior
         The fields of a ``CartProblem`` (binned predictors, working response, class codes,
-        kernel hyperparameters).
+        the kernels' ``Prior``).
     moves : dict
         Move probabilities by name.
     rng : numpy.random.Generator
     """
 
-    def __init__(self, codes, is_categorical, nbins, y, ycls, hyper, moves, rng, capacity=None, sparse=None):
-        super().__init__(CartProblem(codes, is_categorical, nbins, y, ycls, hyper, sparse=sparse), rng, capacity)
+    def __init__(self, codes, is_categorical, nbins, y, ycls, prior, moves, rng, capacity=None, sparse=None):
+        super().__init__(CartProblem(codes, is_categorical, nbins, y, ycls, prior, sparse=sparse), rng, capacity)
         self.move_probs = move_vector(moves)
         # DART (``_kernels/sparse.py``): its settings and the split counts' work array
         self.sparse_conf = None if sparse is None else new_conf(*sparse, start=0)
@@ -97,18 +98,19 @@ class CartChain(TreeChain):
         """
         done = 0
         while done < n_iter:
-            head = (self.rng, self.tree, self.codes, self.is_categorical, self.nbins, self.y, self.ycls, self.hyper,
-                    self.move_probs, *move_flags(self.move_probs), self.fstate, self.scratch)
+            head = (self.rng, self.tree, self.data, self.target,
+                    Moves(self.move_probs, *move_flags(self.move_probs)), self.fstate, self.scratch)
             if self.sparse_conf is None:
                 steps, pending = run_cart_chain(
-                    *head, first_iter + done, n_iter - done, tune, thin,
-                    self.draws, self.move, self.accepted, self.store, self.order,
+                    *head, make_window(first_iter + done, n_iter - done, tune, thin),
+                    self.cart_out(), self.move, self.accepted,
                 )
             else:
                 self.sparse_conf[S_START] = tune // 2
                 steps, pending = run_sparse_cart_chain(
-                    *head, self.sparse_conf, self.split_count, first_iter + done, n_iter - done, tune, thin,
-                    self.draws, self.move, self.accepted, self.split_probs, self.sparse_alpha, self.store, self.order,
+                    *head, self.sparse_conf, self.split_count, make_window(first_iter + done, n_iter - done, tune,
+                    thin),
+                    self.cart_out(), self.move, self.accepted, self.split_probs, self.sparse_alpha,
                 )
             done += steps
             if pending >= 0:
@@ -153,8 +155,8 @@ class BartChain(ForestChain):
     def sweep(self) -> np.ndarray:
         """One backfitting sweep; returns the (move, [proposed, accepted]) counts."""
         counts = np.zeros((len(MOVE_NAMES), 2), dtype=np.int64)
-        mh_bart_sweep(self.rng, self.forest, self.state, self.codes, self.is_categorical, self.nbins, self.move_probs,
-                      *move_flags(self.move_probs), self.scratch, counts)
+        mh_bart_sweep(self.rng, self.forest, self.state, self.data, Moves(self.move_probs,
+        *move_flags(self.move_probs)), self.scratch, counts)
         return counts
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
@@ -164,8 +166,8 @@ class BartChain(ForestChain):
         switch it on: the first sweeps grow trees from stumps with splits close to uniformly
         placed, and counts from them would pull s towards whichever variables came first.
         """
-        args = (self.rng, self.forest, self.state, self.codes, self.is_categorical, self.nbins, self.move_probs,
-                *move_flags(self.move_probs), self.scratch)
+        args = (self.rng, self.forest, self.state, self.data, Moves(self.move_probs, *move_flags(self.move_probs)),
+        self.scratch)
         if self.sparse_conf is None:
             self.run_kernel(run_bart_chain, args, (self.counts,), first_iter, n_iter, tune, thin)
             return
@@ -200,8 +202,8 @@ class MultinomialMHChain(MultinomialChain):
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
         """Advance ``n_iter`` sweeps, recording kept draws (the store grows on demand)."""
-        self.run_kernel(run_multinomial_chain, (self.rng, self.forest, self.state, self.codes, self.is_categorical,
-                                                self.nbins, self.move_probs, *move_flags(self.move_probs),
+        self.run_kernel(run_multinomial_chain, (self.rng, self.forest, self.state, self.data, Moves(self.move_probs,
+                        *move_flags(self.move_probs)),
                                                 self.scratch),
                         (self.counts,), first_iter, n_iter, tune, thin)
 
@@ -222,7 +224,7 @@ def _check_moves(defaults: dict, sampler: str, name: str, value) -> dict:
 
 def _build_cart(problem: CartProblem, options: dict, rng) -> CartChain:
     p = problem
-    return CartChain(p.codes, p.is_categorical, p.nbins, p.y, p.ycls, p.hyper, options["moves"], rng,
+    return CartChain(p.codes, p.is_categorical, p.nbins, p.y, p.ycls, p.prior, options["moves"], rng,
                      sparse=p.sparse)
 
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from .._kernels import tree as _tree
 from .._kernels.loglinear import LoglinearState
+from .._kernels.records import Data, make_target
 from .forest import BART_MAX_NODES, ForestBuffers, new_forest
 from .problems import MultinomialBartProblem
 
@@ -32,10 +33,10 @@ class MultinomialChain(ForestBuffers):
         ycls = np.ascontiguousarray(problem.ycls, dtype=np.int64)
         n = ycls.shape[0]
         k, m = int(problem.n_classes), int(problem.trees_per_class)
-        hyper = np.array(problem.hyper, dtype=np.float64)
-        self.capacity = min(_tree.node_capacity(n, int(hyper[_tree.H_MIN_LEAF])), BART_MAX_NODES)
+        prior = problem.prior
+        self.capacity = min(_tree.node_capacity(n, prior.min_leaf), BART_MAX_NODES)
         self.forest = new_forest(k * m, n, self.capacity)  # stumps with mu = 0: every lambda_k = 1
-        self.scratch = _tree.new_scratch(self.codes, self.capacity, self.nbins, model=int(hyper[_tree.H_MODEL]))
+        self.scratch = _tree.new_scratch(self.codes, self.capacity, self.nbins, model=prior.model)
         self.order = np.empty(self.capacity, dtype=np.int32)
         self.state = LoglinearState(
             log_fit=np.zeros((k, n)),
@@ -45,11 +46,13 @@ class MultinomialChain(ForestBuffers):
             is_class=np.zeros(n, dtype=np.int64),
             ycls=ycls,
             leaf_of=np.zeros((k * m, n), dtype=np.uint8),
-            hyper=hyper,
+            target=make_target(prior),
             fstate=np.zeros(2),
             class_counts=np.zeros(1),
             cursor=np.zeros(self.capacity, dtype=np.int64),
             trees_per_class=m,
         )
+        # The tree updates read the rate weights and class indicators of the class being updated.
+        self.data = Data(self.codes, self.is_categorical, self.nbins, self.state.weight, self.state.is_class)
         self.out = None
         self.store = None

@@ -10,6 +10,7 @@ import numpy as np
 
 from .._kernels.cart_moves import MOVE_NAMES
 from .._kernels.ordinal import N_SETTINGS, O_GIBBS, O_PRIOR_SD, O_STEP, O_STEPS, OrdinalState, run_ordinal_chain
+from .._kernels.records import Moves
 from .forest import ForestChain
 from .problems import OrdinalBartProblem
 
@@ -67,8 +68,8 @@ class OrdinalMHChain(ForestChain):
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
         """Advance ``n_iter`` sweeps, recording kept draws (the store grows on demand)."""
-        self.run_kernel(run_ordinal_chain, (self.rng, self.forest, self.state, self.ordinal, self.codes,
-                                            self.is_categorical, self.nbins, self.move_probs, *self._flags,
+        self.run_kernel(run_ordinal_chain, (self.rng, self.forest, self.state, self.ordinal, self.data,
+                        Moves(self.move_probs, *self._flags),
                                             self.scratch),
                         (self.counts, self.cut_accepted), first_iter, n_iter, tune, thin)
 

@@ -36,6 +36,7 @@ from .._kernels.particle import PROPOSAL_NAMES, RESAMPLING_NAMES, Particles, Wor
 from .._kernels.particle_chain import pg_bart_sweep, record_particles, run_pg_bart_chain, run_pg_cart_chain
 from .._kernels.particle_proposal import new_bin_stats
 from .._kernels.record import grow_store, nodes_of_trees, record_tree_now
+from .._kernels.records import ParticleSystems, PgSettings, make_window
 from ..errors import ArgumentError
 from .forest import ForestChain
 from .problems import BartProblem, CartProblem
@@ -78,6 +79,10 @@ class _ParticleSets:
         self.pc = new_particles(1, n_rows, capacity, n_classes)
         self.work = new_work(count, capacity)
 
+    def particles(self) -> ParticleSystems:
+        """The particle systems as the kernels take them."""
+        return ParticleSystems(self.pa, self.pb, self.pc, self.work)
+
 
 class _PgChain(_ParticleSets):
     """What the particle Gibbs chains of CART and BART share: the settings and the statistics."""
@@ -93,6 +98,10 @@ class _PgChain(_ParticleSets):
         # None, not False, without ancestor sampling: the kernels then compile none of it
         self.ancestor = True if ancestor_sampling else None
         self._init_particles(particles, n_rows, self.capacity, n_classes)
+
+    def pg_settings(self) -> PgSettings:
+        """The particle Gibbs settings as the kernels take them."""
+        return PgSettings(self.scheme, self.ancestor, self.ess_threshold)
 
     def allocate(self, draws: int) -> None:
         """Buffers for ``draws`` kept draws (the model's and the particle statistics)."""
@@ -129,10 +138,10 @@ class PgCartChain(_PgChain, TreeChain):
         done = 0
         while done < n_iter:
             steps, pending = run_pg_cart_chain(
-                self.rng, self.tree, self.pa, self.pb, self.pc, self.work, self.codes, self.is_categorical,
-                self.nbins, self.y, self.ycls, self.hyper, self.fstate, self.scratch, self.scheme, self.ancestor,
-                self.ess_threshold, first_iter + done, n_iter - done, tune, thin, self.draws, self.stats, self.store,
-                self.order,
+                self.rng, self.tree, self.particles(), self.data, self.target, self.fstate,
+                self.scratch, self.pg_settings(), make_window(first_iter + done, n_iter - done, tune, thin),
+                self.cart_out(),
+                self.stats,
             )
             done += steps
             if pending >= 0:
@@ -158,17 +167,16 @@ class PgBartChain(_PgChain, ForestChain):
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
         """Advance ``n_iter`` sweeps, recording kept draws."""
-        self.run_kernel(run_pg_bart_chain, (self.rng, self.forest, self.state, self.pa, self.pb, self.pc, self.work,
-                                            self.codes, self.is_categorical, self.nbins, self.scratch, self.scheme,
-                                            self.ancestor, self.ess_threshold),
+        self.run_kernel(run_pg_bart_chain, (self.rng, self.forest, self.state, self.particles(),
+                                            self.data, self.scratch, self.pg_settings()),
                         (self.stats,), first_iter, n_iter, tune, thin)
 
     def sweep(self) -> np.ndarray:
         """One backfitting sweep (nothing recorded); returns the sweep's (ess, kept_reference,
         stages) means over the trees."""
         stats = np.zeros(3)
-        pg_bart_sweep(self.rng, self.forest, self.state, self.pa, self.pb, self.pc, self.work, self.codes,
-                      self.is_categorical, self.nbins, self.scratch, self.scheme, self.ancestor, self.ess_threshold,
+        pg_bart_sweep(self.rng, self.forest, self.state, self.particles(), self.data,
+                      self.scratch, self.pg_settings(),
                       stats)
         return stats
 
@@ -214,16 +222,16 @@ class SmcCartChain(TreeChain, _ParticleSets):
         """Run the filter and record every particle (the first call only)."""
         if self.finished:
             return
-        final = smc_run(self.rng, self.pa, self.pb, self.work, self.codes, self.is_categorical, self.nbins, self.y,
-                        self.ycls, self.hyper, self.scratch, self.scheme, self.ess_threshold, self.proposal, self.bins,
+        final = smc_run(self.rng, self.pa, self.pb, self.work, self.data, self.target, self.scratch, self.scheme,
+                        self.ess_threshold, self.proposal, self.bins,
                         self.levels)
         count = self.work.w.shape[0]
         order = self.rng.permutation(count)
         first = 0
         while first < count:
-            first = record_particles(self.rng, final, self.work, self.codes, self.is_categorical, self.nbins,
-                                     self.y, self.ycls, self.hyper, self.fstate, self.scratch, self.draws,
-                                     self.store, self.order, order, first)
+            first = record_particles(self.rng, final, self.work, self.data, self.target, self.fstate, self.scratch,
+                                     self.cart_out(),
+                                     order, first)
             if first < count:
                 tree = type(self.tree)(*[getattr(final.trees, k)[order[first]] for k in _tree.TreeArrays._fields])
                 self.store = _grow_and_record(self.store, tree, first, self.order, self.scratch.stack)

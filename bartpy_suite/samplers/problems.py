@@ -1,5 +1,5 @@
-"""What a model hands a sampler: the binned data, the working response and the kernel
-hyperparameters of one fit. Every chain of the fit is built from the same problem.
+"""What a model hands a sampler: the binned data, the working response and the prior
+(``_kernels/records.Prior``) of one fit. Every chain of the fit is built from the same problem.
 
 Import rule: imports numpy only.
 """
@@ -25,8 +25,8 @@ class CartProblem:
         Standardised response (regression) or zeros.
     ycls : ndarray of int64, shape (n,)
         Class codes (classification) or zeros.
-    hyper : ndarray
-        Kernel hyperparameters (``priors.hyper_vector``).
+    prior : Prior
+        The kernels' prior record (``priors.kernel_prior``).
     predictor_names : tuple of str
         The predictors' names, for a sampler's messages about one of them (empty: by index).
     sparse : tuple of float or None
@@ -39,7 +39,7 @@ class CartProblem:
     nbins: np.ndarray
     y: np.ndarray
     ycls: np.ndarray
-    hyper: np.ndarray
+    prior: tuple
     predictor_names: tuple = ()
     sparse: tuple | None = None
 
@@ -54,8 +54,8 @@ class BartProblem:
         Binned predictors.
     y : ndarray of float64
         Scaled response (regression) or 0/1 codes (probit).
-    hyper : ndarray
-        Kernel hyperparameters (``H_SIGMA2`` the starting sigma^2, ``H_TAU2`` the leaf variance).
+    prior : Prior
+        The kernels' prior record (``tau2`` the leaf variance).
     n_trees : int
     sigma_mode : int
         ``SIGMA_SAMPLED``, ``SIGMA_FIXED`` or ``SIGMA_PROBIT`` (``_kernels.backfit``).
@@ -65,6 +65,8 @@ class BartProblem:
         The predictors' names, for a sampler's messages about one of them (empty: by index).
     sparse : tuple of float or None
         DART's ``(a, b, rho)`` (``_kernels/sparse.py``), or None for the uniform rule prior.
+    sigma2 : float
+        The starting sigma^2 (the fixed one with ``SIGMA_FIXED``; 1 for probit).
     """
 
     model: ClassVar[str] = "bart"
@@ -72,12 +74,13 @@ class BartProblem:
     is_categorical: np.ndarray
     nbins: np.ndarray
     y: np.ndarray
-    hyper: np.ndarray
+    prior: tuple
     n_trees: int
     sigma_mode: int
     offset: float = 0.0
     predictor_names: tuple = ()
     sparse: tuple | None = None
+    sigma2: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -120,8 +123,8 @@ class MultinomialBartProblem:
         Binned predictors.
     ycls : ndarray of int64
         Class codes 0..K-1.
-    hyper : ndarray
-        Kernel hyperparameters (``H_LG_SHAPE``/``H_LG_RATE`` the leaf factor's Gamma prior).
+    prior : Prior
+        The kernels' prior record (``lg_shape``/``lg_rate`` the leaf factor's Gamma prior).
     n_classes : int
     trees_per_class : int
     """
@@ -131,7 +134,7 @@ class MultinomialBartProblem:
     is_categorical: np.ndarray
     nbins: np.ndarray
     ycls: np.ndarray
-    hyper: np.ndarray
+    prior: tuple
     n_classes: int
     trees_per_class: int
 

@@ -9,7 +9,7 @@ Nested trees: a leaf is ``None``; an internal node is ``(v, rule, left, right)``
 is the cut index k for a numeric variable (left iff ``x <= cuts[k]``) and, for a categorical
 variable, a ``frozenset`` of the level codes present at the node that go left, oriented so the
 largest present level goes right (``get_tree`` returns this canonical form). Under
-``na_action="split"`` (``hyper[H_NA_SPLIT]``) a numeric rule is the pair ``(k, na_left)`` and a
+``na_action="split"`` (``Prior.na_split``) a numeric rule is the pair ``(k, na_left)`` and a
 factor's missing code ``nbins[v]`` is one more level (``_kernels/tree.py``).
 
 Import rule: imports ``_kernels`` and the modules of this package.
@@ -20,9 +20,10 @@ from __future__ import annotations
 import numpy as np
 
 from .._kernels import tree as _tree
-from .._kernels.cart_draws import new_cart_draws
+from .._kernels.cart_draws import CartOut, new_cart_draws
 from .._kernels.likelihood import MODEL_CLASSIFICATION, MODEL_MEAN_VARIANCE_SHIFT
 from .._kernels.record import grow_store, new_store, nodes_of_trees, record_tree_now, trim_store
+from .._kernels.records import Data, Prior, make_target
 from .draws import ChainDraws
 from .problems import CartProblem
 
@@ -47,15 +48,18 @@ class TreeChain:
         self.nbins = np.asarray(problem.nbins, dtype=np.int64)
         self.y = np.ascontiguousarray(problem.y, dtype=np.float64)
         self.ycls = np.ascontiguousarray(problem.ycls, dtype=np.int64)
-        self.hyper = np.array(problem.hyper, dtype=np.float64)
+        # What the tree updates condition on: the prior and a sigma^2 cell (1: a single tree has no
+        # known-variance leaf model).
+        self.target = make_target(problem.prior)
+        self.data = Data(self.codes, self.is_categorical, self.nbins, self.y, self.ycls)
         self.rng = rng
         n = self.y.shape[0]
-        m = int(self.hyper[_tree.H_MIN_LEAF])
-        self.n_classes = int(self.hyper[_tree.H_N_CLASSES])
+        m = self.prior.min_leaf
+        self.n_classes = self.prior.n_classes
         self.capacity = capacity or _tree.node_capacity(n, m)
         self.tree = _tree.new_tree(n, self.capacity, self.n_classes)
         self.scratch = _tree.new_scratch(self.codes, self.capacity, self.nbins, self.n_classes,
-                                         model=int(self.hyper[_tree.H_MODEL]),
+                                         model=self.prior.model,
                                          sparse=getattr(problem, "sparse", None) is not None)
         self.order = np.empty(self.capacity, dtype=np.int32)
         self.fstate = np.zeros(2)
@@ -64,20 +68,29 @@ class TreeChain:
         self.refresh()
 
     @property
+    def prior(self) -> Prior:
+        """The chain's prior record (``_kernels/records.Prior``)."""
+        return self.target.prior
+
+    @property
     def split_missing(self) -> bool:
         """Whether rules carry a missing-value direction (``na_action="split"``)."""
-        return bool(self.hyper[_tree.H_NA_SPLIT])
+        return self.prior.na_split
 
     # -- draw buffers (the chain protocol) ----------------------------------------------------
     def allocate(self, draws: int) -> None:
         """Buffers for ``draws`` kept draws; the node store starts small and grows on demand."""
-        model = int(self.hyper[_tree.H_MODEL])
+        model = self.prior.model
         self.draws = new_cart_draws(draws)
         self.store = new_store(
             draws, 1, INITIAL_NODES_PER_DRAW * min(draws, 4096),
             leaf_sigma=model == MODEL_MEAN_VARIANCE_SHIFT,
             n_classes=self.n_classes if model == MODEL_CLASSIFICATION else 0,
         )
+
+    def cart_out(self) -> CartOut:
+        """Where the chain's runner records kept draws (``store`` is replaced when it grows)."""
+        return CartOut(self.draws, self.store, self.order)
 
     def record_pending(self, d: int) -> None:
         """Grow the store and record the current tree as draw d (after a kernel found no room)."""
@@ -102,7 +115,7 @@ class TreeChain:
     def refresh(self) -> None:
         """Recompute every cached leaf term and the running sums from the current tree."""
         t = self.tree
-        _tree.refresh_all_leaf_terms(t, self.y, self.ycls, self.hyper, self.scratch.class_counts, self.scratch.model)
+        _tree.refresh_all_leaf_terms(t, self.y, self.ycls, self.target, self.scratch.class_counts, self.scratch.model)
         leaves = t.var == _tree.LEAF
         self.fstate[_tree.F_LM_SUM] = t.lm[leaves].sum()
         self.fstate[_tree.F_B_SUM] = t.b[leaves].sum()
@@ -110,14 +123,14 @@ class TreeChain:
     def log_marginal_likelihood(self) -> float:
         """log p(Y | X, T) of the current tree (0 with the likelihood switched off)."""
         return self.fstate[_tree.F_LM_SUM] + _tree.global_term(self.fstate[_tree.F_B_SUM], float(self.y.shape[0]),
-                                                                self.hyper, self.scratch.model)
+                                                                self.target, self.scratch.model)
 
     def log_prior(self) -> float:
         """log prior of the stored tree representation (see ``_kernels/tree.py``)."""
         s = self.scratch
         count = _tree.subtree_nodes(self.tree, 0, s.nodes, s.stack)
         return _tree.subtree_log_prior(
-            self.tree, s.nodes, count, self.codes, self.is_categorical, self.nbins, self.hyper, s,
+            self.tree, s.nodes, count, self.data, self.target, s,
         )
 
     # -- nested-tuple conversion (tests and reporting) ------------------------------------------

@@ -66,6 +66,20 @@ from .. import _validation as check
 from .._kernels import tree as _tree
 from .._kernels.backfit import SIGMA_PROBIT
 from .._kernels.record import grow_store, new_store, nodes_of_trees, trim_store
+from .._kernels.records import (
+    BartLadder,
+    Depths,
+    ForestOut,
+    Ladder,
+    Moves,
+    Prior,
+    RungOut,
+    Rungs,
+    SwapOut,
+    Tally,
+    make_window,
+    typed_prior,
+)
 from .._kernels.tempering import (
     SWAPS_DEO,
     SWAPS_SEO,
@@ -98,9 +112,9 @@ THESIS_SHRINKAGE_PAIRS = (
     (0.35, 0.75), (0.35, 1.45), (0.25, 2.1), (0.3, 3.1), (0.3, 4.0), (0.3, 5.0), (0.3, 5.9), (0.4, 7.4),
     (0.4, 9.08), (0.5, 9.92), (0.35, 10.5), (0.35, 11.7), (0.35, 13.0), (0.35, 14.3),
 )
-#: Columns of a rung's ``hyper`` that a ladder sets, and their names in the ``ladder`` statistic
-#: (the prior power is reported as s = 1 - heat).
-LADDER_COLUMNS = (_tree.H_INV_TEMP, _tree.H_PRIOR_HEAT, _tree.H_ALPHA, _tree.H_BETA)
+#: The columns of a ladder's rows (``rung_ladder``; the fields of ``_kernels/records.Ladder``), and
+#: their names in the ``ladder`` statistic (the prior power is reported as s = 1 - heat).
+LADDER_COLUMNS = ("inv_temp", "prior_heat", "alpha", "beta")
 LADDER_PARAMS = ("inv_temp", "prior_power", "alpha", "beta")
 #: The thesis' geometric ladder (section 5).
 THESIS_TEMPERATURES = (1.0, 0.85, 0.7, 0.48, 0.31, 0.2, 0.08, 1e-7)
@@ -134,18 +148,19 @@ def shrinkage_path(model_pair: tuple[float, float], n_rungs: int) -> np.ndarray:
     return np.column_stack([np.interp(pos, idx, path[:, 0]), np.interp(pos, idx, path[:, 1])])
 
 
-def rung_hypers(hyper: np.ndarray, ladder: str, temperatures, pairs) -> np.ndarray:
-    """The (K, N_HYPER) hyperparameter rows of the rungs, row 0 the model's own ``hyper``."""
+def rung_ladder(prior: Prior, ladder: str, temperatures, pairs) -> np.ndarray:
+    """The rungs' (t, heat, alpha, beta) rows (``LADDER_COLUMNS``), shape (K, 4); row 0 is the
+    model's own prior."""
     if ladder == "shrinkage":
-        out = np.tile(hyper, (len(pairs) + 1, 1))
+        out = np.tile([prior.inv_temp, prior.prior_heat, prior.alpha, prior.beta], (len(pairs) + 1, 1))
         for r, (a, b) in enumerate(pairs, start=1):
-            out[r, _tree.H_ALPHA] = a
-            out[r, _tree.H_BETA] = b
+            out[r, 2] = a
+            out[r, 3] = b
         return out
-    out = np.tile(hyper, (len(temperatures), 1))
-    out[:, _tree.H_INV_TEMP] = temperatures
+    out = np.tile([prior.inv_temp, prior.prior_heat, prior.alpha, prior.beta], (len(temperatures), 1))
+    out[:, 0] = temperatures
     if ladder == "geometric":
-        out[:, _tree.H_PRIOR_HEAT] = 1.0 - np.asarray(temperatures)
+        out[:, 1] = 1.0 - np.asarray(temperatures)
     return out
 
 
@@ -225,8 +240,8 @@ class TemperedCartChain(_Rungs, TreeChain):
     Parameters
     ----------
     problem : CartProblem
-    hypers : ndarray, shape (K, N_HYPER)
-        Rung hyperparameters (``rung_hypers``); row 0 is the target.
+    ladder_rows : ndarray, shape (K, 4)
+        The rungs' (t, heat, alpha, beta) (``rung_ladder``); row 0 is the target.
     moves : dict
         Within-rung MH move probabilities.
     swaps : str
@@ -238,13 +253,16 @@ class TemperedCartChain(_Rungs, TreeChain):
         Also record every rung's tree structure at each kept draw (``rung_trees``).
     """
 
-    def __init__(self, problem: CartProblem, hypers: np.ndarray, moves: dict, swaps: str, rng: np.random.Generator,
+    def __init__(self, problem: CartProblem, ladder_rows: np.ndarray, moves: dict, swaps: str, rng: np.random.Generator,
                  adapt: bool = False, store_rungs: bool = False):
         super().__init__(problem, rng)
         self.store_rungs = bool(store_rungs)
         self.rung_store = new_store(0, 1, 1)
-        self.hypers = np.ascontiguousarray(hypers, dtype=np.float64)
-        self._init_rungs(self.hypers[:, list(LADDER_COLUMNS)], adapt)
+        # One row per ladder field, so that each field of ``Ladder`` is a contiguous view that
+        # adaptation rewrites in place.
+        self.ladder_fields = np.ascontiguousarray(np.asarray(ladder_rows, dtype=np.float64).T)
+        self.ladder = Ladder(*self.ladder_fields)
+        self._init_rungs(self.ladder_fields.T, adapt)
         self.move_probs = move_vector(moves)
         self.swaps = SWAP_SCHEMES[swaps]
         n = self.y.shape[0]
@@ -279,11 +297,11 @@ class TemperedCartChain(_Rungs, TreeChain):
     def _advance(self, it: int, n_iter: int, tune: int, thin: int) -> int:
         """One kernel call of up to ``n_iter`` iterations (one move per rung, one swap round each)."""
         steps, pending = run_tempered_chain(
-            self.rng, self.trees, self.fstates, self.slot_of, self.hypers, self.codes, self.is_categorical,
-            self.nbins, self.y, self.ycls, self.move_probs, *move_flags(self.move_probs), self.scratch, self.swaps,
-            it, n_iter, tune, thin,
-            self.counters, self.phase, self.draws, self.store, self.order, self.out_proposed, self.out_accepted,
-            self.out_trips, self.out_rung_moves, self.out_rung_leaves, self.out_rung_lp, self.n_int, self.n_spl,
+            self.rng, Rungs(self.trees, self.fstates, self.slot_of), self.target, self.ladder, self.data,
+            Moves(self.move_probs, *move_flags(self.move_probs)), self.scratch, self.swaps,
+            make_window(it, n_iter, tune, thin), Tally(self.counters, self.phase), self.cart_out(),
+            SwapOut(self.out_proposed, self.out_accepted, self.out_trips),
+            RungOut(self.out_rung_moves, self.out_rung_leaves, self.out_rung_lp), Depths(self.n_int, self.n_spl),
             self.rung_store,
         )
         self._sync_target()
@@ -312,16 +330,17 @@ class TemperedCartChain(_Rungs, TreeChain):
         return out
 
     def _set_ladder(self, rows: np.ndarray) -> None:
-        cols = list(LADDER_COLUMNS)
+        fields = self.ladder_fields
         for r in range(1, self.n_rungs):  # row 0 (the target) sits at position 0 and never moves
-            old = self.hypers[r].copy()
-            self.hypers[r, cols] = rows[r]
-            retarget_prior_cache(self.rung_trees[int(self.slot_of[r])], old, self.hypers[r])
+            old_alpha, old_beta = float(fields[2, r]), float(fields[3, r])
+            fields[:, r] = rows[r]
+            retarget_prior_cache(self.rung_trees[int(self.slot_of[r])], old_alpha, old_beta, float(fields[2, r]),
+                                 float(fields[3, r]))
 
     def sampler_stats(self, kept: int) -> dict:
         """Swap counts and rates per pair, round trips, the ladder, and per rung the accepted moves,
         leaves and log target."""
-        out = self._swap_stats(kept, self.hypers[:, list(LADDER_COLUMNS)])
+        out = self._swap_stats(kept, self.ladder_fields.T)
         out.update(rung_moves_accepted=self.out_rung_moves[:kept].copy(),
                    rung_n_leaves=self.out_rung_leaves[:kept].copy(), rung_log_target=self.out_rung_lp[:kept].copy())
         return out
@@ -373,19 +392,21 @@ class TemperedBartChain(_Rungs, ForestChain):
                                 "(probit BART) are not supported: use sampler='cgm'")
         super().__init__(problem, rng)
         self.temps = np.ascontiguousarray(temperatures, dtype=np.float64)
-        h = self.state.hyper
+        prior = self.prior
         k = self.temps.shape[0]
-        self._init_rungs(np.column_stack([self.temps, np.zeros(k), np.full(k, h[_tree.H_ALPHA]),
-                                          np.full(k, h[_tree.H_BETA])]), adapt)
+        self._init_rungs(np.column_stack([self.temps, np.zeros(k), np.full(k, prior.alpha),
+                                          np.full(k, prior.beta)]), adapt)
         self.move_probs = move_vector(moves)
         self.swaps_seo = swaps == "seo"
-        self.likelihood_on = bool(self.state.hyper[_tree.H_LIKELIHOOD] != 0.0)
+        self.likelihood_on = prior.likelihood
+        # The prior of a rung at t = 0 (or of every rung when the model samples the prior).
+        self.prior_off = typed_prior(prior._replace(likelihood=False))
         others = [ForestChain(problem, rng) for _ in range(1, self.n_rungs)]
         self.rung_forests = [self.forest] + [other.forest for other in others]
         self.rung_states = [self.state] + [other.state for other in others]
         self.forests = typed_list(self.rung_forests)
         self.states = typed_list(self.rung_states)
-        self.sigma2 = np.full(self.n_rungs, float(self.state.hyper[_tree.H_SIGMA2]))
+        self.sigma2 = np.full(self.n_rungs, self.current_sigma2)
 
     def allocate(self, draws: int) -> None:
         """Buffers for ``draws`` kept draws (the model's and the swaps' statistics)."""
@@ -401,11 +422,12 @@ class TemperedBartChain(_Rungs, ForestChain):
     def _advance(self, it: int, n_iter: int, tune: int, thin: int) -> int:
         """One kernel call of up to ``n_iter`` iterations (one sweep per rung, one swap round each)."""
         steps, pending = run_tempered_bart_chain(
-            self.rng, self.forests, self.states, self.sigma2, self.slot_of, self.temps, self.likelihood_on,
-            self.codes, self.is_categorical, self.nbins, self.move_probs, *move_flags(self.move_probs), self.scratch,
-            self.swaps_seo, it, n_iter,
-            tune, thin, self.counters, self.phase, self.out["sigma"], self.out_proposed, self.out_accepted,
-            self.out_trips, self.out_rung_sigma, self.out["n_leaves"], self.out["depth"], self.store, self.order,
+            self.rng, self.forests, self.states, self.sigma2, self.slot_of,
+            BartLadder(self.temps, self.likelihood_on, self.prior_off), self.data,
+            Moves(self.move_probs, *move_flags(self.move_probs)), self.scratch, self.swaps_seo,
+            make_window(it, n_iter, tune, thin), Tally(self.counters, self.phase), self.out["sigma"],
+            SwapOut(self.out_proposed, self.out_accepted, self.out_trips), self.out_rung_sigma,
+            ForestOut(self.out["n_leaves"], self.out["depth"], self.store, self.scratch.nodes, self.order),
         )
         self._sync_target()
         if pending >= 0:
@@ -417,9 +439,9 @@ class TemperedBartChain(_Rungs, ForestChain):
 
     def sampler_stats(self, kept: int) -> dict:
         """Swap counts and rates per pair, round trips, the ladder, and each rung's sigma."""
-        h = self.state.hyper
+        prior = self.prior
         k = self.n_rungs
-        ladder = np.column_stack([self.temps, np.zeros(k), np.full(k, h[_tree.H_ALPHA]), np.full(k, h[_tree.H_BETA])])
+        ladder = np.column_stack([self.temps, np.zeros(k), np.full(k, prior.alpha), np.full(k, prior.beta)])
         out = self._swap_stats(kept, ladder)
         out["rung_sigma"] = self.out_rung_sigma[:kept].copy()
         return out
@@ -473,7 +495,7 @@ def _check_pairs(name: str, value):
 
 
 def _ladder(problem: CartProblem, options: dict) -> np.ndarray:
-    """The rung hyperparameters the options describe (cross-option checks live here)."""
+    """The rungs' ladder rows (``rung_ladder``) the options describe (cross-option checks live here)."""
     ladder = options["ladder"]
     n_rungs = options["rungs"]
     temps = options["temperatures"]
@@ -483,12 +505,12 @@ def _ladder(problem: CartProblem, options: dict) -> np.ndarray:
             raise ArgumentError("sampler option 'temperatures' applies to the 'likelihood' and 'geometric' "
                                 "ladders; give 'shrinkage_pairs' for ladder='shrinkage'")
         if pairs is None:
-            model = (float(problem.hyper[_tree.H_ALPHA]), float(problem.hyper[_tree.H_BETA]))
+            model = (problem.prior.alpha, problem.prior.beta)
             pairs = shrinkage_path(model, n_rungs or len(THESIS_SHRINKAGE_PAIRS) + 1)
         elif n_rungs is not None and n_rungs != len(pairs) + 1:
             raise ArgumentError(f"sampler option 'rungs' ({n_rungs}) must be len(shrinkage_pairs) + 1 "
                                 f"({len(pairs) + 1}); give one of them")
-        return rung_hypers(problem.hyper, ladder, None, pairs)
+        return rung_ladder(problem.prior, ladder, None, pairs)
     if pairs is not None:
         raise ArgumentError(f"sampler option 'shrinkage_pairs' applies to ladder='shrinkage', not {ladder!r}")
     if temps is None:
@@ -496,7 +518,7 @@ def _ladder(problem: CartProblem, options: dict) -> np.ndarray:
     elif n_rungs is not None and n_rungs != len(temps):
         raise ArgumentError(f"sampler option 'rungs' ({n_rungs}) must equal len(temperatures) ({len(temps)}); "
                             "give one of them")
-    return rung_hypers(problem.hyper, ladder, np.asarray(temps, dtype=float), None)
+    return rung_ladder(problem.prior, ladder, np.asarray(temps, dtype=float), None)
 
 
 def _build_bart(problem: BartProblem, options: dict, rng) -> TemperedBartChain:

@@ -24,7 +24,7 @@ from bartpy_suite._kernels.cart_moves import (
 )
 from bartpy_suite._kernels.record import to_padded
 from bartpy_suite._kernels.rotate import PERTURB_WIDTH, perturb_step, rotate_step
-from bartpy_suite.priors import DirichletLeafPrior, NormalLeafPrior, TreePrior, hyper_vector
+from bartpy_suite.priors import DirichletLeafPrior, NormalLeafPrior, TreePrior, kernel_prior
 from bartpy_suite.samplers.mh import MOVE_INDEX, CartChain, move_flags
 
 from .enumerate import Problem, tree_depth, tree_leaves
@@ -50,7 +50,7 @@ def make_chain(prob: Problem, moves: dict, seed: int, likelihood: bool = True) -
                                per_leaf_sigma=prob.model == "mean_variance_shift")
         y = np.asarray(prob.y, dtype=float)
         ycls = np.zeros(n, dtype=np.int64)
-    h = hyper_vector(tree_prior, leaf, likelihood=likelihood and prob.model is not None)
+    h = kernel_prior(tree_prior, leaf, likelihood=likelihood and prob.model is not None)
     return CartChain(bp.codes, bp.is_categorical, bp.nbins, y, ycls, h, moves, np.random.default_rng(seed))
 
 
@@ -371,7 +371,7 @@ def cart_problem(prob: Problem, likelihood: bool = True):
     from bartpy_suite.samplers.problems import CartProblem
 
     chain = make_chain(prob, GROW_PRUNE_MOVES, 0, likelihood=likelihood)
-    return CartProblem(chain.codes, chain.is_categorical, chain.nbins, chain.y, chain.ycls, chain.hyper)
+    return CartProblem(chain.codes, chain.is_categorical, chain.nbins, chain.y, chain.ycls, chain.prior)
 
 
 def make_sampler_chain(prob: Problem, sampler: str, options: dict, seed: int, likelihood: bool = True):
@@ -414,8 +414,7 @@ def step(chain: CartChain, move: str | None = None) -> tuple[str, bool]:
         if move in ("grow", "prune"):
             probs[:2] = 0.5
     k, accepted = cart_step(
-        chain.rng, chain.tree, chain.codes, chain.is_categorical, chain.nbins, chain.y, chain.ycls,
-        chain.hyper, probs, *move_flags(probs), chain.fstate, chain.scratch, NO_LEAF_MAP,
+        chain.rng, chain.tree, chain.data, chain.target, probs, *move_flags(probs), chain.fstate, chain.scratch, NO_LEAF_MAP,
     )
     return (MOVE_NAMES[k] if k >= 0 else "none"), bool(accepted)
 
@@ -428,20 +427,20 @@ def propose(chain: CartChain, move: str) -> tuple[float, object]:
     before = chain.get_tree()
     fstate = chain.fstate.copy()
     n_total = float(chain.y.shape[0])
-    args = (chain.tree, chain.codes, chain.is_categorical, chain.nbins, chain.y, chain.ycls, chain.hyper)
+    args = (chain.tree, chain.data, chain.target)
     if move == "grow":
         log_r, node, _ = propose_grow(chain.rng, *args, chain.move_probs, chain.fstate, n_total, chain.scratch,
                                       NO_LEAF_MAP, chain.scratch.model)
         proposed = chain.get_tree() if node >= 0 else NO_PROPOSAL
         if node >= 0:
-            undo_grow(chain.tree, node, chain.hyper, chain.scratch)
+            undo_grow(chain.tree, node, chain.target, chain.scratch)
         return float(log_r), proposed
     if move == "prune":
         log_r, node = propose_prune(chain.rng, *args, chain.move_probs, chain.fstate, n_total, chain.scratch,
                                     chain.scratch.model)
         if node < 0:
             return float(log_r), NO_PROPOSAL
-        accept_prune(chain.tree, node, chain.fstate, chain.scratch, chain.hyper)
+        accept_prune(chain.tree, node, chain.fstate, chain.scratch, chain.target)
     else:
         if move == "rotate":
             accepted, valid, log_r = rotate_step(chain.rng, *args, chain.fstate, n_total, chain.scratch, True)

@@ -1,0 +1,241 @@
+"""Typed records that travel together through the compiled functions (issue 29, "Kernel interface").
+
+A compiled function takes a few records instead of many loose arrays and numbers, so that two
+same-typed arguments cannot be swapped unnoticed and a new setting is one field, not one more
+parameter in every signature.
+
+* ``Prior``: the prior a tree update targets, immutable and typed (floats as float, counts as
+  int, flags as bool). Built on the Python side by ``priors.kernel_prior``; nothing compiled
+  writes it. A tempered rung's prior is the chain's ``Prior`` with the rung's power, heat and
+  (alpha, beta) (``rung_prior``).
+* ``Data``: the binned predictors and the response a tree update reads (``xt``, ``is_cat``,
+  ``nbins``, ``y``, ``ycls``).
+* ``Target``: what a tree update conditions on: its ``Prior`` and ``sigma2``, a one-element array
+  holding the sigma^2 of the normal known-variance leaf model (BART). ``sigma2`` is chain state
+  (a BART chain's ``backfit.BackfitState.target.sigma2``: ``backfit.draw_noise`` writes it, a
+  tempered BART rung sets its effective sigma^2 / t there); a single tree's chain, which has no
+  such variance, holds a constant 1.
+* The runners' records: ``Window`` (the iterations of one call), ``Moves`` (the MH move mix),
+  ``ForestOut`` / ``SwapOut`` / ``RungOut`` (where kept draws go; ``cart_draws.CartOut`` for a
+  single tree), ``Rungs``, ``Tally``, ``Depths``, ``Ladder`` and ``BartLadder`` (tempering),
+  ``ParticleSystems`` and ``PgSettings`` (particle Gibbs). A record field that selects code at
+  compile time (``Moves.change_swap``, ``PgSettings.ancestor``: None or True) is unpacked and
+  passed on as an argument, because numba prunes ``x is None`` branches on arguments only.
+
+Every field of a record must keep its numba type from one fit to the next (a float field
+given an int compiles a second copy of every kernel): build records with the functions here or
+in ``priors.py``, which convert.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .jit import helper
+
+__all__ = ["BartLadder", "Data", "Depths", "ForestOut", "Ladder", "Moves", "ParticleSystems", "PgSettings", "Prior",
+           "RungOut", "Rungs", "SwapOut", "Tally", "Target", "Window", "make_prior",
+           "make_target", "make_window", "rung_prior", "typed_prior"]
+
+
+class Prior(NamedTuple):
+    """The prior of a tree and of its leaf parameters, on the standardised response."""
+
+    alpha: float  # p_SPLIT = alpha (1 + depth)^-beta
+    beta: float
+    min_leaf: int  # rows each child of a rule needs
+    na_split: bool  # rules carry a missing-value direction (na_action="split"; tree.py)
+    likelihood: bool  # False: sample the prior (the likelihood is switched off)
+    model: int  # leaf model code (likelihood.MODEL_*); compiled code branches on ``Scratch.model``
+    a: float  # normal leaf prior: mu ~ N(mu_bar, sigma^2 / a), sigma^2 ~ IG(nu / 2, nu lam / 2)
+    mu_bar: float
+    nu: float
+    lam: float
+    tau2: float  # known-variance (BART) leaf prior: mu ~ N(0, tau2)
+    class_alpha: float  # Dirichlet leaf prior of a classification tree
+    n_classes: int
+    lg_shape: float  # log-gamma leaf prior of log-linear BART: exp(mu) ~ Gamma(shape, rate)
+    lg_rate: float
+    inv_temp: float  # likelihood power of a tempered rung (1: the posterior)
+    prior_heat: float  # 1 - prior power of a geometrically tempered rung (0: the posterior)
+
+
+class Target(NamedTuple):
+    """What a tree update conditions on: the prior and the current sigma^2 (chain state)."""
+
+    prior: Prior
+    sigma2: np.ndarray  # float64[1]
+
+
+class Data(NamedTuple):
+    """What a tree is fitted to: the binned predictors and the response the tree update reads.
+
+    A BART chain's ``y`` is its partial residual and ``ycls`` its (empty) class codes, arrays of
+    its state that the sweep rewrites in place; log-linear BART's are the rows' rate weights and
+    class indicators of the class being updated.
+    """
+
+    xt: np.ndarray  # int32[p, n]: bin codes, feature-major
+    is_cat: np.ndarray  # bool[p]
+    nbins: np.ndarray  # int64[p]
+    y: np.ndarray  # float64[n]: the response (or zeros)
+    ycls: np.ndarray  # int64[n]: class codes (or zeros, or empty)
+
+
+class Ladder(NamedTuple):
+    """Per-rung settings of a tempered CART chain (rung 0 is the target); adaptation rewrites them
+    in place between chunks."""
+
+    inv_temp: np.ndarray  # float64[K]: likelihood power t_r
+    prior_heat: np.ndarray  # float64[K]: 1 - s_r
+    alpha: np.ndarray  # float64[K]
+    beta: np.ndarray  # float64[K]
+
+
+class Window(NamedTuple):
+    """The iterations one call of a chain runner advances: ``n_iter`` from global iteration
+    ``first_iter``, with ``tune`` tuning iterations and every ``thin``-th one after kept
+    (``kept.kept_draw``)."""
+
+    first_iter: int
+    n_iter: int
+    tune: int
+    thin: int
+
+
+class Moves(NamedTuple):
+    """The MH move mix: ``probs`` by move type (``cart_moves.MOVE_*``) and the flags of
+    ``samplers/mh.move_flags`` (None when the mix gives the change and swap, or the rotate and
+    perturb, moves no mass; then those moves are not compiled, ``cart_chain.cart_step``)."""
+
+    probs: np.ndarray  # float64[N_MOVES]
+    change_swap: object  # True or None
+    rotation: object  # True or None
+
+
+class ForestOut(NamedTuple):
+    """Where a forest runner records kept draws besides its own statistics: the trees' leaf counts
+    and depths per draw, the draw store (``record.py``) and its work arrays."""
+
+    leaves: np.ndarray  # int32[draws, T]
+    depth: np.ndarray  # int32[draws, T]
+    store: tuple  # record.DrawStore
+    nodes: np.ndarray  # int32[N]: work array
+    order: np.ndarray  # int32[N]: work array
+
+
+class SwapOut(NamedTuple):
+    """A tempered chain's per-draw swap statistics (``tempering.record_swaps``)."""
+
+    proposed: np.ndarray  # int64[draws, K - 1]
+    accepted: np.ndarray  # int64[draws, K - 1]
+    trips: np.ndarray  # int64[draws]
+
+
+class ParticleSystems(NamedTuple):
+    """The particle systems of a particle Gibbs chain (``particle.py``): two generations, the
+    conditioning system and the work arrays."""
+
+    a: tuple
+    b: tuple
+    c: tuple
+    work: tuple
+
+
+class PgSettings(NamedTuple):
+    """Particle Gibbs settings: the resampling ``scheme``, ``ancestor`` sampling (None: off, and
+    not compiled; ``particle.csmc_update``) and the ESS threshold of resampling."""
+
+    scheme: int
+    ancestor: object
+    ess_threshold: float
+
+
+class Rungs(NamedTuple):
+    """A tempered CART chain's rung states: the trees in their slots (a typed List), their running
+    sums (float64[K, 2]) and the slot at each rung (int64[K])."""
+
+    trees: object
+    fstates: np.ndarray
+    slot_of: np.ndarray
+
+
+class Tally(NamedTuple):
+    """A tempered chain's swap bookkeeping: ``counters`` (int64[3, K], ``tempering.run_tempered_chain``)
+    and each slot's ``phase`` (int64[K], ``tempering.track_round_trips``)."""
+
+    counters: np.ndarray
+    phase: np.ndarray
+
+
+class Depths(NamedTuple):
+    """Work arrays of the swap ratios: internal nodes and splittable leaves by depth (int64[2, D])."""
+
+    n_int: np.ndarray
+    n_spl: np.ndarray
+
+
+class RungOut(NamedTuple):
+    """A tempered CART chain's per-draw, per-rung statistics."""
+
+    moves: np.ndarray  # int64[draws, K]: accepted moves
+    leaves: np.ndarray  # int32[draws, K]
+    lp: np.ndarray  # float64[draws, K]: log target
+
+
+class BartLadder(NamedTuple):
+    """The rungs of a tempered BART chain: likelihood powers ``temps`` (float64[K]), whether the
+    model has its likelihood on, and the chain's prior with the likelihood off (rungs at t = 0)."""
+
+    temps: np.ndarray
+    likelihood_on: bool
+    prior_off: Prior
+
+
+def make_window(first_iter: int, n_iter: int, tune: int, thin: int) -> Window:
+    """A ``Window`` of int fields (one compilation for every call)."""
+    return Window(int(first_iter), int(n_iter), int(tune), int(thin))
+
+
+def make_prior(*, alpha: float = 0.95, beta: float = 2.0, min_leaf: int = 5, na_split: bool = False,
+               likelihood: bool = True, model: int = 0, a: float = 0.0, mu_bar: float = 0.0, nu: float = 0.0,
+               lam: float = 0.0, tau2: float = 1.0, class_alpha: float = 0.0, n_classes: int = 1,
+               lg_shape: float = 0.0, lg_rate: float = 0.0, inv_temp: float = 1.0,
+               prior_heat: float = 0.0) -> Prior:
+    """A ``Prior`` with every field converted to its type (so that all fits share one compilation).
+
+    Parameters
+    ----------
+    alpha, beta, min_leaf, na_split, likelihood, model, a, mu_bar, nu, lam, tau2, class_alpha, n_classes, \
+lg_shape, lg_rate, inv_temp, prior_heat
+        The fields of ``Prior`` (see its comments); a field a model does not use keeps its default.
+
+    Returns
+    -------
+    Prior
+        The record.
+    """
+    return Prior(float(alpha), float(beta), int(min_leaf), bool(na_split), bool(likelihood), int(model), float(a),
+                 float(mu_bar), float(nu), float(lam), float(tau2), float(class_alpha), int(n_classes),
+                 float(lg_shape), float(lg_rate), float(inv_temp), float(prior_heat))
+
+
+def typed_prior(prior: Prior) -> Prior:
+    """``prior`` with its fields converted to their types (after a ``_replace``)."""
+    return make_prior(**prior._asdict())
+
+
+def make_target(prior: Prior, sigma2: float = 1.0) -> Target:
+    """A ``Target`` of ``prior`` holding its own sigma^2 cell (starting at ``sigma2``)."""
+    return Target(typed_prior(prior), np.array([float(sigma2)]))
+
+
+@helper(inline=True)
+def rung_prior(prior, ladder, r):
+    """``prior`` with the power, heat and (alpha, beta) of rung r of ``ladder``."""
+    p = prior
+    return Prior(ladder.alpha[r], ladder.beta[r], p.min_leaf, p.na_split, p.likelihood, p.model, p.a, p.mu_bar,
+                 p.nu, p.lam, p.tau2, p.class_alpha, p.n_classes, p.lg_shape, p.lg_rate, ladder.inv_temp[r],
+                 ladder.prior_heat[r])
