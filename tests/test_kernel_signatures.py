@@ -17,12 +17,12 @@ import bartpy_suite
 
 PACKAGE = Path(bartpy_suite.__file__).resolve().parent
 
-#: At most this many compiled functions take more than ``LONG`` parameters ... (48 with the soft
-#: tree's 15, whose kernels are reworked separately; 81 before the records, issue 29's target 5)
-MAX_LONG_SIGNATURES = 48
+#: At most this many compiled functions take more than ``LONG`` parameters ... (81 before the
+#: records; issue 29's target 5)
+MAX_LONG_SIGNATURES = 35
 LONG = 10
-#: ... and none takes more than this (``rjhmc.iteration``; 17 outside the soft tree's kernels).
-MAX_PARAMETERS = 22
+#: ... and none takes more than this (``ctmc._factor_walk``; 33 before the records).
+MAX_PARAMETERS = 17
 
 
 def compiled_signatures() -> list[tuple[int, str]]:
