@@ -31,6 +31,8 @@ per chain, so 2 running at a time on 2 cores), MCMC seed 1):
 * ``warm-1000``: ``init="gfr"`` (5 GFR sweeps, chain c from sweep 4 - c) + ``grow_prune``, tune 100,
   draws 1000;
 * ``warm-500``: the same with draws 500;
+* ``warm-t300``: the same with tune 300, draws 500 (added after ``warm-500`` at n = 10^5 had a higher
+  RMSE than the old default: is 100 tuning sweeps after the warm start too few at large n?);
 * ``stochtree`` (0.4.5): ``BARTModel().sample`` with its defaults (200 trees, 5 GFR sweeps then 100 MCMC
   draws, one chain, outcome standardised, its own priors), ``random_seed`` 1;
 * ``bartz`` (0.13.0): ``mc_gbart`` with its defaults (200 trees, 2 chains of 100 burn-in + 500 kept draws
@@ -84,6 +86,7 @@ OURS = {
     "gfr": dict(sampler="gfr", tune=15, draws=25),
     "warm-1000": dict(sampler="grow_prune", init="gfr", tune=100, draws=1000),
     "warm-500": dict(sampler="grow_prune", init="gfr", tune=100, draws=500),
+    "warm-t300": dict(sampler="grow_prune", init="gfr", tune=300, draws=500),
 }
 PEERS = ("stochtree", "bartz")
 CONFIGS = tuple(OURS) + PEERS
@@ -92,6 +95,7 @@ LABELS = {
     "gfr": "gfr alone (4 x (15 + 25))",
     "warm-1000": "init='gfr' + grow_prune, 4 x (100 + 1000)",
     "warm-500": "init='gfr' + grow_prune, 4 x (100 + 500)",
+    "warm-t300": "init='gfr' + grow_prune, 4 x (300 + 500)",
     "stochtree": "stochtree 0.4.5 defaults (5 GFR + 100 MCMC, 1 chain)",
     "bartz": "bartz 0.13.0 mc_gbart defaults (2 x (100 + 500))",
 }
@@ -342,6 +346,7 @@ def report(results: dict, md_path: Path, png_path: Path, command: str) -> None:
             f"{r['rmse']:.3f} | {r['rhat_f']:.3f} | {r['ess_f']:.0f} | {r['rhat_sigma']:.3f} | "
             f"{r['ess_sigma']:.0f} | {r['sigma_mean']:.3f} | {r['cpu_s']:.1f} | {wall} | {r['peak_mb']:.0f} | "
             f"{r['load_start'][0]:.1f}-{r['load_end'][0]:.1f} |")
+    lines += targets(recs)
     if failed:
         lines += ["", "Failed runs:", ""]
         lines += [f"- {r['function']} n = {r['n']:,} {r['config']}: {r.get('error', '?')[:300]!r}" for r in failed]
@@ -351,6 +356,30 @@ def report(results: dict, md_path: Path, png_path: Path, command: str) -> None:
         fh.write("\n".join(lines))
     os.replace(tmp, md_path)
     plot(recs, png_path)
+
+
+def targets(recs: list[dict]) -> list[str]:
+    """Issue 32's targets, per function and n where the old default ran: each of our configurations'
+    coverage against [0.92, 0.98], its CPU and wall seconds and RMSE relative to the old default's,
+    and its coverage minus stochtree's."""
+    by = {(r["function"], r["n"], r["config"]): r for r in recs}
+    lines = ["", "## Against issue 32's targets", "",
+             "Coverage in [0.92, 0.98]; time at most half the old default's (ratios below: config / old, "
+             "same function and n, same run); RMSE no worse than the old default's (ratio <= 1); coverage ahead "
+             "of stochtree's (difference > 0).", "",
+             "| function | n | config | coverage in [0.92, 0.98] | CPU / old | wall / old | RMSE / old | "
+             "coverage - stochtree |", "|" + "---|" * 8]
+    for (name, n, config), r in by.items():
+        old = by.get((name, n, "old"))
+        if config not in OURS or config == "old" or old is None:
+            continue
+        peer = by.get((name, n, "stochtree"))
+        band = "yes" if 0.92 <= r["coverage"] <= 0.98 else "no"
+        lines.append(
+            f"| {name} | {n:,} | {config} | {band} ({r['coverage']:.3f}) | {r['cpu_s'] / old['cpu_s']:.2f} | "
+            f"{r['wall_s'] / old['wall_s']:.2f} | {r['rmse'] / old['rmse']:.2f} | "
+            + (f"{r['coverage'] - peer['coverage']:+.3f}" if peer else "-") + " |")
+    return lines
 
 
 def plot(recs: list[dict], png_path: Path) -> None:
@@ -371,7 +400,7 @@ def plot(recs: list[dict], png_path: Path) -> None:
         ax.set_xscale("log")
         ax.set_title(name)
         ax.set_xlabel("training rows n")
-    axes[0].set_ylabel("coverage of 95% intervals of f (2,000 held-out rows)")
+    axes[0].set_ylabel("coverage of 95% intervals of f")
     handles = {}
     for ax in axes:
         for h, label in zip(*ax.get_legend_handles_labels()):
