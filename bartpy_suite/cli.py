@@ -192,6 +192,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="DART: the sparsity-inducing Dirichlet prior on the split variables (Linero 2018; "
                           f"--model {_models_taking('sparse')} with the samplers {' or '.join(SPARSE_SAMPLERS)}); "
                           "the summary and the saved fit then hold split_probs")
+    fit.add_argument("--init", choices=("gfr",),
+                     help="warm start: 'gfr' runs a few grow-from-root sweeps and starts each chain from a "
+                          f"different GFR forest (--model {_models_taking('init')} regression, samplers grow_prune, "
+                          "cgm, gfr); give it a short --tune, e.g. 100")
+    fit.add_argument("--init-sweeps", dest="init_sweeps", type=int, metavar="K",
+                     help="GFR sweeps of --init gfr (default max(5, chains); at least --chains)")
     fit.add_argument("--level", type=float, help="credible level of the summary intervals")
     fit.add_argument("--levels", help="the response's classes in order, comma-separated (e.g. low,mid,high): the "
                                       "response becomes an ordered categorical, which --model bart fits by ordinal "
@@ -723,7 +729,7 @@ def _fit(args: argparse.Namespace, session: _Session) -> None:
     data_path = _existing_file(args.data, "data")
     out = _output_target(args.out, "fit", [("data", data_path)], args.force)
     # options that only some models take: which ones is read from their keywords, not listed here
-    for option, keyword in (("--trees", "trees"), ("--sparse", "sparse")):
+    for option, keyword in (("--trees", "trees"), ("--sparse", "sparse"), ("--init", "init")):
         if getattr(args, keyword) is not None and keyword not in {p.name for p in
                                                                   MODELS[args.model].keyword_parameters()}:
             raise CommandError(f"{option} applies to --model {_models_taking(keyword)} only")
@@ -733,7 +739,8 @@ def _fit(args: argparse.Namespace, session: _Session) -> None:
     if args.sampler_options:
         run["sampler_options"] = _parse_sampler_options(args.sampler_options)
     model = MODELS[args.model]
-    check_run_settings(sampler_kind(model), run, model.run_defaults, owner=f"--model {args.model}")
+    settings, _ = check_run_settings(sampler_kind(model), run, model.run_defaults, owner=f"--model {args.model}")
+    warm = _warm_start_keywords(args, settings.chains)
     if args.model != "bart" and re.match(r"\s*Surv\s*\(", args.formula):
         raise CommandError("a 'Surv(time, event) ~ ...' formula fits survival BART: add --model bart")
     data = _read_table(args.data, "data", args, session)
@@ -746,6 +753,7 @@ def _fit(args: argparse.Namespace, session: _Session) -> None:
                                         if getattr(args, key) is not None}}
     if args.na_action is not None:
         kwargs["na_action"] = args.na_action
+    kwargs.update(warm)
     fit = MODELS[args.model].from_formula(args.formula, data, **kwargs)
     session.rows = None  # from here on, messages are not about the data file's rows
     with session.timed_stage(f"summarising {fit.posterior.sizes['chain']} chains x "
@@ -759,6 +767,19 @@ def _fit(args: argparse.Namespace, session: _Session) -> None:
             except OSError as exc:
                 raise CommandError(f"cannot write the fit to '{out}': {exc}") from exc
         print(f"{PROG}: saved the fit to '{out}'", file=sys.stderr)
+
+
+def _warm_start_keywords(args: argparse.Namespace, chains: int) -> dict[str, Any]:
+    """``init`` / ``init_options`` from ``--init`` and ``--init-sweeps``, checked before the data are read."""
+    if args.init_sweeps is None:
+        return {} if args.init is None else {"init": args.init}
+    if args.init is None:
+        raise CommandError("--init-sweeps sets the number of GFR sweeps of the warm start: add --init gfr, or leave "
+                           "--init-sweeps out")
+    if args.init_sweeps < chains:
+        raise CommandError(f"--init-sweeps {args.init_sweeps} is fewer than the {chains} chains: each chain starts "
+                           f"from a different GFR sweep; give --init-sweeps {chains} or more")
+    return {"init": args.init, "init_options": {"sweeps": args.init_sweeps}}
 
 
 def _ordered_response(data: pd.DataFrame, formula: str, levels: str) -> pd.DataFrame:
