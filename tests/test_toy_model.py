@@ -29,7 +29,7 @@ from bartpy_suite.models import MODELS
 from bartpy_suite.models._base import TreeModel
 from bartpy_suite.models.registry import register
 from bartpy_suite.models.settings import RUN_KEYWORDS, with_run_keywords
-from bartpy_suite.priors import NormalLeafPrior, default_lambda, hyper_vector
+from bartpy_suite.priors import NormalLeafPrior, default_lambda, kernel_prior
 from bartpy_suite.samplers import CartProblem, samplers_for
 
 pytest.importorskip("sklearn")
@@ -69,10 +69,10 @@ class ToyCART(TreeModel):
         config = self._base_config("numeric", names, na_action)
         config.update(leaf_model="mean_shift", center=center, scale=scale, a=leaf.a, mu_bar=leaf.mu_bar, nu=leaf.nu,
                       lam=leaf.lam)
-        hyper = hyper_vector(self._fit_tree_prior(na_action), leaf, likelihood=self.likelihood, center=center,
+        prior = kernel_prior(self._fit_tree_prior(na_action), leaf, likelihood=self.likelihood, center=center,
                              scale=scale)
         problem = CartProblem(binned.codes, is_cat, binned.nbins, (yw - center) / scale, np.zeros(len(yw), np.int64),
-                              hyper, predictor_names=tuple(names))
+                              prior, predictor_names=tuple(names))
         return self._sample(problem, binned=binned, y=y, config=config, design=design)
 
 

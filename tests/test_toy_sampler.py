@@ -24,7 +24,6 @@ from scipy import special, stats
 
 import bartpy_suite as bps
 from bartpy_suite._kernels.record import record_tree_now
-from bartpy_suite._kernels.tree import H_A, H_ALPHA, H_LAM, H_LIKELIHOOD, H_MU_BAR, H_NU
 from bartpy_suite.errors import ArgumentError
 from bartpy_suite.samplers import SAMPLERS, SamplerSpec, register, samplers_for
 from bartpy_suite.samplers.single_tree import TreeChain
@@ -36,10 +35,10 @@ class ToyStumpChain(TreeChain):
 
     def __init__(self, problem, rng):
         super().__init__(problem, rng)
-        h = self.hyper
-        n = self.y.shape[0] if h[H_LIKELIHOOD] != 0.0 else 0  # likelihood=False: the prior
+        h = self.prior  # _kernels/records.Prior
+        n = self.y.shape[0] if h.likelihood else 0  # likelihood=False: the prior
         ybar = float(self.y.mean()) if n else 0.0
-        a, mu_bar, nu, lam = h[H_A], h[H_MU_BAR], h[H_NU], h[H_LAM]
+        a, mu_bar, nu, lam = h.a, h.mu_bar, h.nu, h.lam
         scatter = float(((self.y - ybar) ** 2).sum()) + n * a / (n + a) * (ybar - mu_bar) ** 2 if n else 0.0
         self.shape, self.rate = 0.5 * (n + nu), 0.5 * (scatter + nu * lam)
         self.mean, self.precision = (a * mu_bar + n * ybar) / (a + n), a + n
@@ -48,7 +47,7 @@ class ToyStumpChain(TreeChain):
         log_marginal = (-0.5 * n * math.log(math.pi) + 0.5 * math.log(a / (a + n))
                         + special.gammaln(self.shape) - special.gammaln(0.5 * nu)
                         + 0.5 * nu * math.log(nu * lam) - self.shape * math.log(scatter + nu * lam)) if n else 0.0
-        self.log_posterior = math.log1p(-h[H_ALPHA]) + log_marginal
+        self.log_posterior = math.log1p(-h.alpha) + log_marginal
 
     def run(self, first_iter, n_iter, tune, thin):
         n_out = self.draws.n_leaves.shape[0]
