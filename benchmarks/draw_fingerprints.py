@@ -97,11 +97,17 @@ def main(argv=None) -> int:
         fit = build()
         result[name] = _hash_fit(fit)
         print(f"{name:24s} {result[name]}", flush=True)
-    if args.out:
-        with open(args.out, "w") as fh:
+    return save_and_compare(result, args.out, args.compare)
+
+
+def save_and_compare(result: dict, out: str | None, compare: str | None) -> int:
+    """Write ``result`` (case -> hash) to ``out``; with ``compare``, print the cases whose hash
+    differs from that file's and return 1 if any does (else 0)."""
+    if out:
+        with open(out, "w") as fh:
             json.dump(result, fh, indent=1)
-    if args.compare:
-        with open(args.compare) as fh:
+    if compare:
+        with open(compare) as fh:
             before = json.load(fh)
         changed = [k for k in result if before.get(k) != result[k]]
         print("changed:", ", ".join(changed) if changed else "none")

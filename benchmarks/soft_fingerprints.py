@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import sys
 import warnings
 from pathlib import Path
@@ -29,7 +28,7 @@ import bartpy_suite as bps
 from bartpy_suite.posterior import soft
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from draw_fingerprints import _hash_fit  # noqa: E402
+from draw_fingerprints import _hash_fit, save_and_compare  # noqa: E402
 
 
 def _data() -> pd.DataFrame:
@@ -78,16 +77,7 @@ def main(argv=None) -> int:
             parts.append(_hash_arrays(fit.shap(df.head(4)).to_array().values))
         result[name] = hashlib.sha1("".join(parts).encode()).hexdigest()
         print(f"{name:24s} {result[name]}", flush=True)
-    if args.out:
-        with open(args.out, "w") as fh:
-            json.dump(result, fh, indent=1)
-    if args.compare:
-        with open(args.compare) as fh:
-            before = json.load(fh)
-        changed = [k for k in result if before.get(k) != result[k]]
-        print("changed:", ", ".join(changed) if changed else "none")
-        return 1 if changed else 0
-    return 0
+    return save_and_compare(result, args.out, args.compare)
 
 
 if __name__ == "__main__":
