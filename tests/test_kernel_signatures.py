@@ -21,8 +21,8 @@ PACKAGE = Path(bartpy_suite.__file__).resolve().parent
 #: records; issue 29's target 5)
 MAX_LONG_SIGNATURES = 35
 LONG = 10
-#: ... and none takes more than this (``ctmc._factor_walk``; 33 before the records).
-MAX_PARAMETERS = 17
+#: ... and none takes more than this (``tempering_bart.run_tempered_bart_chain``; 33 before the records).
+MAX_PARAMETERS = 16
 
 
 def compiled_signatures() -> list[tuple[int, str]]:
