@@ -107,11 +107,14 @@ def tempered_bart_iteration(rng, forests, states, sigma2, slot_of, ladder, data,
 
 
 @kernel
-def run_tempered_bart_chain(rng, forests, states, sigma2, slot_of, ladder, data, moves, scratch, swaps_seo, window,
-                            tally, out_sigma, swap_out, out_rung_sigma, out):
+def run_tempered_bart_chain(rng, rungs, ladder, data, moves, scratch, swaps_seo, window, tally, sigma_out, swap_out,
+                            out):
     """Advance a tempered BART chain by up to ``n_iter`` iterations (see ``run_tempered_chain`` for
     the counters and the pending-draw protocol); kept draws record the target rung's forest.
-    ``ladder``: a ``records.BartLadder``; ``out``: a ``records.ForestOut``."""
+    ``rungs``: a ``records.BartRungs``; ``ladder``: a ``records.BartLadder``; ``sigma_out``: a
+    ``records.SigmaOut``; ``out``: a ``records.ForestOut``."""
+    forests, states, sigma2, slot_of = rungs.forests, rungs.states, rungs.sigma2, rungs.slot_of
+    out_sigma, out_rung_sigma = sigma_out.sigma, sigma_out.rung_sigma
     counters, phase = tally.counters, tally.phase
     first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
     n_rungs = slot_of.shape[0]
