@@ -284,8 +284,7 @@ def _bin_rows(tree, node, xt, v, nb, y, ycls, target, cs, model):
 
 
 @helper
-def _numeric_rates(tree, node, data, v, lo, count, log_base, lm_leaf, b_leaf, n_total, target, fstate,
-                   scratch, cs, model):
+def _numeric_rates(tree, node, data, v, lo, count, log_base, target, fstate, scratch, cs, model):
     """Birth rates of cuts ``lo .. lo + count - 1`` of numeric v at a leaf into ``cs.rates[k]``
     (0 elsewhere); returns their sum. ``_bin_rows`` must have run for (node, v).
 
@@ -295,6 +294,10 @@ def _numeric_rates(tree, node, data, v, lo, count, log_base, lm_leaf, b_leaf, n_
     xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
     nb = nbins[v]
     n = tree.end[node] - tree.start[node]
+    # the leaf's own terms and the data size: read here rather than passed (as ``_factor_walk``)
+    lm_leaf = tree.lm[node]
+    b_leaf = tree.b[node]
+    n_total = float(data.y.shape[0])
     depth = tree.depth[node] + 1
     ps_child = math.log1p(-p_split(target.prior.alpha, target.prior.beta, depth))
     hi = lo + count - 1
@@ -663,7 +666,6 @@ def _var_birth_rates(tree, node, v, n_vars, log_split, data, target, fstate, scr
     if count <= 0.0:
         cs.cut_count[node, v] = 0
         return 0.0
-    n_total = float(y.shape[0])
     _bin_rows(tree, node, xt, v, nbins[v], y, ycls, target, cs, scratch.model)
     if is_cat[v]:
         # p_RULE of an unordered partition: 1 / (n_vars * count / 2), count of ordered subsets.
@@ -673,8 +675,8 @@ def _var_birth_rates(tree, node, v, n_vars, log_split, data, target, fstate, scr
                                 cs.no_sub, cs.no_rate, scratch.model)
         return total
     log_base = log_split - math.log(n_vars) - math.log(count)
-    return _numeric_rates(tree, node, data, v, scratch.lows[v], int(count), log_base, tree.lm[node],
-                          tree.b[node], n_total, target, fstate, scratch, cs, scratch.model)
+    return _numeric_rates(tree, node, data, v, scratch.lows[v], int(count), log_base, target, fstate, scratch, cs,
+                          scratch.model)
 
 
 @helper

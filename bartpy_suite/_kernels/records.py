@@ -240,11 +240,13 @@ class Depths(NamedTuple):
 
 
 class RungOut(NamedTuple):
-    """A tempered CART chain's per-draw, per-rung statistics."""
+    """A tempered CART chain's per-draw, per-rung statistics, and the store of every rung's tree
+    (``store_rungs``; a store of zero draws otherwise)."""
 
     moves: np.ndarray  # int64[draws, K]: accepted moves
     leaves: np.ndarray  # int32[draws, K]
     lp: np.ndarray  # float64[draws, K]: log target
+    store: tuple  # record.DrawStore
 
 
 class BartLadder(NamedTuple):

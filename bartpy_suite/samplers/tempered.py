@@ -303,8 +303,8 @@ class TemperedCartChain(_Rungs, TreeChain):
             Moves(self.move_probs, *move_flags(self.move_probs)), self.scratch, self.swaps,
             make_window(it, n_iter, tune, thin), Tally(self.counters, self.phase), self.cart_out(),
             SwapOut(self.out_proposed, self.out_accepted, self.out_trips),
-            RungOut(self.out_rung_moves, self.out_rung_leaves, self.out_rung_lp), Depths(self.n_int, self.n_spl),
-            self.rung_store,
+            RungOut(self.out_rung_moves, self.out_rung_leaves, self.out_rung_lp, self.rung_store),
+            Depths(self.n_int, self.n_spl),
         )
         self._sync_target()
         if pending >= 0:
