@@ -38,9 +38,9 @@ import numpy as np
 from .jit import helper
 
 __all__ = ["BartLadder", "BartRungs", "CtmcBartOut", "CtmcCartOut", "CtmcClock", "Dart", "Data", "Depths",
-           "ForestOut", "Ladder", "MoveOut", "Moves", "ParticleSystems", "PgSettings", "Prior", "RungOut", "Rungs",
-           "SigmaOut", "SwapOut", "Tally", "Target", "Window", "make_prior", "make_target", "make_window",
-           "rung_prior", "typed_prior"]
+           "ForestOut", "Ladder", "MoveOut", "Moves", "OrdinalOut", "ParticleSystems", "PgSettings", "Prior",
+           "RungOut", "Rungs", "SigmaOut", "SwapOut", "Tally", "Target", "Window", "make_prior", "make_target",
+           "make_window", "rung_prior", "typed_prior"]
 
 
 class Prior(NamedTuple):
@@ -158,6 +158,14 @@ class CtmcBartOut(NamedTuple):
     jumps: np.ndarray  # float64[draws]: mean jumps per tree visit
     rate: np.ndarray  # float64[draws]: mean starting Lambda of the visits
     time: np.ndarray  # float64[draws]: the time per visit used
+
+
+class OrdinalOut(NamedTuple):
+    """An ordinal BART runner's per-draw model and sampler statistics (``ordinal.run_ordinal_chain``)."""
+
+    cut: np.ndarray  # float64[draws, K - 1]: the finite cutpoints
+    counts: np.ndarray  # int64[draws, N_MOVES, 2]: moves proposed and accepted over the sweep's trees
+    cut_accepted: np.ndarray  # float64[draws]: share of the sweep's cutpoint MH steps accepted
 
 
 class ForestOut(NamedTuple):
