@@ -38,9 +38,9 @@ import numpy as np
 from .jit import helper
 
 __all__ = ["BartLadder", "BartRungs", "CtmcBartOut", "CtmcCartOut", "CtmcClock", "Dart", "Data", "Depths",
-           "ForestOut", "Ladder", "MoveOut", "Moves", "OrdinalOut", "ParticleSystems", "PgSettings", "Prior",
-           "RungOut", "Rungs", "SigmaOut", "SwapOut", "Tally", "Target", "Window", "make_prior", "make_target",
-           "make_window", "rung_prior", "typed_prior"]
+           "ForestOut", "Ladder", "MoveOut", "Moves", "OrdinalOut", "ParticleSystems", "PgBartOut", "PgSettings",
+           "Prior", "RungOut", "Rungs", "SigmaOut", "SwapOut", "Tally", "Target", "Window", "make_prior",
+           "make_target", "make_window", "rung_prior", "typed_prior"]
 
 
 class Prior(NamedTuple):
@@ -166,6 +166,13 @@ class OrdinalOut(NamedTuple):
     cut: np.ndarray  # float64[draws, K - 1]: the finite cutpoints
     counts: np.ndarray  # int64[draws, N_MOVES, 2]: moves proposed and accepted over the sweep's trees
     cut_accepted: np.ndarray  # float64[draws]: share of the sweep's cutpoint MH steps accepted
+
+
+class PgBartOut(NamedTuple):
+    """A particle Gibbs BART runner's per-draw sigma and sweep statistics (``particle_chain``)."""
+
+    sigma: np.ndarray  # float64[draws]
+    stats: np.ndarray  # float64[draws, 3]: mean ESS, kept-reference share and stages over the trees
 
 
 class ForestOut(NamedTuple):
