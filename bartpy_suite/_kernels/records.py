@@ -38,9 +38,9 @@ import numpy as np
 from .jit import helper
 
 __all__ = ["BartLadder", "BartRungs", "CtmcBartOut", "CtmcCartOut", "CtmcClock", "Dart", "Data", "Depths",
-           "ForestOut", "Ladder", "MoveOut", "Moves", "OrdinalOut", "ParticleSystems", "PgBartOut", "PgSettings",
-           "Prior", "RungOut", "Rungs", "SigmaOut", "SwapOut", "Tally", "Target", "Window", "make_prior",
-           "make_target", "make_window", "rung_prior", "typed_prior"]
+           "ForestOut", "Ladder", "MhBartOut", "MoveOut", "Moves", "OrdinalOut", "ParticleSystems", "PgBartOut",
+           "PgSettings", "Prior", "RungOut", "Rungs", "SigmaOut", "SwapOut", "Tally", "Target", "Window",
+           "make_prior", "make_target", "make_window", "rung_prior", "typed_prior"]
 
 
 class Prior(NamedTuple):
@@ -173,6 +173,13 @@ class PgBartOut(NamedTuple):
 
     sigma: np.ndarray  # float64[draws]
     stats: np.ndarray  # float64[draws, 3]: mean ESS, kept-reference share and stages over the trees
+
+
+class MhBartOut(NamedTuple):
+    """An MH BART runner's per-draw sigma and move counts (``bart_chain.run_sparse_bart_chain``)."""
+
+    sigma: np.ndarray  # float64[draws]
+    counts: np.ndarray  # int64[draws, N_MOVES, 2]: moves proposed and accepted over the sweep's trees
 
 
 class ForestOut(NamedTuple):

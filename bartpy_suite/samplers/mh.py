@@ -23,7 +23,7 @@ from .. import _validation as check
 from .._kernels.bart_chain import mh_bart_sweep, run_bart_chain, run_multinomial_chain, run_sparse_bart_chain
 from .._kernels.cart_chain import run_cart_chain, run_sparse_cart_chain
 from .._kernels.cart_moves import MOVE_NAMES
-from .._kernels.records import Dart, MoveOut, Moves, make_window
+from .._kernels.records import Dart, MhBartOut, MoveOut, Moves, make_window
 from .._kernels.sparse import S_START, new_conf
 from ..errors import ArgumentError
 from .forest import ForestChain
@@ -173,8 +173,8 @@ class BartChain(ForestChain):
             return
         self.sparse_conf[S_START] = tune // 2
         dart = Dart(self.sparse_conf, self.split_count, self.out["split_probs"], self.out["sparse_alpha"])
-        self.run_kernel(run_sparse_bart_chain, (*args, dart), (self.counts,), first_iter, n_iter, tune, thin,
-                        in_args=("split_probs", "sparse_alpha"))
+        self.run_kernel(run_sparse_bart_chain, (*args, dart, MhBartOut(self.out["sigma"], self.counts)), (),
+                        first_iter, n_iter, tune, thin, in_args=("sigma", "split_probs", "sparse_alpha"))
 
     def sampler_stats(self, kept: int) -> dict:
         """Proposals and acceptances per move type over the trees of each kept sweep."""
