@@ -105,6 +105,7 @@ def every_sampler_ran():
         bps.soft_tree("y ~ x0 + x1", data=df, sampler=sampler, **kw).predict(df.head(3))
 
 
+@pytest.mark.slow  # types every kernel of every sampler (37 s); run with -m slow
 def test_no_compiled_function_assigns_an_array_to_a_slice(every_sampler_ran):
     # A kernel loaded from the cache leaves its helpers without signatures; typing the kernel
     # gives them theirs (from the cache too), so repeat until a pass finds nothing new.

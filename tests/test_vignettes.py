@@ -104,6 +104,7 @@ def test_every_vignette_starts_from_a_question():
         assert title and question.startswith("*") and question.rstrip("*").strip().endswith("?"), path.name
 
 
+@pytest.mark.slow  # every vignette end to end (28 s); the committed outputs are checked below by default
 @pytest.mark.parametrize("path", VIGNETTES, ids=[p.stem for p in VIGNETTES])
 def test_vignette_runs_in_quick_mode(path, tmp_path):
     target = runner.run_vignette(path, tmp_path, quick=True)
