@@ -13,7 +13,10 @@ loads instead of compiling them.
 When the session collects tests of more than one module, the selected tests of each listed module
 are replaced by one item, ``<module>::[child process]``, which runs exactly those test ids with
 ``python3 -m pytest`` (the same ``-m`` expression and ``--timeout``) and fails with the child's
-report if any of them fails. Running a listed module on its own (``pytest tests/test_x.py``), or
+report if any of them fails. The children run one at a time in the background from the end of
+collection on, while this process runs the other modules, so a 2-core machine uses both cores
+(the child items wait for their child's result; ``BARTPY_SUITE_TESTS_CHILDREN_IN_TURN=1`` starts
+each child only when its item runs, as before). Running a listed module on its own (``pytest tests/test_x.py``), or
 setting ``BARTPY_SUITE_TESTS_IN_ONE_PROCESS=1``, runs it in this process as usual.
 """
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -50,6 +54,9 @@ IN_CHILD = {
     "test_readme_examples.py": "the README's examples: CART, BART, probit, soft trees, scikit-learn (new)",
 }
 _CHILD_ENV = "BARTPY_SUITE_TESTS_IN_ONE_PROCESS"
+_IN_TURN_ENV = "BARTPY_SUITE_TESTS_CHILDREN_IN_TURN"
+#: runs the children one after another, beside this process's own tests (created at collection)
+_BACKGROUND: list[ThreadPoolExecutor] = []
 
 
 class _ChildFailed(Exception):
@@ -65,15 +72,22 @@ class ChildProcessRun(pytest.Item):
         # the child applies the per-test timeout to each of its tests; this item has none of its own
         self.add_marker(pytest.mark.timeout(0))
 
-    def runtest(self) -> None:
+    def command(self) -> list[str]:
+        """The child's ``python3 -m pytest`` command line."""
         config = self.config
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", config.option.markexpr or ""]
         timeout = getattr(config.option, "timeout", None)
         if timeout:
             command.append(f"--timeout={timeout}")
-        command += self.nodeids
+        return command + self.nodeids
+
+    def run_child(self) -> subprocess.CompletedProcess:
         env = dict(os.environ, **{_CHILD_ENV: "1"})
-        done = subprocess.run(command, cwd=config.rootpath, env=env, capture_output=True, text=True)
+        return subprocess.run(self.command(), cwd=self.config.rootpath, env=env, capture_output=True, text=True)
+
+    def runtest(self) -> None:
+        future = getattr(self, "future", None)
+        done = future.result() if future is not None else self.run_child()
         if done.returncode != 0:
             raise _ChildFailed(f"{len(self.nodeids)} tests of {self.path.name} ran in a child process, "
                                f"which exited with status {done.returncode}:\n{done.stdout[-20000:]}\n"
@@ -108,6 +122,19 @@ def pytest_collection_modifyitems(session, config, items):
             kept.append(item)
     items[:] = [ChildProcessRun.from_parent(entry, name="[child process]", nodeids=replaced[entry])
                 if isinstance(entry, pytest.Module) else entry for entry in kept]
+    if config.option.collectonly or os.environ.get(_IN_TURN_ENV) == "1":
+        return
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="child-tests")
+    _BACKGROUND.append(pool)
+    for item in items:
+        if isinstance(item, ChildProcessRun):
+            item.future = pool.submit(item.run_child)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Children not yet started when the session ends early (``-x``, an interrupt) are not started."""
+    while _BACKGROUND:
+        _BACKGROUND.pop().shutdown(wait=True, cancel_futures=True)
 
 
 @pytest.fixture(scope="session")
