@@ -44,10 +44,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
+
+from _subprocess import run_measured
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -314,27 +315,18 @@ def run_one(config: str, n: int, tune: int, draws: int, timeout: float, log_dir:
         env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
     cmd = [python, os.path.abspath(__file__), "--worker", "--config", config, "--n", str(n), "--tune", str(tune),
            "--draws", str(draws), "--result", result]
-    log = open(os.path.join(log_dir, f"{config}-{n}.log"), "w")
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-        _, status, usage = os.wait4(proc.pid, 0)
-    except KeyboardInterrupt:
-        proc.kill()
-        raise
-    wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    run = run_measured(cmd, env, os.path.join(log_dir, f"{config}-{n}.log"))
     rec = {"config": config, "n": n, "ok": False}
     if os.path.exists(result):
         with open(result) as fh:
             rec = json.load(fh)
-    elif proc.returncode < 0:
-        rec["error"] = f"killed by signal {-proc.returncode} (out of memory?)"
+    elif run.code < 0:
+        rec["error"] = f"killed by signal {-run.code} (out of memory?)"
     else:
         with open(os.path.join(log_dir, f"{config}-{n}.log")) as fh:
             rec["error"] = fh.read()[-400:]
-    rec["process_wall_s"] = wall
-    rec["ru_maxrss_mb"] = usage.ru_maxrss / 1024.0
+    rec["process_wall_s"] = run.wall_s
+    rec["ru_maxrss_mb"] = run.peak_mb
     del timeout
     return rec
 

@@ -55,13 +55,13 @@ import datetime
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from _subprocess import run_measured
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -279,15 +279,7 @@ def run_one(function: str, n: int, config: str, log_dir: str) -> dict:
     env.setdefault("JAX_PLATFORMS", "cpu")
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--function", function, "--n", str(n),
            "--configs", config, "--result", result]
-    t0 = time.perf_counter()
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        except KeyboardInterrupt:
-            proc.kill()
-            raise
-    code = os.waitstatus_to_exitcode(status)
+    run = run_measured(cmd, env, log_path)
     if os.path.exists(result):
         with open(result) as fh:
             rec = json.load(fh)
@@ -295,9 +287,9 @@ def run_one(function: str, n: int, config: str, log_dir: str) -> dict:
         with open(log_path) as fh:
             tail = fh.read()[-600:]
         rec = {"function": function, "n": n, "config": config, "ok": False,
-               "error": f"exit {code}: {tail}" if code >= 0 else f"killed by signal {-code}"}
-    rec["process_wall_s"] = time.perf_counter() - t0
-    rec["peak_mb"] = usage.ru_maxrss / 1024.0
+               "error": f"exit {run.code}: {tail}" if run.code >= 0 else f"killed by signal {-run.code}"}
+    rec["process_wall_s"] = run.wall_s
+    rec["peak_mb"] = run.peak_mb
     rec["date"] = f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC"
     return rec
 
