@@ -82,8 +82,15 @@ def prior_parts(tree, data, target, scratch, n_int, n_spl):
         node = scratch.nodes[i]
         d = tree.depth[node]
         if tree.var[node] == LEAF:
-            if has_available_rule(xt, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m, scratch.hist,
-                                  scratch.sums, target.prior.na_split):
+            # The cache just filled holds log(1 - p_SPLIT) for a leaf with an available rule and 0 for
+            # one without (``tree.node_log_prior``), which tells them apart unless p_SPLIT is 0 at
+            # this depth; only then are the leaf's rows scanned again.
+            if p_split(target.prior.alpha, target.prior.beta, d) > 0.0:
+                splittable = tree.lp[node] != 0.0
+            else:
+                splittable = has_available_rule(xt, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m,
+                                                scratch.hist, scratch.sums, target.prior.na_split)
+            if splittable:
                 n_spl[d] += 1
         else:
             n_int[d] += 1
