@@ -1,0 +1,124 @@
+"""Random effects in the formula (issue 30): ``bps.bart("y ~ x1 + (1 | g)")`` and ``(x1 | g)``:
+the formula's errors, the fit's summary, prediction for known and new groups, save/load, and
+the samplers that fit it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import bartpy_suite as bps
+from bartpy_suite.errors import ArgumentError, BartpySuiteError, DataError, FormulaError
+from bartpy_suite.formula import build_random_effects_design
+
+RUN = {"trees": 10, "draws": 60, "tune": 60, "chains": 1, "seed": 3, "progress": False, "check_mixing": False}
+
+
+def _frame(n=120, groups=6, seed=0, slope=False):
+    rng = np.random.default_rng(seed)
+    g = rng.integers(0, groups, n)
+    x1, x2 = rng.uniform(size=n), rng.uniform(size=n)
+    u = np.linspace(-1.5, 1.5, groups)
+    y = np.sin(3 * x1) + x2 + u[g] + (np.linspace(-1, 1, groups)[g] * x1 if slope else 0) + 0.2 * rng.normal(size=n)
+    return pd.DataFrame({"y": y, "x1": x1, "x2": x2, "g": [f"s{k}" for k in g], "gnum": g})
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    df = _frame()
+    return df, bps.bart("y ~ x1 + x2 + (1 | g)", data=df, **RUN)
+
+
+def test_formula_errors_name_the_column_and_the_fix():
+    df = _frame()
+    with pytest.raises(FormulaError, match=r"'gnum'.*numeric.*C\(gnum\)"):
+        build_random_effects_design("y ~ x1 + (1 | gnum)", df)
+    with pytest.raises(DataError, match="single level"):
+        build_random_effects_design("y ~ x1 + (1 | g)", df.assign(g="a"))
+    with pytest.raises(FormulaError, match="random slope 'g'.*not numeric"):
+        build_random_effects_design("y ~ x1 + (g | g)", df)
+    with pytest.raises(FormulaError, match="2 random-effect terms"):
+        build_random_effects_design("y ~ x1 + (1 | g) + (1 | C(gnum))", df)
+    with pytest.raises(FormulaError, match="in parentheses"):
+        build_random_effects_design("y ~ x1 + 1 | g", df)
+    with pytest.raises(FormulaError, match="no predictor besides"):
+        build_random_effects_design("y ~ (1 | g)", df)
+    missing = df.copy()
+    missing.loc[4, "g"] = None
+    before = missing.copy()
+    with pytest.raises(DataError, match=r"'g' in 1 row \(index 4\)"):
+        build_random_effects_design("y ~ x1 + (1 | g)", missing, na_action="raise")
+    with pytest.warns(bps.BartpySuiteWarning, match="dropped 1 of 120 rows"):
+        _, x, _, re = build_random_effects_design("y ~ x1 + (1 | g)", missing)
+    assert x.shape[0] == re.group.size == 119
+    pd.testing.assert_frame_equal(missing, before)  # the caller's frame is untouched
+    with pytest.raises(FormulaError, match="fitted by bps.bart"):
+        bps.cart("y ~ x1 + (1 | g)", data=df)
+
+
+def test_design_codes_groups_and_basis():
+    df = _frame()
+    design, x, y, re = build_random_effects_design("y ~ x1 + (x1 | C(gnum))", df)
+    assert design.predictors == ("x1",)  # the grouping factor is not a tree predictor
+    assert re.spec.terms == ("(Intercept)", "x1") and re.spec.levels == tuple(range(6))
+    np.testing.assert_array_equal(re.group, df["gnum"].to_numpy())
+    np.testing.assert_array_equal(re.basis, np.column_stack([np.ones(len(df)), df["x1"]]))
+    _, _, _, re0 = build_random_effects_design("y ~ x1 + (0 + x1 | g)", df)
+    assert re0.spec.terms == ("x1",)
+    design, *_ = build_random_effects_design("y ~ . + (1 | g)", df)
+    assert "g" not in design.predictors and "gnum" in design.predictors
+
+
+def test_other_samplers_are_refused_naming_those_that_work():
+    with pytest.raises(ArgumentError, match=r"sampler 'pg' cannot fit.*'cgm', 'grow_prune'"):
+        bps.bart("y ~ x1 + (1 | g)", data=_frame(), sampler="pg", **RUN)
+    with pytest.raises(ArgumentError, match="numeric response only"):
+        bps.bart("big ~ x1 + (1 | g)", data=_frame().assign(big=lambda d: d["gnum"] > 2), **RUN)
+
+
+def test_summary_posterior_and_prediction(fitted, tmp_path):
+    df, fit = fitted
+    assert fit.predictors == ["x1", "x2"]
+    table = fit.summary()
+    assert "sd[(Intercept) | g]" in table.index
+    sd = fit.posterior["re_sd"]
+    assert sd.dims == ("chain", "draw", "re_term") and (sd.values > 0).all()
+    assert fit.posterior["re_effect"].sizes["re_group"] == 6
+    known = fit.predict(df.head(8))
+    # a known group adds its effect per draw: the mean is the trees' mean plus the effect's mean
+    trees = fit.function_samples(df.head(8)).mean(axis=0)
+    effect = fit.posterior["re_effect"].values[..., 0].reshape(-1, 6).mean(axis=0)
+    codes = df.head(8)["g"].str[1:].astype(int).to_numpy()
+    np.testing.assert_allclose(known["mean"].to_numpy(), trees + effect[codes], rtol=1e-10, atol=1e-10)
+    # a new group (and a missing one) gets the population mean: the trees alone
+    new = df.head(8).assign(g=["zz"] * 7 + [None])
+    np.testing.assert_allclose(fit.predict(new)["mean"].to_numpy(), trees, rtol=1e-10, atol=1e-10)
+    # its predictive interval adds the group variance: wider than a known group's
+    wide = fit.predict(new, kind="predictive")
+    narrow = fit.predict(df.head(8), kind="predictive")
+    assert ((wide["upper"] - wide["lower"]) > (narrow["upper"] - narrow["lower"])).all()
+    with pytest.raises(DataError, match=r"lacks the column\(s\) \['g'\]"):
+        fit.predict(df.head(3).drop(columns="g"))
+    path = tmp_path / "re.nc"
+    fit.to_netcdf(path)
+    loaded = bps.load(path)
+    pd.testing.assert_frame_equal(loaded.predict(new), fit.predict(new))
+    pd.testing.assert_frame_equal(loaded.summary(), fit.summary())
+
+
+def test_training_rows_log_likelihood_includes_the_effects(fitted):
+    df, fit = fitted
+    ll = fit.idata["log_likelihood"]["y"].values.reshape(-1, len(df))
+    f = fit.predict(samples=True).values.reshape(-1, len(df))
+    sigma = fit.posterior["sigma"].values.reshape(-1, 1)
+    expect = -0.5 * ((df["y"].to_numpy() - f) / sigma) ** 2 - np.log(sigma) - 0.5 * np.log(2 * np.pi)
+    np.testing.assert_allclose(ll, expect, rtol=1e-9)
+
+
+def test_random_slopes_fit_with_cgm():
+    df = _frame(slope=True)
+    fit = bps.bart("y ~ x1 + x2 + (x1 | g)", data=df, sampler="cgm", **RUN)
+    assert {"sd[(Intercept) | g]", "sd[x1 | g]"} <= set(fit.summary().index)
+    assert fit.posterior["re_effect"].sizes["re_term"] == 2
+    assert issubclass(FormulaError, BartpySuiteError)
