@@ -75,6 +75,13 @@ class BartReChain(BartChain):
         return {"sigma": np.full(draws, np.nan), "re_alpha": np.full((draws, k), np.nan),
                 "re_xi": np.full((draws, g, k), np.nan), "re_sigma_xi": np.full((draws, k), np.nan)}
 
+    def sweep(self) -> None:
+        """One sweep with nothing recorded (the Geweke test's successive-conditional step); the
+        buffers of ``allocate`` must exist (any size)."""
+        if self.out is None:
+            self.allocate(1)
+        self.run(0, 1, 1 << 62, 1)
+
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
         """Advance ``n_iter`` sweeps, recording kept draws (the store grows on demand)."""
         moves = Moves(self.move_probs, *move_flags(self.move_probs))
