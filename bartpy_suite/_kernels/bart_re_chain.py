@@ -19,7 +19,7 @@ from .bart_chain import mh_tree_updates
 from .cart_moves import N_MOVES
 from .jit import helper, kernel
 from .kept import kept_draw
-from .random_effects import random_effects_block
+from .random_effects import level_move, random_effects_block
 from .tree import copy_into
 
 
@@ -35,9 +35,11 @@ class ReOut(NamedTuple):
 
 @helper(inline=True)
 def mh_bart_re_sweep(rng, forest, state, data, moves, scratch, re, counts):
-    """One sweep: an MH move per tree, the random-effects block, then sigma."""
+    """One sweep: an MH move per tree, the random-effects block, the level move between the forest
+    and the random intercepts (``random_effects.level_move``), then sigma."""
     mh_tree_updates(rng, forest, state, data, moves, scratch, counts)
     random_effects_block(rng, re, state.resid, state.target.sigma2[0], state.target.prior.likelihood)
+    level_move(rng, re, forest, state.target.prior.tau2)
     draw_noise(rng, state)
 
 

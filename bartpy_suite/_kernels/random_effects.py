@@ -25,6 +25,13 @@ One block, given the residual r = y - (everything but gamma) - gamma and omega =
 2. P = I / s_alpha + sum_g D_xi_g G_g D_xi_g; alpha ~ N(P^-1 sum_g D_xi_g h_g, P^-1).
 3. For each k: sigma2_k ~ IG(a + G/2, b + sum_g xi_kg^2 / 2) (the exact conditional; stochtree
    draws IG(a + G, b + sum_g xi_kg^2), spec 4.2).
+3b. For each k, a scale move along the line the likelihood cannot see: (alpha_k, xi_kg, sigma2_k)
+   -> (c alpha_k, xi_kg / c, sigma2_k / c^2) leaves every beta_g unchanged. Drawn from its
+   conditional on the multiplicative group (Liu & Sabatti 2000: density pi(T_c theta) |J_c| under
+   the Haar measure dc / c), which works out to c^2 ~ Gamma(a + 1/2, rate alpha_k^2 / (2 s_alpha)
+   + b / sigma2_k): exact. Without it, when the data pin beta down, alpha and xi move along that
+   line only through steps 1 and 2 (each nearly determined by the other) and the prior's share
+   b / sigma2_k, hence each effect's sd |alpha_k| sigma_k, mixes over hundreds of sweeps.
 4. gamma_i = W_i' (alpha * xi_{g(i)}); r = R - gamma.
 
 With the likelihood off every G_g and h_g is zero and the block draws from the prior.
@@ -41,12 +48,14 @@ import numpy as np
 
 from .jit import helper, kernel
 from .likelihood import draw_inverse_gamma
+from .tree import LEAF, M_SPAN
 
 #: Slots of ``RandomEffects.conf``.
 RE_A = 0  # shape a of sigma2_k ~ IG(a, b)
 RE_B = 1  # scale b
 RE_ALPHA_VAR = 2  # s_alpha, the prior variance of each alpha_k
 RE_FIXED_SCALES = 3  # 1: steps 2 and 3 skipped (alpha and Sigma_xi held fixed; the exact tests), else 0
+RE_INTERCEPT = 4  # the basis column of the random intercept (``level_move``), -1 when there is none
 
 
 class RandomEffects(NamedTuple):
@@ -58,7 +67,7 @@ class RandomEffects(NamedTuple):
     xi: np.ndarray  # float64[G, K]: group parameters
     sigma2: np.ndarray  # float64[K]: diagonal of Sigma_xi
     gamma: np.ndarray  # float64[n]: current W_i' (alpha * xi_g(i)), subtracted from the residual
-    conf: np.ndarray  # float64[4]: RE_A, RE_B, RE_ALPHA_VAR, RE_FIXED_SCALES
+    conf: np.ndarray  # float64[5]: RE_A, RE_B, RE_ALPHA_VAR, RE_FIXED_SCALES, RE_INTERCEPT
     gram: np.ndarray  # float64[G, K, K]: work, G_g
     h: np.ndarray  # float64[G, K]: work, h_g
     prec: np.ndarray  # float64[K, K]: work, a precision matrix and then its Cholesky factor
@@ -67,19 +76,20 @@ class RandomEffects(NamedTuple):
 
 
 def new_random_effects(group: np.ndarray, basis: np.ndarray, n_groups: int, *, a: float = 1.0, b: float = 1.0,
-                       alpha_var: float = 1.0) -> RandomEffects:
+                       alpha_var: float = 1.0, intercept: int = -1) -> RandomEffects:
     """A ``RandomEffects`` record for ``group`` codes (0..n_groups-1) and the basis W (n, K).
 
     The start is alpha = 1, xi_g = 0, Sigma_xi = I, so gamma = 0: the chain starts from the fit
     without group effects. (stochtree starts alpha at 0, where step 1 draws xi from its prior;
-    the start does not change what the chain converges to.)
+    the start does not change what the chain converges to.) ``intercept`` is the basis column of
+    the random intercept (-1: none), for ``level_move``.
     """
     basis = np.ascontiguousarray(basis, dtype=np.float64)
     k = basis.shape[1]
     return RandomEffects(
         group=np.ascontiguousarray(group, dtype=np.int64), basis=basis, alpha=np.ones(k),
         xi=np.zeros((n_groups, k)), sigma2=np.ones(k), gamma=np.zeros(basis.shape[0]),
-        conf=np.array([a, b, alpha_var, 0.0], dtype=np.float64), gram=np.zeros((n_groups, k, k)),
+        conf=np.array([a, b, alpha_var, 0.0, intercept], dtype=np.float64), gram=np.zeros((n_groups, k, k)),
         h=np.zeros((n_groups, k)), prec=np.zeros((k, k)), vec=np.zeros(k), draw=np.zeros(k),
     )
 
@@ -165,7 +175,8 @@ def random_effects_block(rng, re, resid, sigma2, use_lik):
 
 @helper
 def _draw_scales(rng, re):
-    """Steps 2 (alpha | xi) and 3 (Sigma_xi | xi) of ``random_effects_block``, with its G_g, h_g."""
+    """Steps 2 (alpha | xi), 3 (Sigma_xi | xi) and 3b (the scale move) of ``random_effects_block``,
+    with its G_g, h_g."""
     n_groups, k = re.xi.shape
     gram, h, prec, vec = re.gram, re.h, re.prec, re.vec
     alpha, xi = re.alpha, re.xi
@@ -189,6 +200,57 @@ def _draw_scales(rng, re):
         for g in range(n_groups):
             ss += xi[g, p] * xi[g, p]
         re.sigma2[p] = draw_inverse_gamma(rng, re.conf[RE_A] + 0.5 * n_groups, re.conf[RE_B] + 0.5 * ss)
+    # 3b. the scale move along (alpha_k, xi_k, sigma2_k) -> (c alpha_k, xi_k / c, sigma2_k / c^2), which leaves
+    # beta and the likelihood unchanged (module docstring)
+    for p in range(k):
+        rate = alpha[p] * alpha[p] / (2.0 * re.conf[RE_ALPHA_VAR]) + re.conf[RE_B] / re.sigma2[p]
+        u = rng.gamma(re.conf[RE_A] + 0.5, 1.0) / rate
+        c = math.sqrt(u)
+        alpha[p] *= c
+        for g in range(n_groups):
+            xi[g, p] /= c
+        re.sigma2[p] /= u
+
+
+@helper
+def level_move(rng, re, forest, tau2):
+    """Gibbs move along the direction the likelihood cannot see: every leaf of the forest's T trees
+    moves by c / T (each row's f by c) and every random intercept beta_g0 by -c (xi_g0 by
+    -c / alpha_0), so f + gamma and the residual are unchanged. Given the rest, c has the Gaussian
+    density of the priors along that line (leaf values N(0, tau2), xi_g0 N(0, sigma_0^2)):
+    precision L / (T^2 tau2) + G / (alpha_0^2 sigma_0^2) for L leaves and G groups, and the move
+    draws c from it (a translation, so the Gibbs step on the group is exact: Liu & Sabatti 2000).
+    Without it the forest's level and the intercepts' mean trade off only through the trees'
+    leaf draws, a random walk of a few hundred sweeps per step; with it the level of the
+    intercepts mixes at once. Nothing happens without a random intercept."""
+    col = int(re.conf[RE_INTERCEPT])
+    if col < 0:
+        return
+    n_trees = forest.var.shape[0]
+    leaves = 0
+    total = 0.0
+    for t in range(n_trees):
+        for node in range(forest.meta[t, M_SPAN]):
+            if forest.var[t, node] == LEAF:
+                leaves += 1
+                total += forest.value[t, node]
+    a0 = re.alpha[col]
+    s2 = re.sigma2[col]
+    n_groups = re.xi.shape[0]
+    xsum = 0.0
+    for g in range(n_groups):
+        xsum += re.xi[g, col]
+    prec = leaves / (n_trees * n_trees * tau2) + n_groups / (a0 * a0 * s2)
+    lin = -total / (n_trees * tau2) + xsum / (a0 * s2)
+    c = lin / prec + rng.standard_normal() / math.sqrt(prec)
+    for t in range(n_trees):
+        for node in range(forest.meta[t, M_SPAN]):
+            if forest.var[t, node] == LEAF:
+                forest.value[t, node] += c / n_trees
+    for g in range(n_groups):
+        re.xi[g, col] -= c / a0
+    for i in range(re.gamma.shape[0]):
+        re.gamma[i] -= c * re.basis[i, col]
 
 
 @kernel

@@ -347,7 +347,8 @@ class BART(TreeModel):
         config.update(leaf_model="normal_re", random_effects={**spec, "a": 1.0, "b": 1.0, "alpha_var": 1.0})
         fields = {f.name: getattr(problem, f.name) for f in dataclasses.fields(problem)}
         problem = BartReProblem(**fields, group=np.asarray(re.group, dtype=np.int64),
-                                basis=np.asarray(re.basis, dtype=np.float64), n_groups=len(spec["levels"]))
+                                basis=np.asarray(re.basis, dtype=np.float64), n_groups=len(spec["levels"]),
+                                intercept=spec["terms"].index("(Intercept)") if "(Intercept)" in spec["terms"] else -1)
 
         def attach(draws):
             taken = {name: draws.posterior.pop(name) for name in RE_VARIABLES}

@@ -42,6 +42,8 @@ class BartReProblem(BartProblem):
         sigma_k^2 ~ IG(re_a, re_b) (``_kernels/random_effects.py``).
     re_alpha_var : float
         Prior variance of each working parameter alpha_k.
+    intercept : int
+        The basis column of the random intercept (-1: none), for the level move.
     """
 
     model: ClassVar[str] = "bart_re"
@@ -51,6 +53,7 @@ class BartReProblem(BartProblem):
     re_a: float = 1.0
     re_b: float = 1.0
     re_alpha_var: float = 1.0
+    intercept: int = -1
 
 
 class BartReChain(BartChain):
@@ -67,7 +70,8 @@ class BartReChain(BartChain):
     def __init__(self, problem: BartReProblem, moves: dict, rng: np.random.Generator):
         super().__init__(problem, moves, rng)
         self.re = new_random_effects(problem.group, problem.basis, int(problem.n_groups), a=float(problem.re_a),
-                                     b=float(problem.re_b), alpha_var=float(problem.re_alpha_var))
+                                     b=float(problem.re_b), alpha_var=float(problem.re_alpha_var),
+                                     intercept=int(problem.intercept))
 
     def model_buffers(self, draws: int) -> dict:
         """sigma and the random effects' alpha, xi and sqrt(diag Sigma_xi)."""
