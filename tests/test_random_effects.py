@@ -164,3 +164,36 @@ def test_simulated_groups_recover_the_sd_and_beat_the_fit_without_groups():
     rmse = {name: float(np.sqrt(np.mean((m.predict(df[test])["mean"].to_numpy() - y[test]) ** 2)))
             for name, m in (("groups", fit), ("plain", plain))}
     assert rmse["groups"] < rmse["plain"], rmse
+
+
+def test_a_fit_releases_every_array_numba_holds(fitted):
+    """The chain runner and the random-effects block borrow the chain's arrays: every array numba
+    made or adopted during a fit and its predictions is released (as ``test_refcounts`` checks
+    for the other samplers)."""
+    try:
+        from kernel_conventions import nrt_balance
+    except ImportError:  # tests/ imported as a package
+        from tests.kernel_conventions import nrt_balance
+    df, _ = fitted
+
+    def fit_and_predict():
+        pred = bps.bart("y ~ x1 + x2 + (x1 | g)", data=df, **{**RUN, "draws": 5, "tune": 3}).predict(df.head(5))
+        assert pred.shape[0] == 5
+
+    fit_and_predict()  # compile outside the counted window
+    made, released = nrt_balance(fit_and_predict)
+    assert made > 0 and made == released
+
+
+def test_executor_gives_the_same_draws_and_mixing_advice_names_no_unfit_sampler(fitted):
+    """Chains built on an executor draw the same posterior (the problem and the sampler's name are
+    shipped); a poorly mixed fit's advice does not suggest a sampler that cannot fit random effects."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    df, fit = fitted
+    with ThreadPoolExecutor(1) as ex:
+        other = bps.bart("y ~ x1 + x2 + (1 | g)", data=df, executor=ex, **RUN)
+    np.testing.assert_array_equal(other.posterior["re_xi"].values, fit.posterior["re_xi"].values)
+    with pytest.warns(bps.MixingWarning) as caught:
+        bps.bart("y ~ x1 + x2 + (1 | g)", data=df, **{**RUN, "chains": 2, "draws": 10, "tune": 0, "check_mixing": True})
+    assert not any("pg" in str(w.message) for w in caught)
