@@ -118,9 +118,16 @@ def test_training_rows_log_likelihood_includes_the_effects(fitted):
 
 def test_random_slopes_fit_with_cgm():
     df = _frame(slope=True)
-    fit = bps.bart("y ~ x1 + x2 + (x1 | g)", data=df, sampler="cgm", **RUN)
+    fit = bps.bart("y ~ x2 + (x1 | g)", data=df, sampler="cgm", **RUN)
     assert {"sd[(Intercept) | g]", "sd[x1 | g]"} <= set(fit.summary().index)
     assert fit.posterior["re_effect"].sizes["re_term"] == 2
+    # a missing slope value: an error naming it, or under na_action="pass" a NaN row and the others as before
+    rows = df.head(4).assign(x1=[0.5, np.nan, 0.2, 0.9])
+    with pytest.raises(DataError, match=r"random slope\(s\) \['x1'\].*index 1"):
+        fit.predict(rows)
+    passed = fit.predict(rows, na_action="pass")
+    assert passed.loc[1].isna().all()
+    pd.testing.assert_frame_equal(passed.drop(index=1), fit.predict(rows.drop(index=1)))
     assert issubclass(FormulaError, BartpySuiteError)
 
 

@@ -82,14 +82,15 @@ def attach_random_effects(fit: Fit, draws: dict, group: np.ndarray, basis: np.nd
     fit.idata["constant_data"].attrs.update(attrs)
 
 
-def new_group_rows(spec: dict, newdata) -> tuple[np.ndarray, np.ndarray]:
-    """Group codes (-1: a group not seen in training, or missing) and basis rows of ``newdata``.
+def new_group_rows(spec: dict, newdata, na_action: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Group codes (-1: a group not seen in training, or missing), basis rows of ``newdata`` and
+    the mask of rows whose slope values are all present.
 
     Raises
     ------
     DataError
-        ``newdata`` is not a DataFrame, lacks the group or a slope column, or a slope value is
-        missing or not finite.
+        ``newdata`` is not a DataFrame, lacks the group or a slope column, or (unless ``na_action``
+        is "pass") a slope value is missing or not finite.
     """
     group, terms = spec["group"], list(spec["terms"])
     slopes = [t for t in terms if t != "(Intercept)"]
@@ -107,11 +108,12 @@ def new_group_rows(spec: dict, newdata) -> tuple[np.ndarray, np.ndarray]:
                pd.to_numeric(newdata[t], errors="coerce").to_numpy(dtype=np.float64) for t in terms]
     basis = np.column_stack(columns) if columns else np.zeros((len(newdata), 0))
     bad = ~np.isfinite(basis).all(axis=1)
-    if bad.any():
+    if bad.any() and na_action != "pass":
         rows = ", ".join(map(str, newdata.index[np.flatnonzero(bad)[:5]].tolist()))
         raise DataError(f"the random slope(s) {slopes} are missing or not numbers in {int(bad.sum())} row(s) of "
-                        f"newdata (index {rows}{', ...' if bad.sum() > 5 else ''}); fill them or drop those rows")
-    return codes, basis
+                        f"newdata (index {rows}{', ...' if bad.sum() > 5 else ''}); fill them, drop those rows, or "
+                        "pass na_action='pass' (NaN predictions for them)")
+    return codes, basis, ~bad
 
 
 class _TrainingRows(np.ndarray):
@@ -185,12 +187,18 @@ class NormalRandomEffects(GaussianMeanShift):
         kind = check.check_choice("kind", kind, PREDICT_KINDS)
         level = check.check_open_unit("level", level)
         spec = self.fit.config["random_effects"]
+        present = None
         if newdata is None:
             const = self.fit.idata["constant_data"]
             codes, basis = const["re_group_code"].values, const["re_basis"].values
         else:
-            codes, basis = new_group_rows(spec, newdata)
+            codes, basis, present = new_group_rows(spec, newdata, na_action)
         x, index, ok = self.inputs(newdata, na_action)
+        if present is not None and not present.all():
+            # na_action="pass": a row without its slope values gets NaN, as one without a predictor
+            keep = present if ok is None else present[ok]
+            x = np.ascontiguousarray(x[:, keep])
+            ok = present if ok is None else ok & present
         if ok is not None:
             codes, basis = codes[ok], basis[ok]
         fit = self.fit
