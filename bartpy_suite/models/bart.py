@@ -399,7 +399,13 @@ class BART(TreeModel):
         "            bool event indicator) gives discrete-time survival BART (``SurvivalBART``: extra\n"
         "            keywords ``grid`` and ``censoring``; defaults ``trees=50``, ``thin=10``). An ordered\n"
         "            pandas Categorical response with three or more levels gives ordinal (cumulative-probit)\n"
-        "            BART (``link``).")
+        "            BART (``link``). ``y ~ x1 + x2 + (1 | g)`` adds a Gaussian random intercept per level of\n"
+        "            ``g`` and ``y ~ x1 + (x1 | g)`` a random intercept and slope (lme4's syntax; ``(0 + x1 | g)``\n"
+        "            the slope alone; one grouping factor, a string or categorical column or ``C(g)``): the\n"
+        "            grouping factor is not a tree predictor unless it is also a term; samplers ``grow_prune``\n"
+        "            and ``cgm``; posterior ``re_sd`` and ``re_effect``, ``summary()`` rows ``sd[term | g]``,\n"
+        "            ``predict`` adds a known group's effect and gives a new group the population mean (with\n"
+        "            the group variance in ``kind='predictive'`` intervals); ``bartpy_suite.posterior.random_effects``.")
 
     def _fit_multinomial(self, y, class_labels, is_cat, names, binned, design, na_action):
         """Log-linear multinomial BART (Murray 2021): one forest of ``trees`` trees per class."""
