@@ -405,7 +405,8 @@ class BART(TreeModel):
         "            grouping factor is not a tree predictor unless it is also a term; samplers ``grow_prune``\n"
         "            and ``cgm``; posterior ``re_sd`` and ``re_effect``, ``summary()`` rows ``sd[term | g]``,\n"
         "            ``predict`` adds a known group's effect and gives a new group the population mean (with\n"
-        "            the group variance in ``kind='predictive'`` intervals); ``bartpy_suite.posterior.random_effects``.")
+        "            the group variance in ``kind='predictive'`` intervals): see\n"
+        "            ``bartpy_suite.posterior.random_effects``.")
 
     def _fit_multinomial(self, y, class_labels, is_cat, names, binned, design, na_action):
         """Log-linear multinomial BART (Murray 2021): one forest of ``trees`` trees per class."""
