@@ -15,6 +15,12 @@ tanh); the z statistic of ``test_geweke_bart.geweke_z`` needs finite variances. 
 there: |z_k| < 4 for all K = 9 functions (a correct sampler fails with probability about
 9 * 6.3e-5 = 6e-4). The chain's sweep includes the level move between the forest and the random
 intercepts (``intercept=0``) and the block's scale move (``_kernels/random_effects.py``).
+
+Power (grow_prune, measured when the test was written with these draws): the level move with its
+precision off by the factor T (leaves / (T tau2) instead of leaves / (T^2 tau2)) gives z = 7.8 on
+mean f^2. stochtree's sigma_k^2 step (IG(a + G, b + sum xi^2)) is NOT caught here (largest |z|
+2.7, on atan sd1): the block's own exact tests (``test_random_effects_block.py``: quadrature of
+the intercept sd, prior recovery) catch it.
 """
 
 from __future__ import annotations
