@@ -204,3 +204,12 @@ def test_executor_gives_the_same_draws_and_mixing_advice_names_no_unfit_sampler(
     with pytest.warns(bps.MixingWarning) as caught:
         bps.bart("y ~ x1 + x2 + (1 | g)", data=df, **{**RUN, "chains": 2, "draws": 10, "tune": 0, "check_mixing": True})
     assert not any("pg" in str(w.message) for w in caught)
+
+
+def test_dask_frame_is_predicted_partition_by_partition(fitted):
+    """A dask DataFrame gives the same predictions as the pandas frame (known and new groups)."""
+    dd = pytest.importorskip("dask.dataframe")
+    df, fit = fitted
+    rows = df.head(10).assign(g=["s0", "zz"] * 5)
+    got = fit.predict(dd.from_pandas(rows, npartitions=2)).compute()
+    pd.testing.assert_frame_equal(got, fit.predict(rows))

@@ -36,6 +36,7 @@ import xarray as xr
 
 from .. import _validation as check
 from ..errors import ArgumentError, DataError
+from ._dask import is_dask_frame, predict_dask
 from .leaf_models import PREDICT_KINDS, GaussianMeanShift, register
 from .prediction_table import regression_table, with_missing_rows
 
@@ -184,6 +185,8 @@ class NormalRandomEffects(GaussianMeanShift):
     def predict(self, newdata, kind: str, level: float, samples: bool, na_action: str | None, times):
         if times is not None:
             raise ArgumentError("times= is for survival fits; this is a BART fit with random effects")
+        if is_dask_frame(newdata):  # partition by partition, each a pandas frame predicted here
+            return predict_dask(self.fit, newdata, kind=kind, level=level, samples=samples, na_action=na_action)
         kind = check.check_choice("kind", kind, PREDICT_KINDS)
         level = check.check_open_unit("level", level)
         spec = self.fit.config["random_effects"]
