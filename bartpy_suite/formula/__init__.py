@@ -2,7 +2,7 @@
 
 Import rule: this package imports pandas, numpy, formulaic, :mod:`bartpy_suite.errors` and
 :mod:`bartpy_suite._validation` only (plus the standard library). Within the package the
-imports go one way, ``messages <- codecs <- expr <- terms <- design <- build`` (``codecs``
+imports go one way, ``messages <- codecs <- expr <- terms <- design <- build <- random_effects`` (``codecs``
 needs nothing from ``messages``; formulaic's parser is used in ``terms`` alone), and each
 module's docstring states its own rule. Only :mod:`bartpy_suite.api` imports this package;
 ``cli`` and the top-level ``bartpy_suite`` reach it through ``api``. ``_kernels``,
@@ -20,7 +20,9 @@ Modules:
   and pandas (no ``eval``);
 * ``terms``: splitting the formula into terms (formulaic's parser) and evaluating them;
 * ``design``: :class:`Design` (``transform``, ``to_json`` / ``from_json``);
-* ``build``: :func:`build_design`.
+* ``build``: :func:`build_design`;
+* ``random_effects``: lme4-style random-effect terms ``(1 | g)``, ``(x1 | g)``
+  (:func:`build_random_effects_design`, for ``bps.bart``).
 
 formulaic (tested with 1.2) parses the formula, so ``y ~ x1 + x2``, ``y ~ .``,
 ``y ~ . - x3`` and backquoted names mean what they mean in formulaic. Each term is then
@@ -61,8 +63,9 @@ from __future__ import annotations
 from .build import build_design
 from .design import Design
 from .messages import NA_ACTIONS
+from .random_effects import build_random_effects_design
 
-__all__ = ["Design", "build_design", "NA_ACTIONS"]
+__all__ = ["Design", "build_design", "build_random_effects_design", "NA_ACTIONS"]
 
 # Before the split these lived in the module bartpy_suite.formula: keep the public path
 # in reprs, documentation and pickles (a pickle names the class by module and name).

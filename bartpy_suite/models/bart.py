@@ -3,6 +3,7 @@ sampled by Bayesian backfitting (PG-BART paper, Algorithm 1)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -20,6 +21,7 @@ from ..samplers.problems import MultinomialBartProblem
 from ._base import (
     TreeModel,
     check_sparse,
+    design_fit_keywords,
     original_scale,
     plain,
     sparse_settings,
@@ -158,7 +160,8 @@ class BART(TreeModel):
     model_type = "bart"
     run_defaults = {"sampler": "grow_prune"}
     #: problem kinds of this model whose samplers the docstring lists besides ``bart``'s
-    sampler_variants = {"bart_multinomial": "multinomial (logit) BART", "bart_ordinal": "ordinal BART"}
+    sampler_variants = {"bart_multinomial": "multinomial (logit) BART", "bart_ordinal": "ordinal BART",
+                        "bart_re": "BART with random effects"}
     run_notes = {"sampler": (
         "The sampler is the single-tree update inside Bayesian backfitting. ``grow_prune`` is the default "
         "because it gave more effective draws of sigma and f(x) per CPU second than ``cgm`` on Friedman #1, the "
@@ -212,21 +215,29 @@ class BART(TreeModel):
         return super()._run(chains, problem)
 
     def fit(self, X, y, *, is_categorical=None, n_levels=None, class_labels=None, predictor_names=None, design=None,
-            na_action="raise"):
+            na_action="raise", random_effects=None):
         """Sample the BART posterior given predictors ``X`` (n, p) and response ``y``.
 
         A categorical response (``class_labels`` given, ``y`` codes 0..K-1) gives probit BART for
         two classes and log-linear multinomial BART for more (see ``link``). The keywords are
         those of ``BayesianCART.fit``; ``na_action="split"`` lets NaN predictor values through,
         routed by a missing-goes-left/right bit of every rule (Kapelner & Bleich 2015), and
-        ``"drop"`` leaves the rows with NaN out.
+        ``"drop"`` leaves the rows with NaN out. ``random_effects`` (what
+        ``formula.build_random_effects_design`` returns for ``y ~ x1 + (x1 | g)``: the spec and
+        each row's group code and basis row) adds Gaussian random effects
+        (``_fit_random_effects``).
 
         Returns
         -------
         bartpy_suite.posterior.Fit
         """
         na_action = check_na_action(na_action)
+        if random_effects is not None:
+            self._check_random_effects(random_effects, class_labels, np.shape(y)[0])
         x, y, is_cat, names, binned = self._prepare(X, y, is_categorical, n_levels, predictor_names, na_action)
+        if random_effects is not None and np.shape(y)[0] != random_effects.group.shape[0]:
+            raise ArgumentError(f"random_effects has {random_effects.group.shape[0]} rows but {np.shape(y)[0]} rows "
+                                "are fitted (na_action='drop' dropped rows with missing predictors): drop them first")
         check_link_for_response(self.link, class_labels)
         sparse = sparse_settings(self._sparse, names, self.spec.name)
         if self.init is not None and (self.link == "ordinal" or (class_labels is not None and (
@@ -293,6 +304,9 @@ class BART(TreeModel):
                              model_code=MODEL_NORMAL_KNOWN_VARIANCE, nu=self.nu, lam=lam)
         problem = BartProblem(binned.codes, is_cat, binned.nbins, ywork, prior, self.trees, mode,
                               center if probit else 0.0, predictor_names=tuple(names), sparse=sparse, sigma2=sigma2)
+        attach = None
+        if random_effects is not None:
+            problem, attach = self._with_random_effects(problem, random_effects, config)
         if self.init is not None:
             check_problem(problem)  # a probit response: say what init='gfr' fits
             config.update(init=self.init, init_options=self.init_options)
@@ -303,11 +317,56 @@ class BART(TreeModel):
             if probit:
                 del posterior["sigma"]
 
-        return self._sample(problem, binned=binned, y=y, config=config, design=design, derived=derived)
+        return self._sample(problem, binned=binned, y=y, config=config, design=design, derived=derived, attach=attach)
+
+    def _check_random_effects(self, random_effects, class_labels, n_rows: int) -> None:
+        """Refuse what BART with random effects does not fit, naming what does."""
+        if class_labels is not None:
+            raise ArgumentError("random effects (1 | g) are fitted for a numeric response only (Gaussian BART); this "
+                                "response is categorical")
+        if self._sparse is not None or self.init is not None:
+            raise ArgumentError("random effects (1 | g) are not available with sparse=True (DART) or init='gfr' yet; "
+                                "leave those out")
+        if random_effects.group.shape[0] != n_rows:
+            raise ArgumentError(f"random_effects has {random_effects.group.shape[0]} rows, y has {n_rows}")
+
+    def _with_random_effects(self, problem: BartProblem, random_effects, config: dict):
+        """The ``bart_re`` problem of Gaussian random effects (``samplers/random_effects.py``) and the
+        ``attach`` that stores their draws (``posterior/random_effects.py``).
+
+        Prior (``_kernels/random_effects.py``, spec multi_forest.md 4.1): beta_g = alpha * xi_g,
+        alpha ~ N(0, I), xi_g ~ N(0, diag(sigma_k^2)), sigma_k^2 ~ IG(1, 1), on the working response
+        (the response scaled to [-0.5, 0.5]), so each term's sd across groups, |alpha_k| sigma_k, is a
+        priori half-t_2 with scale 1, the response's range: weakly informative, mode at 0.
+        """
+        from ..posterior.random_effects import attach_random_effects
+        from ..samplers.random_effects import RE_VARIABLES, BartReProblem
+
+        re = random_effects
+        spec = re.spec.to_config()
+        config.update(leaf_model="normal_re", random_effects={**spec, "a": 1.0, "b": 1.0, "alpha_var": 1.0})
+        fields = {f.name: getattr(problem, f.name) for f in dataclasses.fields(problem)}
+        problem = BartReProblem(**fields, group=np.asarray(re.group, dtype=np.int64),
+                                basis=np.asarray(re.basis, dtype=np.float64), n_groups=len(spec["levels"]),
+                                intercept=spec["terms"].index("(Intercept)") if "(Intercept)" in spec["terms"] else -1)
+
+        def attach(draws):
+            taken = {name: draws.posterior.pop(name) for name in RE_VARIABLES}
+            return lambda fit: attach_random_effects(fit, taken, problem.group, problem.basis)
+
+        return problem, attach
 
     @classmethod
     def from_formula(cls, formula: str, data, *, na_action: str | NaAction = "drop", **keywords):
+        from ..formula.random_effects import build_random_effects_design, has_random_effects
         from ..formula.surv import is_surv_formula
+
+        if cls is BART and has_random_effects(formula) and not is_surv_formula(formula):
+            # 'y ~ x1 + (x1 | g)': Gaussian random effects beside the trees
+            model = cls(**keywords)
+            na_action = check_na_action(na_action)
+            design, x, y, re = build_random_effects_design(formula, data, na_action=na_action)
+            return model.fit(x, y, **design_fit_keywords(design), na_action=na_action, random_effects=re)
 
         if cls is BART and is_surv_formula(formula):
             # 'Surv(time, event) ~ ...': discrete-time survival BART (models/survival.py)
@@ -340,7 +399,14 @@ class BART(TreeModel):
         "            bool event indicator) gives discrete-time survival BART (``SurvivalBART``: extra\n"
         "            keywords ``grid`` and ``censoring``; defaults ``trees=50``, ``thin=10``). An ordered\n"
         "            pandas Categorical response with three or more levels gives ordinal (cumulative-probit)\n"
-        "            BART (``link``).")
+        "            BART (``link``). ``y ~ x1 + x2 + (1 | g)`` adds a Gaussian random intercept per level of\n"
+        "            ``g`` and ``y ~ x1 + (x1 | g)`` a random intercept and slope (lme4's syntax; ``(0 + x1 | g)``\n"
+        "            the slope alone; one grouping factor, a string or categorical column or ``C(g)``): the\n"
+        "            grouping factor is not a tree predictor unless it is also a term; samplers ``grow_prune``\n"
+        "            and ``cgm``; posterior ``re_sd`` and ``re_effect``, ``summary()`` rows ``sd[term | g]``,\n"
+        "            ``predict`` adds a known group's effect and gives a new group the population mean (with\n"
+        "            the group variance in ``kind='predictive'`` intervals): see\n"
+        "            ``bartpy_suite.posterior.random_effects``.")
 
     def _fit_multinomial(self, y, class_labels, is_cat, names, binned, design, na_action):
         """Log-linear multinomial BART (Murray 2021): one forest of ``trees`` trees per class."""

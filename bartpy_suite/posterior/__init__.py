@@ -5,6 +5,7 @@ xarray, arviz-base, arviz-stats, pandas); never ``models``, ``formula`` or ``api
 object is duck-typed (``transform``, ``to_json``).
 """
 
+from . import random_effects  # noqa: F401, E402, I001  (registers the leaf model normal_re)
 from .coda_ess import coda_ess
 from .fit import Fit
 

@@ -265,7 +265,7 @@ def _advice(fit, severity: str) -> str:
             return f"for final numbers, more particles per island (draws={cfg['draws']} now) or more chains"
         return f"for final numbers, {more_draws}"
     opts = cfg.get("sampler_options") or {}
-    if family == "mh" and cfg.get("leaf_model") in ("multinomial", "ordinal"):
+    if family == "mh" and cfg.get("leaf_model") in ("multinomial", "ordinal", "normal_re"):
         # only the MH samplers fit these models: no other sampler to suggest
         return f"{longer}, or thinning (thin={cfg['thin']} now)"
     if family == "mh":

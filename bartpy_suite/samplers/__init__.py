@@ -17,6 +17,7 @@ from .problems import BartProblem, CartProblem, SoftTreeProblem
 from .registry import SAMPLERS, Chain, Option, SamplerSpec, Statistic, get_sampler, register, samplers_for
 from .tempered import TEMPERED as _TEMPERED  # noqa: F401  (registers tempered)
 from . import gfr  # noqa: F401, E402, I001  (registers gfr)
+from . import random_effects  # noqa: F401, E402, I001  (cgm and grow_prune fit bart_re)
 
 __all__ = [
     "SAMPLERS", "BartProblem", "CartProblem", "SoftTreeProblem", "Chain", "Option", "SamplerSpec", "Statistic",
