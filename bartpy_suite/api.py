@@ -12,10 +12,11 @@ import inspect
 from ._validation import NaAction
 from .formula import Design
 from .models import MODELS
+from .models.bcf import bcf
 from .posterior import file_check
 from .posterior.fit import Fit
 
-__all__ = ["NaAction", "bart", "cart", "load", "soft_tree"]
+__all__ = ["NaAction", "bart", "bcf", "cart", "load", "soft_tree"]
 
 _ALIAS_INTRO = {
     "cart": "Fit a single-tree Bayesian CART model (Chipman, George & McCulloch 1998) from a formula.",
