@@ -15,14 +15,21 @@ model is a ``Fit`` held by duck typing).
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 import warnings
+import zipfile
+import zlib
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from .._binning import BinnedPredictors
 from .._kernels.predict import sum_of_trees
 from .._kernels.record import right_children, tree_roots
-from ..errors import ArgumentError, BartpySuiteWarning, DataError
+from ..errors import ArgumentError, BartpySuiteWarning, DataError, FitFileError
 
 #: Propensity bounds of the common-support diagnostic (rows outside are counted and warned about).
 SUPPORT_LOW = 0.05
@@ -47,6 +54,25 @@ class ForestStore:
         self.cut = np.ascontiguousarray(np.concatenate([s.cut for s in stores]), dtype=np.int64)
         self.value = np.ascontiguousarray(np.concatenate([s.value for s in stores]), dtype=np.float64)
         counts = np.concatenate([s.tree_nodes for s in stores]).astype(np.int64)
+        self._finish(counts, binned, names)
+
+    @classmethod
+    def from_arrays(cls, var, cut, value, counts, binned, names) -> ForestStore:
+        """A store from its flat node arrays and node counts (samples, trees), e.g. read from a file."""
+        store = cls.__new__(cls)
+        store.var = np.ascontiguousarray(var, dtype=np.int32)
+        store.cut = np.ascontiguousarray(cut, dtype=np.int64)
+        store.value = np.ascontiguousarray(value, dtype=np.float64)
+        counts = np.asarray(counts, dtype=np.int64)
+        if counts.ndim != 2 or int(counts.sum()) != store.var.shape[0] or store.cut.shape != store.var.shape \
+                or store.value.shape != store.var.shape or (counts < 1).any():
+            raise ValueError("the node arrays do not match the node counts")
+        if store.var.size and (store.var.max() >= binned.nbins.shape[0] or store.var.min() < -1):
+            raise ValueError("a split variable is out of range")
+        store._finish(counts, binned, names)
+        return store
+
+    def _finish(self, counts, binned, names) -> None:
         self.counts = counts
         self.right = right_children(self.var, counts)
         self.roots = tree_roots(counts)
@@ -277,6 +303,89 @@ class CausalFit:
             out[name] = {"mean": mean, "sd": float(np.std(d, ddof=1)), "lower": lower, "upper": upper,
                          "r_hat": split_r_hat(d.reshape(self.chains, -1))}
         return pd.DataFrame(out).T
+
+    # -- files -----------------------------------------------------------------------------------
+    def save(self, path) -> None:
+        """Write the fit to one file (a NumPy ``.npz`` archive: the draws, both forests' trees and cut
+        grids, the designs and settings as JSON, and the propensity model's netCDF bytes), read back by
+        ``bps.load``. Written to a temporary name in the same folder and renamed, so a failure leaves
+        nothing half-written.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+        """
+        path = Path(path)
+        arrays = {"params": self._params, "move_counts": self.move_counts, "y": self.y, "z": self.z,
+                  "propensity": self.propensity, "index": np.asarray(self.index)}
+        for name, forest in (("mu", self.mu), ("tau", self.tau)):
+            b = forest.binned
+            arrays.update({f"{name}_var": forest.var, f"{name}_cut": forest.cut, f"{name}_value": forest.value,
+                           f"{name}_counts": forest.counts, f"{name}_codes": b.codes, f"{name}_nbins": b.nbins,
+                           f"{name}_is_cat": b.is_categorical, f"{name}_n_leaves": self.n_leaves[name],
+                           f"{name}_cuts": np.concatenate([np.asarray(c, float) for c in b.cuts] or [np.zeros(0)]),
+                           f"{name}_cut_sizes": np.array([len(c) for c in b.cuts], dtype=np.int64)})
+        meta = {"format": "bartpy_suite.bcf/1", "config": self.config, "center": self.center, "scale": self.scale,
+                "chains": self.chains, "designs": {k: d.to_json() for k, d in self.designs.items()},
+                "names": {"mu": self.mu.names, "tau": self.tau.names}}
+        arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+        with tempfile.TemporaryDirectory(dir=path.parent or ".") as tmp:
+            if self.propensity_fit is not None:
+                nc = Path(tmp) / "propensity.nc"
+                self.propensity_fit.to_netcdf(nc)
+                arrays["propensity_fit"] = np.frombuffer(nc.read_bytes(), dtype=np.uint8)
+            part = Path(tmp) / "fit.npz"
+            with open(part, "wb") as fh:
+                np.savez_compressed(fh, **arrays)
+            os.replace(part, path)
+
+    @classmethod
+    def read(cls, path, design_from_json, fit_loader) -> CausalFit:
+        """Read a file written by ``save`` (``bps.load`` calls this with the formula's
+        ``Design.from_json`` and its own loader of the propensity model's netCDF).
+
+        Raises
+        ------
+        FitFileError
+            A file that is not a bcf fit or holds inconsistent arrays, naming the file and what is wrong.
+        """
+        path = Path(path)
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {k: data[k] for k in data.files}
+            meta = json.loads(bytes(arrays.pop("meta")).decode())
+            if meta.get("format") != "bartpy_suite.bcf/1":
+                raise ValueError(f"unknown format {meta.get('format')!r}")
+            forests = {}
+            for name in ("mu", "tau"):
+                sizes = arrays[f"{name}_cut_sizes"]
+                flat = arrays[f"{name}_cuts"]
+                cuts = tuple(np.split(flat, np.cumsum(sizes)[:-1])) if sizes.size else ()
+                binned = BinnedPredictors(arrays[f"{name}_codes"].astype(np.int32), cuts,
+                                          arrays[f"{name}_nbins"].astype(np.int64),
+                                          arrays[f"{name}_is_cat"].astype(bool))
+                forests[name] = ForestStore.from_arrays(arrays[f"{name}_var"], arrays[f"{name}_cut"],
+                                                        arrays[f"{name}_value"], arrays[f"{name}_counts"], binned,
+                                                        meta["names"][name])
+            params = arrays["params"]
+            if params.ndim != 2 or params.shape[1] != 5 or params.shape[0] != forests["mu"].counts.shape[0] \
+                    or forests["tau"].counts.shape[0] != params.shape[0]:
+                raise ValueError("the scalar draws do not match the stored trees")
+        except (OSError, ValueError, KeyError, TypeError, EOFError, zlib.error, zipfile.BadZipFile) as exc:
+            raise FitFileError(f"{path} is not a readable bcf fit: {exc}") from None
+        propensity_fit = None
+        if "propensity_fit" in arrays:
+            with tempfile.TemporaryDirectory() as tmp:
+                nc = Path(tmp) / "propensity.nc"
+                nc.write_bytes(arrays["propensity_fit"].tobytes())
+                propensity_fit = fit_loader(nc)
+                propensity_fit.idata.load()  # the temporary file goes away
+        return cls(params=params, chains=int(meta["chains"]), mu=forests["mu"], tau=forests["tau"],
+                   n_leaves={"mu": arrays["mu_n_leaves"], "tau": arrays["tau_n_leaves"]},
+                   counts=arrays["move_counts"], center=meta["center"], scale=meta["scale"], y=arrays["y"],
+                   z=arrays["z"], propensity=arrays["propensity"], propensity_fit=propensity_fit,
+                   designs={k: design_from_json(v) for k, v in meta["designs"].items()}, config=meta["config"],
+                   index=pd.Index(arrays["index"]))
 
     def mean_leaves(self) -> pd.DataFrame:
         """Mean leaf count per tree of each forest, per draw (a forest-level diagnostic only: the forests
