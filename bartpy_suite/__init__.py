@@ -12,9 +12,10 @@ from .api import NaAction, bart, bcf, cart, load, soft_tree
 from .errors import BartpySuiteWarning, MixingWarning, StrongMixingWarning
 from .models import BART, BayesianCART, SoftTree
 from .posterior import Fit
+from .posterior.bcf import CausalFit
 
 __version__ = "0.1.0"
 
-__all__ = ["BART", "BartpySuiteWarning", "BayesianCART", "Fit", "MixingWarning", "NaAction", "SoftTree",
+__all__ = ["BART", "BartpySuiteWarning", "BayesianCART", "CausalFit", "Fit", "MixingWarning", "NaAction", "SoftTree",
            "StrongMixingWarning",
            "bart", "bcf", "cart", "datasets", "load", "samplers", "soft_tree", "__version__"]

@@ -328,3 +328,40 @@ def test_save_and_load_give_the_same_effects(tmp_path):
     bad.write_bytes(bytes(raw))
     with pytest.raises(FitFileError, match="bad.npz"):
         bps.load(bad)
+
+
+def test_cli_fit_and_predict_bcf(tmp_path):
+    """``fit --model bcf --treatment z --out f.npz`` prints the ATE rows and saves the fit; ``predict`` writes
+    the CATE per row (and E[y] where the treatment column is given), the same as the loaded fit's."""
+    import contextlib
+    import io
+
+    from bartpy_suite.cli import main
+
+    df, _ = _hmc20(40, 5)
+    data = tmp_path / "d.csv"
+    df.to_csv(data, index=False)
+    new = tmp_path / "new.csv"
+    df.drop(columns=["y", "z"]).head(5).to_csv(new, index=False)
+
+    def run(argv):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = main(argv)
+        return status, out.getvalue(), err.getvalue()
+
+    status, out, err = run(["fit", "y ~ x1 + x2", str(data), "--model", "bcf", "--treatment", "z", "--propensity",
+                            "ps", "--chains", "1", "--draws", "5", "--tune", "5", "--seed", "1", "--no-progress",
+                            "--out", str(tmp_path / "f.npz")])
+    assert status == 0, err
+    assert "ATE" in out and "ATT" in out
+    status, out, err = run(["predict", str(tmp_path / "f.npz"), str(new)])
+    assert status == 0, err
+    got = pd.read_csv(io.StringIO(out))
+    expected = bps.load(tmp_path / "f.npz").cate(pd.read_csv(new))
+    np.testing.assert_allclose(got[["cate_mean", "cate_lower", "cate_upper"]].to_numpy(), expected.to_numpy(),
+                               rtol=1e-12)
+    status, _, err = run(["fit", "y ~ x1", str(data), "--model", "bcf", "--no-progress"])
+    assert status == 2 and "--model bcf needs --treatment" in err
+    status, _, err = run(["fit", "y ~ x1", str(data), "--model", "bart", "--treatment", "z", "--no-progress"])
+    assert status == 2 and "--treatment applies to --model bcf only" in err
