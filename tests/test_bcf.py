@@ -365,3 +365,25 @@ def test_cli_fit_and_predict_bcf(tmp_path):
     assert status == 2 and "--model bcf needs --treatment" in err
     status, _, err = run(["fit", "y ~ x1", str(data), "--model", "bart", "--treatment", "z", "--no-progress"])
     assert status == 2 and "--treatment applies to --model bcf only" in err
+
+
+def test_tau_formula_and_missing_rows():
+    """``tau_formula`` restricts the treatment forest's predictors (its stored rules split on them only; the
+    mu forest keeps the formula's and the propensity); rows with a missing predictor are dropped with a
+    warning and the effects are indexed by the rows kept; the treatment may be bool."""
+    df, _ = _hmc20(60, 6)
+    df.loc[3, "x2"] = np.nan
+    df["z"] = df["z"].astype(bool)
+    with pytest.warns(UserWarning, match=r"dropped 1 of 60 rows with missing values"):
+        fit = bps.bcf("y ~ x1 + x2 + x3", df, treatment="z", propensity="ps", tau_formula="~ x3", mu_trees=8,
+                      tau_trees=6, chains=1, draws=30, tune=30, seed=3, sampler="cgm")
+    assert fit.tau.names == ["x3"] and fit.mu.names == ["x1", "x2", "x3", "propensity"]
+    internal = fit.tau.var[fit.tau.var >= 0]
+    assert internal.size > 0 and set(internal) == {0}
+    activity = fit.variable_activity()
+    assert activity.loc["x3", "tau"] == pytest.approx(1.0) and np.isnan(activity.loc["x1", "tau"])
+    assert activity["mu"].sum() == pytest.approx(1.0, abs=0.05)  # draws without a split count 0
+    cate = fit.cate()
+    assert len(cate) == 59 and 3 not in cate.index
+    with pytest.raises(ArgumentError, match="may not be a moderator"):
+        bps.bcf("y ~ x1", df, treatment="z", propensity="ps", tau_formula="~ z")

@@ -387,6 +387,29 @@ class CausalFit:
                    designs={k: design_from_json(v) for k, v in meta["designs"].items()}, config=meta["config"],
                    index=pd.Index(arrays["index"]))
 
+    def variable_activity(self) -> pd.DataFrame:
+        """Per forest, each predictor's share of the split rules, averaged over the kept draws (draws
+        without a split count as 0); the mu forest's predictors include ``propensity``.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One column per forest (``mu``, ``tau``), one row per predictor of either forest (NaN where a
+            forest does not have the predictor).
+        """
+        out = {}
+        for name, forest in (("mu", self.mu), ("tau", self.tau)):
+            per_draw = forest.counts.sum(axis=1)
+            draw_of_node = np.repeat(np.arange(per_draw.shape[0]), per_draw)
+            split = forest.var >= 0
+            p = len(forest.names)
+            counts = np.zeros((per_draw.shape[0], p))
+            np.add.at(counts, (draw_of_node[split], forest.var[split]), 1.0)
+            totals = counts.sum(axis=1, keepdims=True)
+            shares = np.divide(counts, totals, out=np.zeros_like(counts), where=totals > 0)
+            out[name] = pd.Series(shares.mean(axis=0), index=forest.names)
+        return pd.DataFrame(out)
+
     def mean_leaves(self) -> pd.DataFrame:
         """Mean leaf count per tree of each forest, per draw (a forest-level diagnostic only: the forests
         can trade the control-arm surface, spec 7)."""
