@@ -387,3 +387,17 @@ def test_tau_formula_and_missing_rows():
     assert len(cate) == 59 and 3 not in cate.index
     with pytest.raises(ArgumentError, match="may not be a moderator"):
         bps.bcf("y ~ x1", df, treatment="z", propensity="ps", tau_formula="~ z")
+
+
+def test_mixing_warning_on_unmixed_chains():
+    """Two chains of 6 draws and no tuning disagree: ``bcf`` warns (``MixingWarning``) naming the split
+    R-hat; ``check_mixing=False`` silences it."""
+    from bartpy_suite.errors import MixingWarning
+
+    df, _ = _hmc20(60, 7)
+    kw = dict(treatment="z", propensity="ps", mu_trees=8, tau_trees=4, chains=2, draws=6, tune=0, seed=0)
+    with pytest.warns(MixingWarning, match=r"split R-hat (ATE|sigma) \d"):
+        bps.bcf("y ~ x1 + x2 + x3", df, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MixingWarning)
+        bps.bcf("y ~ x1 + x2 + x3", df, check_mixing=False, **kw)

@@ -21,6 +21,7 @@ this package; ``formula`` and pandas inside ``bcf`` only.
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 from scipy import stats
@@ -29,7 +30,7 @@ from .. import _validation as check
 from .._binning import BinnedPredictors
 from .._kernels.likelihood import MODEL_BASIS_NORMAL
 from .._kernels.records import make_prior
-from ..errors import ArgumentError, DataError
+from ..errors import ArgumentError, DataError, MixingWarning
 from ..posterior.bcf import CausalFit, ForestStore, treatment_codes
 from ..priors import calibrate_lambda
 from ..samplers.multi_forest import (
@@ -46,6 +47,8 @@ from .bart import residual_sd
 PROPENSITY_CLIP = (0.01, 0.99)
 #: Settings of the propensity model (probit BART of z on x) unless ``propensity_options`` overrides them.
 PROPENSITY_DEFAULTS = {"trees": 200, "chains": 1, "draws": 500, "tune": 500, "check_mixing": False}
+#: Split R-hat of the ATE or sigma above which ``bcf`` warns that the chains have not mixed.
+RHAT_WARN = 1.05
 #: 0.6745 = Phi^-1(0.75): the median of a half-normal of scale 1.
 HALF_NORMAL_MEDIAN = float(stats.norm.ppf(0.75))
 
@@ -60,7 +63,7 @@ def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, p
         nu: float = 3.0, q: float = 0.9, min_leaf_size: int = 5, max_cuts: int = 100, sampler: str = "grow_prune",
         moves: dict | None = None, chains: int = 4, draws: int = 1000, tune: int = 1000, thin: int = 1,
         seed=None, likelihood: bool = True, threads: int | None = None, progress: bool = False,
-        propensity_options: dict | None = None, na_action: str = "drop") -> CausalFit:
+        propensity_options: dict | None = None, na_action: str = "drop", check_mixing: bool = True) -> CausalFit:
     """Fit a Bayesian causal forest (Hahn, Murray & Carvalho 2020) from a formula and a 0/1 treatment.
 
     Parameters
@@ -110,6 +113,9 @@ def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, p
         Keywords of ``bps.bart`` for the propensity model (default ``PROPENSITY_DEFAULTS``).
     na_action : {"drop", "raise"}
         Rows with a missing predictor are dropped with a warning, or raise.
+    check_mixing : bool
+        With several chains, warn (``MixingWarning``) when the split R-hat of the ATE or sigma exceeds
+        ``RHAT_WARN``: the chains disagree on what the fit reports.
 
     Returns
     -------
@@ -151,6 +157,7 @@ def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, p
     tune = check.check_int_at_least("tune", tune, 0)
     thin = check.check_int_at_least("thin", thin, 1)
     likelihood = check.check_bool("likelihood", likelihood)
+    check_mixing = check.check_bool("check_mixing", check_mixing)
     move_mix = check_multi_forest_sampler(sampler, moves)
     if "~" not in formula:
         raise ArgumentError(f"formula must read 'y ~ x1 + x2' (got {formula!r})")
@@ -255,6 +262,13 @@ def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, p
         propensity=pi, propensity_fit=propensity_fit, designs={"mu": design, "tau": tau_design}, config=config,
         index=index)
     fit.warn_common_support(stacklevel=2)
+    if check_mixing and chains > 1 and likelihood:
+        r_hat = fit.summary()["r_hat"]
+        bad = {k: float(v) for k, v in r_hat.items() if k in ("ATE", "sigma") and v > RHAT_WARN}
+        if bad:
+            warnings.warn(f"the chains have not mixed: split R-hat {', '.join(f'{k} {v:.3f}' for k, v in bad.items())} "
+                          f"(above {RHAT_WARN}); run longer (larger tune and draws) before trusting the effects",
+                          MixingWarning, stacklevel=2)
     return fit
 
 
