@@ -21,8 +21,9 @@ num_mcmc=--draws``, one chain, ``random_seed=r``.
 
 Metrics (spec 3.9, in-sample at the n fitted rows, 95% intervals): ATE rmse over replicates of
 (posterior-mean ATE - mean_i tau_i), ATE coverage and mean interval length; CATE rmse = sqrt(PEHE) averaged
-over replicates, CATE coverage (mean over rows and replicates) and length. HMC20's own table values could not
-be retrieved (spec 9), so they are not printed here.
+over replicates, CATE coverage (mean over rows and replicates) and length; s/fit is the wall time per fit
+(bps.bcf's includes its probit BART propensity model, stochtree's does not: it is given that propensity).
+HMC20's own table values could not be retrieved (spec 9), so they are not printed here.
 """
 
 from __future__ import annotations
