@@ -24,7 +24,7 @@ from bartpy_suite.samplers.multi_forest import CausalChain, CausalProblem, Fores
 
 
 def _problem(n=20, mu_trees=8, tau_trees=5, likelihood=True, min_leaf=1, seed=0, alpha=(0.95, 0.25),
-             beta=(2.0, 3.0), lam=0.2, y=None):
+             beta=(2.0, 3.0), lam=0.2, y=None, w=None):
     """A small standardised BCF problem on two continuous predictors (HMC20's priors at these tree counts)."""
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(n, 2))
@@ -38,7 +38,8 @@ def _problem(n=20, mu_trees=8, tau_trees=5, likelihood=True, min_leaf=1, seed=0,
                     mu_trees, 4.0 / mu_trees, 0.0)
     tau = ForestSpec(binned.codes, np.zeros(2, bool), binned.nbins, make_prior(alpha=alpha[1], beta=beta[1], **common),
                      tau_trees, c_tau ** 2 / tau_trees, 1.0 / tau_trees)
-    return CausalProblem(np.asarray(y, float), z, np.ones(n), mu, tau, 4.0 / mu_trees, 1.0)
+    w = np.ones(n) if w is None else np.asarray(w, float)
+    return CausalProblem(np.asarray(y, float), z, w, mu, tau, 4.0 / mu_trees, 1.0)
 
 
 def _run(problem, sweeps, tune, seed, moves=None):
@@ -96,6 +97,26 @@ def test_prior_recovery_with_the_likelihood_off():
     for forest, alpha in (("mu", 0.95), ("tau", 0.25)):
         stumps = (out[forest]["n_leaves"] == 1).mean(axis=1)  # share per draw
         close(stumps, 1 - alpha, f"share of stumps in the {forest} forest")
+
+
+def test_zero_weights_sample_the_prior():
+    """Spec 8.2's own recipe: with the likelihood on but every weight w_i = 0 no row informs anything, so
+    the chain samples the prior through the weighted code paths (leaf statistics A = c = 0, coding and s_m
+    precisions from the prior, sigma^2 with n+ = 0). Same checks and tolerances as above (4 batch-means
+    standard errors), on the quantities the weights reach."""
+    n = 20
+    out = _run(_problem(n=n, likelihood=True, mu_trees=2, tau_trees=8, lam=0.2, w=np.zeros(n)), 20_000, 200, seed=4)
+    p = out["params"]
+
+    def close(values, expected, what):
+        values = np.asarray(values, float)
+        assert abs(values.mean() - expected) < 4 * _batch_se(values), (what, values.mean(), expected)
+
+    diff = p[:, 2] - p[:, 1]
+    close(np.abs(diff) < 1, 0.6827, "P(|b1 - b0| < 1)")
+    close(np.abs(p[:, 3] / np.sqrt(p[:, 4])) < 1, 0.5, "P(|s_m / sqrt(delta)| < 1)")
+    close(p[:, 0] ** 2 < 3 * 0.2 / stats.chi2(3).ppf(0.5), 0.5, "P(sigma^2 < its median)")
+    close((out["tau"]["n_leaves"] == 1).mean(axis=1), 0.75, "share of stumps in the tau forest")
 
 
 # -- the conjugate reduction (spec 8.4) -----------------------------------------------------------
