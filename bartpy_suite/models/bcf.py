@@ -58,6 +58,7 @@ def _rhs_names(rhs: str) -> set[str]:
 
 
 def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, propensity: str | None = None,
+        weights: str | None = None,
         mu_trees: int = 200, tau_trees: int = 50, sd_control: float = 2.0, sd_moderate: float = 1.0,
         alpha_mu: float = 0.95, beta_mu: float = 2.0, alpha_tau: float = 0.25, beta_tau: float = 3.0,
         nu: float = 3.0, q: float = 0.9, min_leaf_size: int = 5, max_cuts: int = 100, sampler: str = "grow_prune",
@@ -83,6 +84,11 @@ def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, p
         A column holding each row's propensity P(z = 1 | x), strictly between 0 and 1. Default: the
         posterior mean of probit BART of the treatment on the formula's predictors, clipped to
         [0.01, 0.99]; appended to the mu forest's predictors only.
+    weights : str, optional
+        A column of precision weights w_i >= 0 (spec 1.1: e_i ~ N(0, sigma^2 / w_i); w_i = 0 leaves row i
+        out of every likelihood term). The response is standardised by its weighted mean and sd, as bcf
+        does; sigma_hat (the sigma^2 prior's scale) still comes from the unweighted linear fit; the
+        ATE, ATT and ATC average the rows' CATE with equal weights (the sample ATE, spec 3.7).
     mu_trees, tau_trees : int
         Trees of the mu and tau forests (HMC20: 200 and 50).
     sd_control, sd_moderate : float
@@ -165,7 +171,10 @@ def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, p
     if treatment in _rhs_names(rhs):
         raise ArgumentError(f"the treatment {treatment!r} may not be a predictor in the formula {formula!r}: bcf "
                             "adds its effect through the treatment forest (leave it out of the formula)")
-    hidden = [treatment] + ([propensity] if propensity is not None else [])
+    hidden = [treatment] + [c for c in (propensity, weights) if c is not None]
+    if weights is not None and (not isinstance(weights, str) or weights not in data.columns):
+        raise ArgumentError(f"weights={weights!r} is not a column of data; give the name of a column of "
+                            "non-negative weights, or None")
     if propensity is not None and (not isinstance(propensity, str) or propensity not in data.columns):
         raise ArgumentError(f"propensity={propensity!r} is not a column of data; give a column name or None "
                             "(estimate it with probit BART)")
@@ -184,13 +193,21 @@ def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, p
     z = treatment_codes(data.loc[index, treatment], treatment)
     y = np.asarray(y, dtype=np.float64)
     n = y.shape[0]
+    w = np.ones(n)
+    if weights is not None:
+        w = np.asarray(data.loc[index, weights], dtype=np.float64)
+        bad = ~(np.isfinite(w) & (w >= 0))
+        if bad.any() or not (w > 0).any():
+            raise DataError(f"weights column {weights!r} must hold finite values >= 0, not all 0 ({int(bad.sum())} "
+                            "rows are negative, missing or infinite)")
     ss = spawn_generators(seed, chains + 1)
     config = {"model_type": "bcf", "formula": design.expanded_formula, "tau_formula": f"~ {tau_rhs.strip()}",
               "treatment": treatment, "mu_trees": mu_trees, "tau_trees": tau_trees, "sd_control": sd_control,
               "sd_moderate": sd_moderate, "alpha_mu": alpha_mu, "beta_mu": beta_mu, "alpha_tau": alpha_tau,
               "beta_tau": beta_tau, "nu": nu, "q": q, "min_leaf_size": min_leaf_size, "max_cuts": max_cuts,
               "sampler": sampler, "moves": move_mix, "chains": chains, "draws": draws, "tune": tune, "thin": thin,
-              "likelihood": likelihood, "propensity_column": propensity, "propensity_clip": PROPENSITY_CLIP}
+              "likelihood": likelihood, "propensity_column": propensity, "weights": weights,
+              "propensity_clip": PROPENSITY_CLIP}
 
     # -- the propensity, once, from (x, z) only (spec 7) ---------------------------------------
     propensity_fit = None
@@ -212,8 +229,8 @@ def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, p
         pi = np.clip(propensity_fit.predict(frame)["prob_True"].to_numpy(dtype=np.float64), *PROPENSITY_CLIP)
 
     # -- the standardised problem --------------------------------------------------------------
-    center = float(np.mean(y))
-    scale = float(np.std(y, ddof=1)) if n > 1 else 0.0
+    center = float(np.average(y, weights=w))
+    scale = float(np.sqrt(np.average((y - center) ** 2, weights=w) * n / (n - 1))) if n > 1 else 0.0
     if not np.isfinite(scale) or scale <= 0:
         raise DataError(f"the response {design.response!r} is constant; bcf needs variation in it")
     ys = (y - center) / scale
@@ -229,7 +246,7 @@ def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, p
     common = {"min_leaf": min_leaf_size, "model": MODEL_BASIS_NORMAL, "nu": nu, "lam": lam, "likelihood": likelihood}
     c_tau = sd_moderate / HALF_NORMAL_MEDIAN
     problem = CausalProblem(
-        y=ys, z=z, w=np.ones(n),
+        y=ys, z=z, w=w,
         mu=ForestSpec(mu_binned.codes, np.array(mu_cat), mu_binned.nbins, make_prior(alpha=alpha_mu, beta=beta_mu,
                       **common), mu_trees, sd_control ** 2 / mu_trees, 0.0),
         tau=ForestSpec(tau_binned.codes, np.array(tau_design.is_categorical), tau_binned.nbins,
