@@ -437,3 +437,21 @@ def test_weights():
     assert "w" not in one.mu.names
     with pytest.raises(DataError, match=r"weights column 'w' must hold finite values >= 0"):
         bps.bcf("y ~ x1", df.assign(w=-1.0), weights="w", **kw)
+
+
+def test_bcf_releases_every_array_numba_holds():
+    """As ``tests/test_refcounts.py`` for the other fits: a bcf fit and its CATE on new rows leave numba's
+    meminfo counts balanced (the basis helpers borrow their caller's arrays)."""
+    from test_refcounts import nrt_balance
+
+    df, _ = _hmc20(50, 9)
+    kw = dict(treatment="z", propensity="ps", mu_trees=4, tau_trees=3, chains=2, draws=5, tune=3, seed=1,
+              threads=1, sampler="cgm")
+    bps.bcf("y ~ x1 + x2", df, **kw).cate(df.head(5))  # compile outside the counted window
+
+    def fit_and_predict():
+        assert bps.bcf("y ~ x1 + x2", df, **kw).cate(df.head(5)).shape == (5, 3)
+
+    made, released = nrt_balance(fit_and_predict)
+    assert made > 0
+    assert made == released
