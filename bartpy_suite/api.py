@@ -1,5 +1,6 @@
 """The front door: ``cart()``, ``bart()`` (thin aliases of the registered models'
-``from_formula``) and ``load()``.
+``from_formula``), ``bcf()`` (Bayesian causal forests, ``models/bcf.py``; not a registered
+``TreeModel``: it returns a ``CausalFit``) and ``load()`` (either kind of saved fit).
 
 formula -> Design -> Model(**keywords).fit(X, y) -> Fit. Imports formula, models, posterior
 and errors; nothing in the package imports this module except ``__init__``.
