@@ -455,3 +455,13 @@ def test_bcf_releases_every_array_numba_holds():
     made, released = nrt_balance(fit_and_predict)
     assert made > 0
     assert made == released
+
+
+def test_dot_formula_leaves_out_the_treatment_propensity_and_weights():
+    """``"y ~ ."`` takes every column but the response, the treatment, the propensity and the weights; the
+    mu forest adds the propensity, the tau forest does not."""
+    df, _ = _hmc20(40, 1)
+    fit = bps.bcf("y ~ .", df.assign(w=1.0), treatment="z", propensity="ps", weights="w", mu_trees=4, tau_trees=2,
+                  chains=1, draws=5, tune=5, seed=0)
+    assert fit.mu.names == ["x1", "x2", "x3", "xb", "xc", "propensity"]
+    assert fit.tau.names == ["x1", "x2", "x3", "xb", "xc"]
