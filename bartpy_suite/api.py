@@ -1,5 +1,6 @@
 """The front door: ``cart()``, ``bart()`` (thin aliases of the registered models'
-``from_formula``) and ``load()``.
+``from_formula``), ``bcf()`` (Bayesian causal forests, ``models/bcf.py``; not a registered
+``TreeModel``: it returns a ``CausalFit``) and ``load()`` (either kind of saved fit).
 
 formula -> Design -> Model(**keywords).fit(X, y) -> Fit. Imports formula, models, posterior
 and errors; nothing in the package imports this module except ``__init__``.
@@ -8,14 +9,17 @@ and errors; nothing in the package imports this module except ``__init__``.
 from __future__ import annotations
 
 import inspect
+import zipfile
 
 from ._validation import NaAction
 from .formula import Design
 from .models import MODELS
+from .models.bcf import bcf
 from .posterior import file_check
+from .posterior.bcf import CausalFit
 from .posterior.fit import Fit
 
-__all__ = ["NaAction", "bart", "cart", "load", "soft_tree"]
+__all__ = ["NaAction", "bart", "bcf", "cart", "load", "soft_tree"]
 
 _ALIAS_INTRO = {
     "cart": "Fit a single-tree Bayesian CART model (Chipman, George & McCulloch 1998) from a formula.",
@@ -64,8 +68,8 @@ bart = _formula_alias("bart")
 soft_tree = _formula_alias("soft_tree")
 
 
-def load(path, log_likelihood: bool | None = None) -> Fit:
-    """Read a fit written by ``Fit.to_netcdf``.
+def load(path, log_likelihood: bool | None = None) -> Fit | CausalFit:
+    """Read a fit written by ``Fit.to_netcdf`` (or a ``bps.bcf`` fit written by ``CausalFit.save``).
 
     Every stored array and attribute is checked before it is used (``posterior/file_check.py``),
     so a damaged or edited file gives an error rather than a crash or wrong predictions.
@@ -92,4 +96,6 @@ def load(path, log_likelihood: bool | None = None) -> Fit:
         When the file is truncated, not a fit, or holds a damaged or edited array or attribute;
         the message names the file, the first bad array and what is wrong.
     """
+    if zipfile.is_zipfile(path):  # a bcf fit (``CausalFit.save``): an .npz archive, not netCDF
+        return CausalFit.read(path, Design.from_json, lambda p: file_check.load_fit(p, Design.from_json))
     return file_check.load_fit(path, Design.from_json, log_likelihood=log_likelihood)

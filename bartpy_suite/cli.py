@@ -172,9 +172,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fit.add_argument("formula", help=FORMULA_HELP)
     fit.add_argument("data", help="CSV file with a header row, or a Parquet file (.parquet, .pq; needs pyarrow)")
-    fit.add_argument("--model", choices=tuple(MODELS), default="cart",
+    fit.add_argument("--model", choices=tuple(MODELS) + ("bcf",), default="cart",
                      help="the model (default cart): " + "; ".join(
-                         f"{name}: {cls.__doc__.splitlines()[0].rstrip('.')}" for name, cls in MODELS.items()))
+                         f"{name}: {cls.__doc__.splitlines()[0].rstrip('.')}" for name, cls in MODELS.items())
+                     + "; bcf: Bayesian causal forests (bps.bcf; needs --treatment)")
+    fit.add_argument("--treatment", help="--model bcf: the 0/1 treatment column")
+    fit.add_argument("--propensity", help="--model bcf: a column holding P(treatment = 1 | x) (default: estimated "
+                                          "by probit BART)")
+    fit.add_argument("--tau-formula", dest="tau_formula", metavar="'~ x1 + x2'",
+                     help="--model bcf: the moderators of the treatment effect (default: the formula's predictors)")
     fit.add_argument("--sampler", help="sampler name (default: the model's); by model: " + "; ".join(
         f"{name}: {', '.join(samplers_for(sampler_kind(cls)))} (default {cls.run_defaults['sampler']})"
         for name, cls in MODELS.items()))
@@ -728,6 +734,13 @@ def _demo(args: argparse.Namespace, session: _Session) -> None:
 def _fit(args: argparse.Namespace, session: _Session) -> None:
     data_path = _existing_file(args.data, "data")
     out = _output_target(args.out, "fit", [("data", data_path)], args.force)
+    if args.model == "bcf":
+        _fit_bcf(args, session, out)
+        return
+    for option, keyword in (("--treatment", "treatment"), ("--propensity", "propensity"),
+                            ("--tau-formula", "tau_formula")):
+        if getattr(args, keyword) is not None:
+            raise CommandError(f"{option} applies to --model bcf only")
     # options that only some models take: which ones is read from their keywords, not listed here
     for option, keyword in (("--trees", "trees"), ("--sparse", "sparse"), ("--init", "init")):
         if getattr(args, keyword) is not None and keyword not in {p.name for p in
@@ -764,6 +777,35 @@ def _fit(args: argparse.Namespace, session: _Session) -> None:
         with session.timed_stage(f"saving the fit to '{out}'"), _atomic_output(out) as tmp:
             try:
                 fit.to_netcdf(tmp)
+            except OSError as exc:
+                raise CommandError(f"cannot write the fit to '{out}': {exc}") from exc
+        print(f"{PROG}: saved the fit to '{out}'", file=sys.stderr)
+
+
+def _fit_bcf(args: argparse.Namespace, session: _Session, out) -> None:
+    """``fit --model bcf``: ``bps.bcf`` with the run options given; prints its summary (ATE, ATT, ATC, sigma)
+    and saves the fit (``CausalFit.save``) with ``--out``."""
+    if args.treatment is None:
+        raise CommandError("--model bcf needs --treatment, the 0/1 treatment column")
+    for option, keyword in (("--trees", "trees"), ("--sparse", "sparse"), ("--init", "init"),
+                            ("--init-sweeps", "init_sweeps"), ("--levels", "levels"),
+                            ("--sampler-option", "sampler_options"), ("--no-check-mixing", "check_mixing")):
+        if getattr(args, keyword) is not None:
+            raise CommandError(f"{option} does not apply to --model bcf (its trees are 200 mu and 50 tau, "
+                               "as HMC20; set others from Python, bps.bcf)")
+    kwargs: dict[str, Any] = {key: getattr(args, key) for key in ("sampler", "chains", "draws", "tune", "thin", "seed",
+                                                                 "na_action", "propensity", "tau_formula")
+                              if getattr(args, key) is not None}
+    kwargs.update(_progress_kwargs(args))
+    data = _read_table(args.data, "data", args, session)
+    fit = bps.bcf(args.formula, data, treatment=args.treatment, **kwargs)
+    session.rows = None
+    summary = fit.summary() if args.level is None else fit.summary(level=args.level)
+    print(_format_table(summary), flush=True)
+    if out is not None:
+        with session.timed_stage(f"saving the fit to '{out}'"), _atomic_output(out) as tmp:
+            try:
+                fit.save(tmp)
             except OSError as exc:
                 raise CommandError(f"cannot write the fit to '{out}': {exc}") from exc
         print(f"{PROG}: saved the fit to '{out}'", file=sys.stderr)
@@ -845,6 +887,14 @@ def _predict(args: argparse.Namespace, session: _Session) -> None:
         raise
     except (OSError, ValueError, KeyError) as exc:
         raise CommandError(f"cannot read fit file '{args.fit}': {exc}") from exc
+    if isinstance(fit, bps.CausalFit):  # a bcf fit: the CATE per row (and E[y] where the treatment is given)
+        newdata = _read_table(args.newdata, "new data", args, session)
+        level = {} if args.level is None else {"level": args.level}
+        pred = fit.cate(newdata, **level).add_prefix("cate_")
+        if fit.treatment in newdata.columns:
+            pred = fit.predict(newdata, **level).join(pred)
+        _write_predictions(pred, out)
+        return
     kind = _prediction_kind(args.kind, fit)
     newdata = _read_table(args.newdata, "new data", args, session)
     kwargs: dict[str, Any] = {"kind": kind}
@@ -852,6 +902,11 @@ def _predict(args: argparse.Namespace, session: _Session) -> None:
         if getattr(args, key) is not None:
             kwargs[key] = getattr(args, key)
     pred = fit.predict(newdata, **kwargs)
+    _write_predictions(pred, out)
+
+
+def _write_predictions(pred: pd.DataFrame, out) -> None:
+    """The predictions as CSV to standard output or (atomically) to ``out``."""
     if out is None:
         pred.to_csv(sys.stdout, index=False, lineterminator="\n")
         return

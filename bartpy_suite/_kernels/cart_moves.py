@@ -37,7 +37,12 @@ import math
 import numpy as np
 
 from .jit import helper
-from .likelihood import MODEL_NORMAL_KNOWN_VARIANCE, leaf_log_marginal_normal_known_variance
+from .likelihood import (
+    MODEL_BASIS_NORMAL,
+    MODEL_NORMAL_KNOWN_VARIANCE,
+    leaf_log_marginal_basis,
+    leaf_log_marginal_normal_known_variance,
+)
 from .tree import (
     F_B_SUM,
     F_LM_SUM,
@@ -305,6 +310,25 @@ def _cell_scores_known_variance(tree, root, xt, is_cat, y, target, scratch, coun
     return 1, lm
 
 
+@helper(fastmath={"reassoc"})
+def _leaf_left_basis_sums(leaf_of, node, codes, cut, is_cat, y, basis):
+    """Rows i with ``leaf_of[i] == node``: over those rule ``cut`` sends left, sum w b y and sum w b^2, and
+    over all of them sum w b^2 (``basis`` rows 1 and 2, ``records.BasisTarget``); one branch-free pass,
+    reassociated as ``tree.leaf_left_count_sum`` (for a bound with a margin only)."""
+    c_left = 0.0
+    a_left = 0.0
+    a_all = 0.0
+    wb = basis[1]
+    wbb = basis[2]
+    for i in range(y.shape[0]):
+        here = leaf_of[i] == node
+        go = here & goes_left(codes[i], cut, is_cat)
+        c_left += wb[i] * y[i] if go else 0.0
+        a_left += wbb[i] if go else 0.0
+        a_all += wbb[i] if here else 0.0
+    return c_left, a_left, a_all
+
+
 @helper
 def propose_grow(rng, tree, data, target, move_probs, fstate, n_total, scratch, leaf_of, model):
     """Propose a grow; the tree is modified. Returns ``(log r, node, log u)``: node -1 when no
@@ -368,6 +392,20 @@ def propose_grow(rng, tree, data, target, move_probs, fstate, n_total, scratch, 
         log_u = math.log(rng.random())
         # The margin covers rounding (the sums here run in another order), relative to the
         # magnitudes that enter the ratio; within it the exact log r decides.
+        if log_u > log_r_max + 1e-7 * (1.0 + abs(log_r_max) + abs(lm_l) + abs(lm_r) + abs(tree.lm[node])):
+            _as_if_split_undone(tree, node, cut, target)
+            return -np.inf, -1, log_u
+    elif (len(model) == MODEL_BASIS_NORMAL and target.prior.likelihood and leaf_of.shape[0] == y.shape[0]
+            and (e - s) * SCAN_SHARE >= y.shape[0] and tree.meta[M_N_FREE] >= 2 and heat <= 1.0):
+        # The same bound for basis leaves (``basis.py``): one pass gives the left child's c and A and the
+        # leaf's A (not cached); the right child's c is the leaf's cached c minus the left's.
+        c_l, a_l, a_all = _leaf_left_basis_sums(leaf_of, node, xt[v], cut, is_cat[v], y, target.basis)
+        c_r = tree.b[node] - c_l
+        lm_l = leaf_log_marginal_basis(a_l, c_l, target.sigma2[0], target.tau2[0])
+        lm_r = leaf_log_marginal_basis(a_all - a_l, c_r, target.sigma2[0], target.tau2[0])
+        log_r_max = _grow_log_r(math.log(ps) - math.log1p(-ps), log_q, log_rule, lm_l, lm_r, c_l, c_r, tree, node,
+                                fstate, n_total, target, model)
+        log_u = math.log(rng.random())
         if log_u > log_r_max + 1e-7 * (1.0 + abs(log_r_max) + abs(lm_l) + abs(lm_r) + abs(tree.lm[node])):
             _as_if_split_undone(tree, node, cut, target)
             return -np.inf, -1, log_u

@@ -18,6 +18,9 @@ MODEL_MEAN_VARIANCE_SHIFT = 1  # sigma_i per leaf (thesis eq. 3.3)
 MODEL_CLASSIFICATION = 2  # Dirichlet-multinomial leaves (thesis eq. 3.4 / 3.17)
 MODEL_NORMAL_KNOWN_VARIANCE = 3  # BART backfitting: mu ~ N(0, tau2), sigma^2 given
 MODEL_LOG_GAMMA = 4  # log-linear BART: leaf factor gamma ~ Gamma(c, d), Poisson-type augmented likelihood
+# Basis / weighted leaves (issue 30; spec multi_forest.md 2.1-2.2): row i of a leaf has mean b_i theta and
+# precision w_i / sigma^2, theta ~ N(0, tau2); the rows' (b_i, w_i b_i, w_i b_i^2) are in ``BasisTarget.basis``
+MODEL_BASIS_NORMAL = 5
 
 LOG_PI = math.log(math.pi)
 
@@ -131,6 +134,21 @@ def leaf_log_marginal_normal_known_variance(n, r_sum, sigma2, tau2):
     """
     prec = 1.0 + n * tau2 / sigma2
     return -0.5 * math.log(prec) + 0.5 * tau2 * r_sum * r_sum / (sigma2 * (sigma2 + n * tau2))
+
+
+@helper
+def leaf_log_marginal_basis(a_sum, c_sum, sigma2, tau2):
+    """log p(R_leaf) of a basis leaf (spec multi_forest.md 2.1-2.2) with theta ~ N(0, tau2) integrated
+    out, where R_i ~ N(b_i theta, sigma2 / w_i): ``a_sum = sum w_i b_i^2``, ``c_sum = sum w_i b_i R_i``.
+
+    ``-1/2 log(1 + tau2 A) + c^2 / (2 (A + 1/tau2))`` with ``A = a_sum / sigma2``, ``c = c_sum / sigma2``,
+    written without dividing by tau2 (``tau2 = 0`` is allowed). It leaves out
+    ``sum_i [1/2 log(w_i / (2 pi sigma2)) - w_i R_i^2 / (2 sigma2)]`` (rows with w_i > 0), the same for
+    every partition of the same rows (spec 1.3). With ``b_i = w_i = 1`` it is
+    ``leaf_log_marginal_normal_known_variance`` (``a_sum = n``).
+    """
+    prec = 1.0 + a_sum * tau2 / sigma2
+    return -0.5 * math.log(prec) + 0.5 * tau2 * c_sum * c_sum / (sigma2 * (sigma2 + a_sum * tau2))
 
 
 @helper

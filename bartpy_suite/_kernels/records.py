@@ -35,9 +35,9 @@ import numpy as np
 
 from .jit import helper
 
-__all__ = ["BartLadder", "Data", "Depths", "ForestOut", "Ladder", "Moves", "ParticleSystems", "PgSettings", "Prior",
-           "RungOut", "Rungs", "SwapOut", "Tally", "Target", "Window", "make_prior",
-           "make_target", "make_window", "rung_prior", "typed_prior"]
+__all__ = ["BartLadder", "BasisTarget", "Data", "Depths", "ForestOut", "Ladder", "Moves", "ParticleSystems",
+           "PgSettings", "Prior", "RungOut", "Rungs", "SwapOut", "Tally", "Target", "Window", "make_prior",
+           "make_basis_target", "make_target", "make_window", "rung_prior", "typed_prior"]
 
 
 class Prior(NamedTuple):
@@ -67,6 +67,31 @@ class Target(NamedTuple):
 
     prior: Prior
     sigma2: np.ndarray  # float64[1]
+
+
+class BasisTarget(NamedTuple):
+    """What a tree of basis leaves (``likelihood.MODEL_BASIS_NORMAL``, issue 30) conditions on: the
+    ``Target`` fields plus chain state of its own. Row i of a leaf with parameter theta ~ N(0, tau2[0])
+    has mean ``b_i theta`` and precision ``w_i / sigma2[0]`` (spec multi_forest.md 2.1-2.2).
+
+    The per-row weights travel here rather than in ``Data`` because ``tree.leaf_terms``, which every
+    sampler calls, reads the target but only ``y`` and ``ycls`` of the data; every function that takes a
+    ``Target`` reads it by field name, so it takes a ``BasisTarget`` unchanged.
+    """
+
+    prior: Prior
+    sigma2: np.ndarray  # float64[1]: the chain's sigma^2 cell (shared by the forests of one chain)
+    tau2: np.ndarray  # float64[1]: the leaf prior variance (chain state: a scale parameter may move it)
+    basis: np.ndarray  # float64[3, n]: rows b_i, w_i b_i, w_i b_i^2 (w_i = 0: the row is out of the likelihood)
+
+
+def make_basis_target(prior: Prior, sigma2: np.ndarray, tau2: float, basis: np.ndarray) -> BasisTarget:
+    """A ``BasisTarget`` of ``prior`` sharing the sigma^2 cell ``sigma2`` (float64[1]), with its own leaf
+    variance cell (starting at ``tau2``) and ``basis`` (float64[3, n], C-contiguous)."""
+    basis = np.ascontiguousarray(basis, dtype=np.float64)
+    if basis.ndim != 2 or basis.shape[0] != 3:
+        raise ValueError("make_basis_target: basis must have shape (3, n)")
+    return BasisTarget(typed_prior(prior), sigma2, np.array([float(tau2)]), basis)
 
 
 class Data(NamedTuple):

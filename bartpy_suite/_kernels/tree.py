@@ -47,10 +47,12 @@ import numpy as np
 
 from .jit import helper, kernel
 from .likelihood import (
+    MODEL_BASIS_NORMAL,
     MODEL_CLASSIFICATION,
     MODEL_LOG_GAMMA,
     MODEL_MEAN_SHIFT,
     MODEL_NORMAL_KNOWN_VARIANCE,
+    leaf_log_marginal_basis,
     leaf_log_marginal_dirichlet,
     leaf_log_marginal_log_gamma,
     leaf_log_marginal_mean_variance,
@@ -890,6 +892,17 @@ def leaf_terms(tree, node, y, ycls, target, class_counts, model):
         for i in range(s, e):
             class_counts[ycls[perm[i]]] += 1.0
         return leaf_log_marginal_dirichlet(class_counts[:k], target.prior.class_alpha), 0.0
+    if len(model) == MODEL_BASIS_NORMAL:
+        # Basis leaves (``records.BasisTarget``): y is the residual R, basis[1] = w b, basis[2] = w b^2; b
+        # carries c = sum w b R, which the leaf draw needs (``basis.draw_basis_leaves``).
+        basis = target.basis
+        c = 0.0
+        a = 0.0
+        for i in range(s, e):
+            r = perm[i]
+            c += basis[1, r] * y[r]
+            a += basis[2, r]
+        return leaf_log_marginal_basis(a, c, target.sigma2[0], target.tau2[0]), c
     total = 0.0
     for i in range(s, e):
         total += y[perm[i]]
