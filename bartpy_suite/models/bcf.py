@@ -278,7 +278,7 @@ def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, p
         counts=np.concatenate([c["counts"] for c in collected]), center=center, scale=scale, y=y, z=z,
         propensity=pi, propensity_fit=propensity_fit, designs={"mu": design, "tau": tau_design}, config=config,
         index=index)
-    fit.warn_common_support(stacklevel=2)
+    fit.warn_common_support(stacklevel=3)  # the caller of bcf()
     if check_mixing and chains > 1 and likelihood:
         r_hat = fit.summary()["r_hat"]
         bad = {k: float(v) for k, v in r_hat.items() if k in ("ATE", "sigma") and v > RHAT_WARN}
