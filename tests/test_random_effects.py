@@ -4,6 +4,8 @@ the samplers that fit it."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -213,3 +215,55 @@ def test_dask_frame_is_predicted_partition_by_partition(fitted):
     rows = df.head(10).assign(g=["s0", "zz"] * 5)
     got = fit.predict(dd.from_pandas(rows, npartitions=2)).compute()
     pd.testing.assert_frame_equal(got, fit.predict(rows))
+
+
+def test_an_edited_file_fails_at_load_naming_what_is_wrong(tmp_path):
+    """Each edit of a saved fit's random effects raises FitFileError at load, naming the variable
+    or setting, instead of a KeyError/IndexError at predict or a silent new-group prediction."""
+    import json
+
+    import xarray as xr
+
+    from bartpy_suite.errors import FitFileError
+
+    rng = np.random.default_rng(1)
+    g = rng.integers(0, 5, 100)
+    x = rng.uniform(size=100)
+    df = pd.DataFrame({"x": x, "g": [f"g{k}" for k in g], "y": x + 0.3 * g + rng.normal(0, 0.3, 100)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = bps.bart("y ~ x + (1 | g)", data=df, trees=10, chains=1, draws=20, tune=20, seed=1)
+    good = tmp_path / "fit.nc"
+    fit.to_netcdf(good)
+    bps.load(good).predict(df.iloc[:3])  # the unedited file loads and predicts
+
+    def drop(t):
+        t["posterior"] = xr.DataTree(t["posterior"].to_dataset().drop_vars(["re_effect"]))
+
+    def codes(t):
+        ds = t["constant_data"].to_dataset()
+        ds["re_group_code"][:] = 99
+        attrs = dict(t["constant_data"].attrs)
+        t["constant_data"] = xr.DataTree(ds)
+        t["constant_data"].attrs.update(attrs)
+
+    def not_finite(t):
+        ds = t["posterior"].to_dataset()
+        ds["re_sd"][:] = np.nan
+        t["posterior"] = xr.DataTree(ds)
+
+    def levels(t):
+        attrs = t["constant_data"].attrs
+        key = next(k for k in attrs if "config" in k)
+        config = json.loads(attrs[key])
+        config["random_effects"]["levels"] = ["g0", "g1", "g2"]
+        attrs[key] = json.dumps(config)
+
+    for edit, named in ((drop, "posterior/re_effect"), (codes, "constant_data/re_group_code"),
+                        (not_finite, "posterior/re_sd"), (levels, "random_effects")):
+        tree = xr.open_datatree(good).load()
+        edit(tree)
+        path = tmp_path / f"{edit.__name__}.nc"
+        tree.to_netcdf(path)
+        with pytest.raises(FitFileError, match=named):
+            bps.load(path)

@@ -244,6 +244,8 @@ class _Checker:
         self.design_offset = 0  # predictors of the trees before the design's (survival: the time)
 
     # -- helpers ---------------------------------------------------------------------------------
+    fail = staticmethod(_fail)
+
     def array(self, group: str, name: str, kind: str, dims: tuple, required: bool = True, local: tuple = (),
               native: bool = False):
         """The variable as int64 (``kind="int"``; in its own integer type with ``native``, to spare
@@ -311,6 +313,7 @@ class _Checker:
         trees = self.tree_store(TREES_GROUP, "tree", binned, split, p, rules=config["model_type"] != "soft_tree")
         self.idata = _expand_leaves(self.idata, ~trees["internal"])
         self.leaves(config, trees, classes)
+        LEAF_MODELS[leaf_model_name(config)].check_file(self, config)
         self.model_counts(config, trees["counts"].shape[2], classes)
         for name, node in self.idata.children.items():
             held = node.dataset.data_vars

@@ -155,6 +155,12 @@ class LeafModel:
         """The class to build for ``config`` (``cls`` unless a setting picks a subclass)."""
         return cls
 
+    @classmethod
+    def check_file(cls, checker, config: dict) -> None:
+        """Check what this leaf model reads from a loaded file besides the trees (``file_check``:
+        ``checker.array`` reads a variable after checking its dtype and dims, ``checker.fail``
+        raises the file error); nothing by default."""
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} leaf model of {self.fit.config['model_type']!r}>"
 

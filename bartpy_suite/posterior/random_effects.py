@@ -222,6 +222,42 @@ class NormalRandomEffects(GaussianMeanShift):
         out = regression_table(f, noise_sd, fit.flat_weights, rows, kind, level, samples, shape)
         return with_missing_rows(out, ok, index)
 
+    @classmethod
+    def check_file(cls, checker, config: dict) -> None:
+        """A loaded fit's random effects: the specification in the configuration, the effect draws
+        (finite, one per group and term of it) and the training rows' group codes and basis, so
+        that an edited file fails at ``load`` with the file error naming what is wrong rather than
+        predicting with effects of the wrong groups."""
+        where = "constant_data.attrs: random_effects"
+        spec = config.get("random_effects")
+        if not isinstance(spec, dict) or not isinstance(spec.get("group"), str):
+            checker.fail(where, "missing, or without the name of its grouping column")
+        terms, levels = spec.get("terms"), spec.get("levels")
+        if not isinstance(terms, list) or not terms or not all(isinstance(t, str) for t in terms) \
+                or len(set(terms)) != len(terms):
+            checker.fail(where, f"terms is {terms!r}, expected a non-empty list of distinct names")
+        if not isinstance(levels, list) or len(levels) < 2 or \
+                not all(isinstance(v, (str, int, float, bool)) for v in levels) or len(set(levels)) != len(levels):
+            checker.fail(where, "levels must be a list of at least 2 distinct group labels")
+        checker.sizes.setdefault(TERM_DIM, len(terms))
+        checker.sizes.setdefault(GROUP_DIM, len(levels))
+        for dim, size in ((TERM_DIM, len(terms)), (GROUP_DIM, len(levels))):
+            if checker.sizes[dim] != size:
+                checker.fail(where, f"{size} {dim}s in the configuration, {checker.sizes[dim]} in the arrays")
+        effect = checker.array("posterior", "re_effect", "float", ("chain", "draw", GROUP_DIM, TERM_DIM))
+        sd = checker.array("posterior", "re_sd", "float", ("chain", "draw", TERM_DIM))
+        for name, values in (("re_effect", effect), ("re_sd", sd)):
+            if not np.isfinite(values).all():
+                checker.fail(f"posterior/{name}", "holds a value that is not finite")
+        if (sd < 0).any():
+            checker.fail("posterior/re_sd", "holds a negative standard deviation")
+        codes = checker.array("constant_data", "re_group_code", "int", ("obs",))
+        if ((codes < 0) | (codes >= len(levels))).any():
+            checker.fail("constant_data/re_group_code", f"holds a code outside 0..{len(levels) - 1}")
+        basis = checker.array("constant_data", "re_basis", "float", ("obs", TERM_DIM))
+        if not np.isfinite(basis).all():
+            checker.fail("constant_data/re_basis", "holds a value that is not finite")
+
     def summary_rows(self, row: Callable[[np.ndarray], dict]) -> dict:
         spec = self.fit.config["random_effects"]
         sd = self.fit.posterior["re_sd"].values
