@@ -284,8 +284,7 @@ def _bin_rows(tree, node, xt, v, nb, y, ycls, target, cs, model):
 
 
 @helper
-def _numeric_rates(tree, node, data, v, lo, count, log_base, lm_leaf, b_leaf, n_total, target, fstate,
-                   scratch, cs, model):
+def _numeric_rates(tree, node, data, v, lo, count, log_base, target, fstate, scratch, cs, model):
     """Birth rates of cuts ``lo .. lo + count - 1`` of numeric v at a leaf into ``cs.rates[k]``
     (0 elsewhere); returns their sum. ``_bin_rows`` must have run for (node, v).
 
@@ -295,6 +294,10 @@ def _numeric_rates(tree, node, data, v, lo, count, log_base, lm_leaf, b_leaf, n_
     xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
     nb = nbins[v]
     n = tree.end[node] - tree.start[node]
+    # the leaf's own terms and the data size: read here rather than passed (as ``_factor_walk``)
+    lm_leaf = tree.lm[node]
+    b_leaf = tree.b[node]
+    n_total = float(data.y.shape[0])
     depth = tree.depth[node] + 1
     ps_child = math.log1p(-p_split(target.prior.alpha, target.prior.beta, depth))
     hi = lo + count - 1
@@ -463,8 +466,8 @@ def _side_rows_available(data, m, g, n_present, left, scratch, cs):
 
 
 @helper
-def _factor_walk(tree, node, data, v, n_present, log_base, lm_leaf, b_leaf, n_total, target, fstate,
-                 scratch, cs, goal, out_sub, out_rate, model):
+def _factor_walk(tree, node, data, v, n_present, log_base, target, fstate, scratch, cs, goal, out_sub, out_rate,
+                 model):
     """Birth rates of every unordered partition of the ``n_present`` levels of factor v present
     at a leaf, walked in reflected Gray-code order (``_factor_setup`` must have run).
 
@@ -486,6 +489,10 @@ def _factor_walk(tree, node, data, v, n_present, log_base, lm_leaf, b_leaf, n_to
     returned. With ``out_sub`` non-empty every step's code and rate are also written there (tests).
     """
     n = tree.end[node] - tree.start[node]
+    # the leaf's own terms and the data size: read here rather than passed (issue 29: short signatures)
+    lm_leaf = tree.lm[node]
+    b_leaf = tree.b[node]
+    n_total = float(data.y.shape[0])
     m = target.prior.min_leaf
     depth = tree.depth[node] + 1
     ps_child = math.log1p(-p_split(target.prior.alpha, target.prior.beta, depth))
@@ -633,8 +640,8 @@ def factor_partition_rates(tree, node, v, data, target, fstate, scratch, cs, out
     _bin_rows(tree, node, xt, v, nbins[v], y, ycls, target, cs, scratch.model)
     n_present = _factor_setup(data, v, target, scratch, cs)
     log_base = log_split - math.log(n_vars) - math.log(0.5 * count)
-    _factor_walk(tree, node, data, v, n_present, log_base, tree.lm[node], tree.b[node],
-                 float(y.shape[0]), target, fstate, scratch, cs, -1.0, out_sub, out_rate, scratch.model)
+    _factor_walk(tree, node, data, v, n_present, log_base, target, fstate, scratch, cs, -1.0, out_sub, out_rate,
+                 scratch.model)
     return n_present
 
 
@@ -659,18 +666,17 @@ def _var_birth_rates(tree, node, v, n_vars, log_split, data, target, fstate, scr
     if count <= 0.0:
         cs.cut_count[node, v] = 0
         return 0.0
-    n_total = float(y.shape[0])
     _bin_rows(tree, node, xt, v, nbins[v], y, ycls, target, cs, scratch.model)
     if is_cat[v]:
         # p_RULE of an unordered partition: 1 / (n_vars * count / 2), count of ordered subsets.
         log_base = log_split - math.log(n_vars) - math.log(0.5 * count)
         n_present = _factor_setup(data, v, target, scratch, cs)
-        total, _ = _factor_walk(tree, node, data, v, n_present, log_base, tree.lm[node], tree.b[node],
-                                n_total, target, fstate, scratch, cs, -1.0, cs.no_sub, cs.no_rate, scratch.model)
+        total, _ = _factor_walk(tree, node, data, v, n_present, log_base, target, fstate, scratch, cs, -1.0,
+                                cs.no_sub, cs.no_rate, scratch.model)
         return total
     log_base = log_split - math.log(n_vars) - math.log(count)
-    return _numeric_rates(tree, node, data, v, scratch.lows[v], int(count), log_base, tree.lm[node],
-                          tree.b[node], n_total, target, fstate, scratch, cs, scratch.model)
+    return _numeric_rates(tree, node, data, v, scratch.lows[v], int(count), log_base, target, fstate, scratch, cs,
+                          scratch.model)
 
 
 @helper
@@ -955,8 +961,8 @@ def jump(rng, tree, data, target, fstate, scratch, cs, lam, model):
                 if cs.bin_n[k + 1] > cs.bin_n[k]:
                     n_present += 1
             log_base = log_split - math.log(n_vars) - math.log(0.5 * scratch.counts[v])
-            _, sub = _factor_walk(tree, node, data, v, n_present, log_base, tree.lm[node], tree.b[node],
-                                  float(y.shape[0]), target, fstate, scratch, cs, u, cs.no_sub, cs.no_rate, model)
+            _, sub = _factor_walk(tree, node, data, v, n_present, log_base, target, fstate, scratch, cs, u,
+                                  cs.no_sub, cs.no_rate, model)
             cut = _factor_mask(rng, cs, n_present, sub, nbins[v])
         else:
             cut = np.int64(_pick(cs.rates, nbins[v], u))

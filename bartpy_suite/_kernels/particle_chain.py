@@ -71,9 +71,11 @@ def pg_bart_sweep(rng, forest, state, particles, data, scratch, pg,
 
 
 @kernel
-def run_pg_bart_chain(rng, forest, state, particles, data, scratch, pg, window, out_sigma, out_stats, out):
+def run_pg_bart_chain(rng, forest, state, particles, data, scratch, pg, pg_out, window, out):
     """Advance a particle Gibbs BART chain by up to ``n_iter`` sweeps (see ``run_bart_chain``
-    for the recording and the pending-draw protocol)."""
+    for the recording and the pending-draw protocol); ``pg_out`` (a ``records.PgBartOut``)
+    receives sigma and the sweep's statistics."""
+    out_sigma, out_stats = pg_out.sigma, pg_out.stats
     out_leaves, out_depth, store, nodes, order = out.leaves, out.depth, out.store, out.nodes, out.order
     first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
     stats = np.zeros(3)

@@ -36,7 +36,7 @@ from .._kernels.particle import PROPOSAL_NAMES, RESAMPLING_NAMES, Particles, Wor
 from .._kernels.particle_chain import pg_bart_sweep, record_particles, run_pg_bart_chain, run_pg_cart_chain
 from .._kernels.particle_proposal import new_bin_stats
 from .._kernels.record import grow_store, nodes_of_trees, record_tree_now
-from .._kernels.records import ParticleSystems, PgSettings, make_window
+from .._kernels.records import ParticleSystems, PgBartOut, PgSettings, make_window
 from ..errors import ArgumentError
 from .forest import ForestChain
 from .problems import BartProblem, CartProblem
@@ -167,9 +167,9 @@ class PgBartChain(_PgChain, ForestChain):
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
         """Advance ``n_iter`` sweeps, recording kept draws."""
-        self.run_kernel(run_pg_bart_chain, (self.rng, self.forest, self.state, self.particles(),
-                                            self.data, self.scratch, self.pg_settings()),
-                        (self.stats,), first_iter, n_iter, tune, thin)
+        self.run_kernel(run_pg_bart_chain, (self.rng, self.forest, self.state, self.particles(), self.data,
+                                            self.scratch, self.pg_settings(), PgBartOut(self.out["sigma"], self.stats)),
+                        (), first_iter, n_iter, tune, thin, in_args=("sigma",))
 
     def sweep(self) -> np.ndarray:
         """One backfitting sweep (nothing recorded); returns the sweep's (ess, kept_reference,

@@ -68,6 +68,7 @@ from .._kernels.backfit import SIGMA_PROBIT
 from .._kernels.record import grow_store, new_store, nodes_of_trees, trim_store
 from .._kernels.records import (
     BartLadder,
+    BartRungs,
     Depths,
     ForestOut,
     Ladder,
@@ -75,6 +76,7 @@ from .._kernels.records import (
     Prior,
     RungOut,
     Rungs,
+    SigmaOut,
     SwapOut,
     Tally,
     make_window,
@@ -301,8 +303,8 @@ class TemperedCartChain(_Rungs, TreeChain):
             Moves(self.move_probs, *move_flags(self.move_probs)), self.scratch, self.swaps,
             make_window(it, n_iter, tune, thin), Tally(self.counters, self.phase), self.cart_out(),
             SwapOut(self.out_proposed, self.out_accepted, self.out_trips),
-            RungOut(self.out_rung_moves, self.out_rung_leaves, self.out_rung_lp), Depths(self.n_int, self.n_spl),
-            self.rung_store,
+            RungOut(self.out_rung_moves, self.out_rung_leaves, self.out_rung_lp, self.rung_store),
+            Depths(self.n_int, self.n_spl),
         )
         self._sync_target()
         if pending >= 0:
@@ -422,11 +424,12 @@ class TemperedBartChain(_Rungs, ForestChain):
     def _advance(self, it: int, n_iter: int, tune: int, thin: int) -> int:
         """One kernel call of up to ``n_iter`` iterations (one sweep per rung, one swap round each)."""
         steps, pending = run_tempered_bart_chain(
-            self.rng, self.forests, self.states, self.sigma2, self.slot_of,
+            self.rng, BartRungs(self.forests, self.states, self.sigma2, self.slot_of),
             BartLadder(self.temps, self.likelihood_on, self.prior_off), self.data,
             Moves(self.move_probs, *move_flags(self.move_probs)), self.scratch, self.swaps_seo,
-            make_window(it, n_iter, tune, thin), Tally(self.counters, self.phase), self.out["sigma"],
-            SwapOut(self.out_proposed, self.out_accepted, self.out_trips), self.out_rung_sigma,
+            make_window(it, n_iter, tune, thin), Tally(self.counters, self.phase),
+            SigmaOut(self.out["sigma"], self.out_rung_sigma),
+            SwapOut(self.out_proposed, self.out_accepted, self.out_trips),
             ForestOut(self.out["n_leaves"], self.out["depth"], self.store, self.scratch.nodes, self.order),
         )
         self._sync_target()
