@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 from bartpy_suite._kernels.ctmc import (
+    FactorWalk,
     _bin_rows,
     _factor_setup,
     _factor_walk,
@@ -124,7 +125,7 @@ def direct_factor_rates(chain: CtmcCartChain, node: int, v: int) -> dict:
         lm_r, b_r = terms(rrows)
         log_r = log_base + lm_l + lm_r - t.lm[node]
         for side in (lrows, rrows):
-            if has_available_rule(xt, side, 0, len(side), is_cat, nbins, m, scratch.hist, scratch.sums, False):
+            if has_available_rule(xt, side, 0, len(side), is_cat, nbins, m, scratch, False):
                 log_r += ps_child
         db = b_l + b_r - t.b[node]
         out[mask] = min(1.0, math.exp(log_r + _global_delta(chain.fstate, db, float(y.shape[0]), hyper,
@@ -208,8 +209,8 @@ def test_selection_rewalk_lands_on_the_drawn_partition(model):
     n_present = _factor_setup(data, v, hyper, scratch, cs)
 
     def pick(target):
-        return _factor_walk(t, node, data, v, n_present, log_base, hyper, chain.fstate, scratch, cs, target,
-                            cs.no_sub, cs.no_rate, scratch.model)[1]
+        return _factor_walk(t, node, data, FactorWalk(v, n_present, log_base, target, cs.no_sub, cs.no_rate), hyper,
+                            chain.fstate, scratch, cs, scratch.model)[1]
 
     cum = np.cumsum(rates)
     positive = np.flatnonzero(rates > 0)

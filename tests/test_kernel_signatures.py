@@ -18,8 +18,8 @@ import bartpy_suite
 PACKAGE = Path(bartpy_suite.__file__).resolve().parent
 
 #: At most this many compiled functions take more than ``LONG`` parameters ... (81 before the
-#: records; issue 29's target 5)
-MAX_LONG_SIGNATURES = 29
+#: records; issue 29's target 5, reached)
+MAX_LONG_SIGNATURES = 5
 LONG = 10
 #: ... and none takes more than this (``shap.tree_shap_row``; 33 before the records).
 MAX_PARAMETERS = 15

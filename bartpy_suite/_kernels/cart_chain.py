@@ -117,12 +117,14 @@ def run_cart_chain(rng, tree, data, target, moves, fstate, scratch, window, out,
 
 
 @kernel
-def run_sparse_cart_chain(rng, tree, data, target, moves, fstate, scratch, dart, window, out, move_out):
+def run_sparse_cart_chain(rng, tree, data, target, moves, fstate, scratch, dart, window, run_out):
     """``run_cart_chain`` with DART's split-variable weights (``sparse.py``, a ``records.Dart``):
     after each iteration from ``dart.conf[S_START]`` on, s and theta are redrawn from the tree's
-    split counts; kept draws also record s (``dart.split_probs``) and theta (``dart.alpha``)."""
+    split counts; kept draws also record s (``dart.split_probs``) and theta (``dart.alpha``).
+    ``run_out``: a ``records.RunOut`` of the ``CartOut`` and the ``MoveOut``."""
     conf, split_count, out_split_probs, out_alpha = dart.conf, dart.split_count, dart.split_probs, dart.alpha
-    out_move, out_accepted = move_out.move, move_out.accepted
+    out_move, out_accepted = run_out.stats.move, run_out.stats.accepted
+    out = run_out.draws
     move_probs, change_swap, rotation = moves.probs, moves.change_swap, moves.rotation
     first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
     no_map = np.empty(0, dtype=np.uint8)

@@ -22,14 +22,17 @@ S_STAGES = 2
 
 
 @kernel
-def run_pg_cart_chain(rng, tree, particles, data, target, fstate, scratch, pg, window, out, out_stats):
+def run_pg_cart_chain(rng, tree, particles, data, target, fstate, scratch, pg, window, run_out):
     """Advance a particle Gibbs CART chain by up to ``n_iter`` iterations (one conditional SMC
     update of the tree, Algorithm 2, then the leaf parameters at kept iterations).
 
     Kept iteration ``it`` is draw ``(it - tune) // thin``; ``out_stats[d]`` gets (ESS of the last
-    stage's weights, 1 if the clamped particle was returned, stages). Returns ``(iterations
-    done, pending draw)`` as ``run_cart_chain`` does when the store is full.
+    stage's weights, 1 if the clamped particle was returned, stages), ``run_out`` being a
+    ``records.RunOut`` of the ``CartOut`` and ``out_stats``. Returns ``(iterations done, pending
+    draw)`` as ``run_cart_chain`` does when the store is full.
     """
+    out_stats = run_out.stats
+    out = run_out.draws
     scheme, ancestor, ess_threshold = pg.scheme, pg.ancestor, pg.ess_threshold
     work = particles.work
     first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin

@@ -39,8 +39,9 @@ from .jit import helper
 
 __all__ = ["BartLadder", "BartRungs", "CtmcBartOut", "CtmcCartOut", "CtmcClock", "Dart", "Data", "Depths",
            "ForestOut", "Ladder", "MhBartOut", "MoveOut", "Moves", "OrdinalOut", "ParticleSystems", "PgBartOut",
-           "PgSettings", "Prior", "RungOut", "Rungs", "SigmaOut", "SwapOut", "Tally", "Target", "Window",
-           "make_prior", "make_target", "make_window", "rung_prior", "typed_prior"]
+           "PgSettings", "Prior", "RunOut", "RungOut", "Rungs", "SigmaOut", "SwapOut", "Swaps", "Tally", "Target",
+           "TemperedOut", "Window", "make_prior", "make_swaps", "make_target", "make_window", "rung_prior",
+           "typed_prior"]
 
 
 class Prior(NamedTuple):
@@ -325,3 +326,36 @@ def rung_prior(prior, ladder, r):
     return Prior(ladder.alpha[r], ladder.beta[r], p.min_leaf, p.na_split, p.likelihood, p.model, p.a, p.mu_bar,
                  p.nu, p.lam, p.tau2, p.class_alpha, p.n_classes, p.lg_shape, p.lg_rate, ladder.inv_temp[r],
                  ladder.prior_heat[r])
+
+
+class Swaps(NamedTuple):
+    """A tempered chain's swap moves: the scheme ``kind`` (``tempering.SWAPS_DEO`` or ``SWAPS_SEO``),
+    their bookkeeping (``Tally``), the work arrays of the swap ratios (``Depths``; a tempered BART
+    chain's ratios need none: arrays of zero depths) and where kept draws record them (``SwapOut``)."""
+
+    kind: int
+    tally: Tally
+    depths: Depths
+    out: SwapOut
+
+
+class TemperedOut(NamedTuple):
+    """Where a tempered CART chain's kept draws go: the target rung's tree (``cart_draws.CartOut``)
+    and every rung's statistics (``RungOut``)."""
+
+    draws: tuple  # cart_draws.CartOut
+    rungs: RungOut
+
+
+def make_swaps(kind: int, tally: Tally, depths: Depths, out: SwapOut) -> Swaps:
+    """A ``Swaps`` with an int ``kind`` (one compilation for every call)."""
+    return Swaps(int(kind), tally, depths, out)
+
+
+class RunOut(NamedTuple):
+    """Where a chain runner's kept draws go: the model's draws (a single tree's
+    ``cart_draws.CartOut`` or a forest's ``ForestOut``) and the sampler's own per-draw statistics
+    (``MoveOut``, ``CtmcCartOut``, ``CtmcBartOut``, or particle Gibbs' float64[draws, 3])."""
+
+    draws: tuple
+    stats: object

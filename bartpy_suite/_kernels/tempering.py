@@ -82,8 +82,8 @@ def prior_parts(tree, data, target, scratch, n_int, n_spl):
         node = scratch.nodes[i]
         d = tree.depth[node]
         if tree.var[node] == LEAF:
-            if has_available_rule(xt, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m, scratch.hist,
-                                  scratch.sums, target.prior.na_split):
+            if has_available_rule(xt, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m, scratch,
+                                  target.prior.na_split):
                 n_spl[d] += 1
         else:
             n_int[d] += 1
@@ -204,15 +204,15 @@ def track_round_trips(slot_of, phase):
 
 
 @helper(inline=True)
-def tempered_iteration(rng, rungs, target, ladder, data, moves, scratch, swaps, it, depths, tally, no_map):
+def tempered_iteration(rng, rungs, target, ladder, data, moves, scratch, swaps, it, no_map):
     """One tempered iteration: one MH transition per rung, then one round of swaps (Algorithm 6).
 
-    Returns the round trips completed. ``tally`` (a ``records.Tally``): swaps proposed and
-    accepted per pair are counted in ``counters[0]`` and ``counters[1]``, accepted moves per rung
-    in ``counters[2]``; ``phase`` tracks the round trips. ``no_map``: an empty uint8 array (CART
-    keeps no row-to-leaf map, ``cart_step``).
+    Returns the round trips completed. ``swaps`` (a ``records.Swaps``): in its ``tally``, swaps
+    proposed and accepted per pair are counted in ``counters[0]`` and ``counters[1]``, accepted
+    moves per rung in ``counters[2]``; ``phase`` tracks the round trips. ``no_map``: an empty
+    uint8 array (CART keeps no row-to-leaf map, ``cart_step``).
     """
-    counters, phase = tally.counters, tally.phase
+    counters, phase = swaps.tally.counters, swaps.tally.phase
     proposed, accepted, step_counts = counters[0], counters[1], counters[2]
     trees, fstates, slot_of = rungs.trees, rungs.fstates, rungs.slot_of
     move_probs, change_swap, rotation = moves.probs, moves.change_swap, moves.rotation
@@ -223,11 +223,11 @@ def tempered_iteration(rng, rungs, target, ladder, data, moves, scratch, swaps, 
                           fstates[k], scratch, no_map)
         if ok:
             step_counts[r] += 1
-    if swaps == SWAPS_DEO:
+    if swaps.kind == SWAPS_DEO:
         parity = it % 2
     else:
         parity = 0 if rng.random() < 0.5 else 1
-    swap_round(rng, rungs, target, ladder, parity, data, scratch, depths, proposed, accepted)
+    swap_round(rng, rungs, target, ladder, parity, data, scratch, swaps.depths, proposed, accepted)
     return track_round_trips(slot_of, phase)
 
 
@@ -270,23 +270,25 @@ def record_rung_trees(trees, slot_of, rung_store, d, order, stack):
 
 
 @kernel
-def run_tempered_chain(rng, rungs, target, ladder, data, moves, scratch, swaps, window, tally, out, swap_out, rung_out,
-                       depths):
+def run_tempered_chain(rng, rungs, target, ladder, data, moves, scratch, swaps, window, tempered_out):
     """Advance one tempered chain by up to ``n_iter`` iterations from global iteration ``first_iter``.
 
     ``counters`` (int64, (3, K)): swaps proposed and accepted per pair (row 0, 1; index r is the
     pair (r, r + 1)), accepted moves per rung (row 2), counted from the first kept iteration
     (``it >= tune``); ``counters[0, K - 1]`` holds the round trips. Kept draws record the target
     rung's tree and leaf parameters (``record_cart_draw``), the cumulative counters, and every
-    rung's accepted moves, number of leaves and log target. With ``rung_out.store`` sized for the kept
+    rung's accepted moves, number of leaves and log target. ``swaps``: a ``records.Swaps``;
+    ``tempered_out``: a ``records.TemperedOut``. With ``tempered_out.rungs.store`` sized for the kept
     draws (``store_rungs``; zero draws otherwise) every rung's tree structure is recorded too
     (``record_rung_trees``, after the target's draw, so the random stream is the same). Returns
     ``(iterations done, pending draw)`` as ``run_cart_chain`` does; a pending draw may miss its
     target tree or its rung trees (the caller checks which ``tree_nodes`` are still 0).
     """
-    counters = tally.counters
+    counters = swaps.tally.counters
+    swap_out, rung_out = swaps.out, tempered_out.rungs
+    out = tempered_out.draws
     trees, fstates, slot_of = rungs.trees, rungs.fstates, rungs.slot_of
-    n_int, n_spl = depths.n_int, depths.n_spl
+    n_int, n_spl = swaps.depths.n_int, swaps.depths.n_spl
     out_rung_moves, out_rung_leaves, out_rung_lp = rung_out.moves, rung_out.leaves, rung_out.lp
     rung_store = rung_out.store
     out_proposed = swap_out.proposed
@@ -299,7 +301,7 @@ def run_tempered_chain(rng, rungs, target, ladder, data, moves, scratch, swaps, 
         it = first_iter + step
         if it == tune:
             counters[:, :] = 0
-        trips = tempered_iteration(rng, rungs, target, ladder, data, moves, scratch, swaps, it, depths, tally, no_map)
+        trips = tempered_iteration(rng, rungs, target, ladder, data, moves, scratch, swaps, it, no_map)
         counters[0, n_rungs - 1] += trips
         d = kept_draw(it, tune, thin, out_proposed.shape[0])
         if d < 0:

@@ -23,7 +23,7 @@ from .. import _validation as check
 from .._kernels.bart_chain import mh_bart_sweep, run_bart_chain, run_multinomial_chain, run_sparse_bart_chain
 from .._kernels.cart_chain import run_cart_chain, run_sparse_cart_chain
 from .._kernels.cart_moves import MOVE_NAMES
-from .._kernels.records import Dart, MhBartOut, MoveOut, Moves, make_window
+from .._kernels.records import Dart, MhBartOut, MoveOut, Moves, RunOut, make_window
 from .._kernels.sparse import S_START, new_conf
 from ..errors import ArgumentError
 from .forest import ForestChain
@@ -110,7 +110,7 @@ class CartChain(TreeChain):
                 steps, pending = run_sparse_cart_chain(
                     *head, Dart(self.sparse_conf, self.split_count, self.split_probs, self.sparse_alpha),
                     make_window(first_iter + done, n_iter - done, tune, thin),
-                    self.cart_out(), MoveOut(self.move, self.accepted),
+                    RunOut(self.cart_out(), MoveOut(self.move, self.accepted)),
                 )
             done += steps
             if pending >= 0:
