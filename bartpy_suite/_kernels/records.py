@@ -20,7 +20,9 @@ parameter in every signature.
   chain's time per visit), ``MoveOut`` / ``CtmcCartOut`` / ``CtmcBartOut`` /
   ``ForestOut`` / ``SwapOut`` / ``RungOut`` (where kept draws go; ``cart_draws.CartOut`` for a
   single tree), ``Rungs``, ``Tally``, ``Depths``, ``Ladder`` and ``BartLadder`` (tempering),
-  ``ParticleSystems`` and ``PgSettings`` (particle Gibbs). A record field that selects code at
+  ``ParticleSystems`` and ``PgSettings`` (particle Gibbs), ``Swaps`` (a tempered chain's swap scheme,
+  bookkeeping, work arrays and statistics), ``TemperedOut`` and ``RunOut`` (a runner's draws and its
+  sampler statistics). A record field that selects code at
   compile time (``Moves.change_swap``, ``PgSettings.ancestor``: None or True) is unpacked and
   passed on as an argument, because numba prunes ``x is None`` branches on arguments only.
 
