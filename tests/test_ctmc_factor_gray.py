@@ -125,7 +125,7 @@ def direct_factor_rates(chain: CtmcCartChain, node: int, v: int) -> dict:
         lm_r, b_r = terms(rrows)
         log_r = log_base + lm_l + lm_r - t.lm[node]
         for side in (lrows, rrows):
-            if has_available_rule(xt, side, 0, len(side), is_cat, nbins, m, scratch, False):
+            if has_available_rule(xt, side, 0, len(side), is_cat, nbins, m, scratch.hist, scratch.sums, False):
                 log_r += ps_child
         db = b_l + b_r - t.b[node]
         out[mask] = min(1.0, math.exp(log_r + _global_delta(chain.fstate, db, float(y.shape[0]), hyper,

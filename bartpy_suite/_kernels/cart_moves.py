@@ -170,7 +170,8 @@ def _leaf_split_log_one_minus(tree, node, data, target, scratch):
     xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
     m = target.prior.min_leaf
     start, end = tree.start[node], tree.end[node]
-    if has_available_rule(xt, tree.perm, start, end, is_cat, nbins, m, scratch, target.prior.na_split):
+    if has_available_rule(xt, tree.perm, start, end, is_cat, nbins, m, scratch.hist, scratch.sums,
+                          target.prior.na_split):
         return math.log1p(-p_split(target.prior.alpha, target.prior.beta, tree.depth[node]))
     return 0.0
 

@@ -241,7 +241,7 @@ def _global_delta(fstate, db, n_total, target, model):
 def _log_one_minus(xt, perm, start, end, is_cat, nbins, depth, target, scratch):
     """log(1 - p_SPLIT) of a leaf over ``perm[start:end]``; 0 if it has no available rule."""
     m = target.prior.min_leaf
-    if has_available_rule(xt, perm, start, end, is_cat, nbins, m, scratch, False):
+    if has_available_rule(xt, perm, start, end, is_cat, nbins, m, scratch.hist, scratch.sums, False):
         return math.log1p(-p_split(target.prior.alpha, target.prior.beta, depth))
     return 0.0
 
@@ -321,7 +321,8 @@ def _numeric_rates(tree, node, data, v, log_base, target, fstate, scratch, cs, m
     b = hi + 1
     while a < b:  # first k whose left child can split
         mid = (a + b) // 2
-        if has_available_rule(xt, rows, 0, cs.bin_n[mid + 1], is_cat, nbins, target.prior.min_leaf, scratch, False):
+        if has_available_rule(xt, rows, 0, cs.bin_n[mid + 1], is_cat, nbins, target.prior.min_leaf, scratch.hist,
+                              scratch.sums, False):
             b = mid
         else:
             a = mid + 1
@@ -330,7 +331,8 @@ def _numeric_rates(tree, node, data, v, log_base, target, fstate, scratch, cs, m
     b = hi
     while a < b:  # last k whose right child can split
         mid = (a + b + 1) // 2
-        if has_available_rule(xt, rows, cs.bin_n[mid + 1], n, is_cat, nbins, target.prior.min_leaf, scratch, False):
+        if has_available_rule(xt, rows, cs.bin_n[mid + 1], n, is_cat, nbins, target.prior.min_leaf, scratch.hist,
+                              scratch.sums, False):
             a = mid
         else:
             b = mid - 1
@@ -413,7 +415,7 @@ def _factor_setup(data, v, target, scratch, cs):
         if cs.bin_n[k + 1] > cs.bin_n[k]:
             cs.levels[n_present] = k
             cs.lev_self[n_present] = has_available_rule(xt, cs.sorted_rows, cs.bin_n[k], cs.bin_n[k + 1], is_cat,
-                                                        nbins, m, scratch, False)
+                                                        nbins, m, scratch.hist, scratch.sums, False)
             n_present += 1
     return n_present
 
@@ -473,7 +475,7 @@ def _side_rows_available(data, m, g, n_present, left, scratch, cs):
                 cs.sub_rows[fill] = cs.sorted_rows[i]
                 fill += 1
     cs.walk_stats[1] += 1
-    return has_available_rule(xt, cs.sub_rows, 0, fill, is_cat, nbins, m, scratch, False)
+    return has_available_rule(xt, cs.sub_rows, 0, fill, is_cat, nbins, m, scratch.hist, scratch.sums, False)
 
 
 @helper

@@ -104,8 +104,8 @@ def _used(tree):
 def _eligible(tree, node, data, target, scratch):
     xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
     m = target.prior.min_leaf
-    return has_available_rule(xt, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m, scratch,
-                              target.prior.na_split)
+    return has_available_rule(xt, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m, scratch.hist,
+                              scratch.sums, target.prior.na_split)
 
 
 @helper

@@ -566,8 +566,8 @@ def perturb_step(rng, tree, data, target, fstate, n_total, scratch, width=PERTUR
         k = int(rng.random() * nbins[v])
         new_cut = old_cut ^ (np.int64(1) << k)
     else:
-        count, lo, _ = var_rule_count(xt, tree.perm, tree.start[root], tree.end[root], v, is_cat, nbins, m, scratch,
-                                      False)
+        count, lo, _ = var_rule_count(xt, tree.perm, tree.start[root], tree.end[root], v, is_cat, nbins, m,
+                                      scratch.hist, scratch.sums, False)
         n_cuts = int(count)
         if n_cuts <= 1:
             return False, False, -np.inf

@@ -82,8 +82,8 @@ def prior_parts(tree, data, target, scratch, n_int, n_spl):
         node = scratch.nodes[i]
         d = tree.depth[node]
         if tree.var[node] == LEAF:
-            if has_available_rule(xt, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m, scratch,
-                                  target.prior.na_split):
+            if has_available_rule(xt, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m, scratch.hist,
+                                  scratch.sums, target.prior.na_split):
                 n_spl[d] += 1
         else:
             n_int[d] += 1

@@ -478,15 +478,14 @@ def _rule_count_from_hist(hist, is_cat_v, nbins_v, n, m, sums, na=False):
 
 
 @helper
-def var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, scratch, na):
+def var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, hist, sums, na):
     """Available rules on variable v at a segment (see ``_rule_count_from_hist``); leaves the
-    histogram of v in ``scratch.hist``."""
+    histogram of v in ``hist``."""
     n = end - start
     if n < 2 * m:
         return 0.0, 0, 0
-    hist = scratch.hist
     _histogram(xt, perm, start, end, v, nbins[v] + 1 if na else nbins[v], hist)
-    return _rule_count_from_hist(hist, is_cat[v], nbins[v], n, m, scratch.sums, na)
+    return _rule_count_from_hist(hist, is_cat[v], nbins[v], n, m, sums, na)
 
 
 @helper
@@ -540,7 +539,7 @@ def _cut_available(xt, perm, start, end, v, t, m):
 
 
 @helper
-def has_available_rule(xt, perm, start, end, is_cat, nbins, m, scratch, na):
+def has_available_rule(xt, perm, start, end, is_cat, nbins, m, hist, sums, na):
     """Whether any variable offers an available rule at the segment (p_SPLIT > 0)."""
     if end - start < 2 * m:
         return False
@@ -551,7 +550,7 @@ def has_available_rule(xt, perm, start, end, is_cat, nbins, m, scratch, na):
         if not is_cat[v] and nbins[v] > 1 and _cut_available(xt, perm, start, end, v, xt[v, perm[start]], m):
             return True
     for v in range(xt.shape[0]):
-        c, lo, ex = var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, scratch, na)
+        c, lo, ex = var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, hist, sums, na)
         if c > 0:
             return True
     return False
@@ -653,7 +652,7 @@ def _rule_on_var(rng, data, perm, start, end, v, m, scratch, na):
                 cut = np.int64(int(rng.random() * (nbins[v] - 1)))
             if _cut_available(xt, perm, start, end, v, cut, m):
                 return True, cut
-    count, lo, _ = var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, scratch, na)
+    count, lo, _ = var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, scratch.hist, scratch.sums, na)
     if count > 0:
         # var_rule_count left the code counts of v in ``scratch.hist``.
         if is_cat[v]:
@@ -1012,7 +1011,7 @@ def node_log_prior(tree, node, data, target, scratch):
     v = tree.var[node]
     na = target.prior.na_split
     if v == LEAF:
-        if has_available_rule(xt, tree.perm, s, e, is_cat, nbins, m, scratch, na):
+        if has_available_rule(xt, tree.perm, s, e, is_cat, nbins, m, scratch.hist, scratch.sums, na):
             return math.log1p(-ps)
         return 0.0
     lc = tree.left[node]
