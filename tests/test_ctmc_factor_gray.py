@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 from bartpy_suite._kernels.ctmc import (
+    FactorWalk,
     _bin_rows,
     _factor_setup,
     _factor_walk,
@@ -208,9 +209,8 @@ def test_selection_rewalk_lands_on_the_drawn_partition(model):
     n_present = _factor_setup(data, v, hyper, scratch, cs)
 
     def pick(target):
-        return _factor_walk(t, node, data, v, n_present, log_base, t.lm[node], t.b[node],
-                            float(y.shape[0]), hyper, chain.fstate, scratch, cs, target, cs.no_sub, cs.no_rate,
-                            scratch.model)[1]
+        return _factor_walk(t, node, data, FactorWalk(v, n_present, log_base, target, cs.no_sub, cs.no_rate), hyper,
+                            chain.fstate, scratch, cs, scratch.model)[1]
 
     cum = np.cumsum(rates)
     positive = np.flatnonzero(rates > 0)

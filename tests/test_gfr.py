@@ -341,11 +341,11 @@ def test_node_probabilities_match_brute_force(factor, mode):
         hn, hs = work.hn[0], work.hs[0]
         K.fill_histogram(xr, perm, 0, perm.size, y, work.off, hn, hs)
         n, s_node = perm.size, float(y[list(rows)].sum())
-        n_opt, n_vars = K.node_options(hn, hs, work.off, is_cat, nbins, n, s_node, MIN_LEAF, SIGMA2, TAU2, True,
-                                       work)
+        lik = K.LeafLik(SIGMA2, TAU2, True)
+        n_opt, n_vars = K.node_options(hn, hs, is_cat, nbins, n, s_node, MIN_LEAF, lik, work)
         ps = ALPHA * (1.0 + depth) ** (-BETA)
         K.add_prior_terms(work, n_opt, n_vars, ps, K.WEIGHTS_U if mode == "U" else K.WEIGHTS_B, is_cat)
-        lam = np.concatenate([[K.leaf_ell(n, s_node, SIGMA2, TAU2, True) + math.log1p(-ps)], work.lam[:n_opt]])
+        lam = np.concatenate([[K.leaf_ell(n, s_node, lik) + math.log1p(-ps)], work.lam[:n_opt]])
         prob = np.exp(lam - lam.max())
         prob /= prob.sum()
         kernel = Counter({None: prob[0]})

@@ -12,7 +12,7 @@ import xarray as xr
 
 import bartpy_suite as bps
 from bartpy_suite._kernels.cart_chain import run_cart_chain
-from bartpy_suite._kernels.records import Moves, make_window
+from bartpy_suite._kernels.records import MoveOut, Moves, make_window
 from bartpy_suite.errors import ArgumentError
 from bartpy_suite.models import MODELS
 from bartpy_suite.posterior.fit import Fit
@@ -83,7 +83,8 @@ class StumpChain(TreeChain):
         while done < n_iter:
             steps, pending = run_cart_chain(
                 self.rng, self.tree, self.data, self.target, Moves(self.move_probs, None, None), self.fstate,
-                self.scratch, make_window(first_iter + done, n_iter - done, tune, thin), self.cart_out(), move, move)
+                self.scratch, make_window(first_iter + done, n_iter - done, tune, thin), self.cart_out(),
+                MoveOut(move, move))
             done += steps
             if pending >= 0:
                 self.record_pending(pending)

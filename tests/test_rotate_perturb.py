@@ -151,7 +151,7 @@ def test_merge_sets_against_their_definition():
     < |M| e^-30), and their frequencies pass a chi-square test of uniformity (p > 1e-4 each)."""
     from scipy import stats
 
-    from bartpy_suite._kernels.rotate import merge_count, merge_sample, seq_end, split_side
+    from bartpy_suite._kernels.rotate import Seq, merge_count, merge_sample, seq_end, split_side
 
     rng = np.random.default_rng(0)
 
@@ -179,7 +179,7 @@ def test_merge_sets_against_their_definition():
         for _ in range(30 * n):
             ov = np.zeros(100, dtype=np.int64)
             oc = np.zeros(100, dtype=np.int64)
-            end = merge_sample(rng, xv, xc, 0, yv, yc, 0, 0, 3, ov, oc, 0)
+            end = merge_sample(rng, Seq(xv, xc), 0, Seq(yv, yc), 0, 0, 3, Seq(ov, oc), 0)
             assert end == seq_end(ov, 0)
             got = splits(ov[:end], oc[:end], 0, 3)
             assert all(np.array_equal(a, b) for a, b in zip(got, (xv, xc, yv, yc)))

@@ -72,13 +72,14 @@ def run_bart_chain(rng, forest, state, data, moves, scratch, window, out_sigma, 
 
 
 @kernel
-def run_sparse_bart_chain(rng, forest, state, data, moves, scratch, conf,
-                          split_count, window, out_sigma, out_split_probs, out_alpha,
-                          out_counts, out):
-    """``run_bart_chain`` with DART's split-variable weights (``sparse.py``): after each sweep
-    from iteration ``conf[S_START]`` on, s and theta are redrawn; kept draws also record s
-    (``out_split_probs``) and theta (``out_alpha``). A kernel of its own, so that fits without
-    DART neither compile nor run any of it."""
+def run_sparse_bart_chain(rng, forest, state, data, moves, scratch, dart, mh_out, window, out):
+    """``run_bart_chain`` with DART's split-variable weights (``sparse.py``, a ``records.Dart``):
+    after each sweep from iteration ``dart.conf[S_START]`` on, s and theta are redrawn; kept
+    draws also record s (``dart.split_probs``) and theta (``dart.alpha``). A kernel of its own,
+    so that fits without DART neither compile nor run any of it. ``mh_out`` (a
+    ``records.MhBartOut``) receives sigma and the sweep's move counts."""
+    conf, split_count, out_split_probs, out_alpha = dart.conf, dart.split_count, dart.split_probs, dart.alpha
+    out_sigma, out_counts = mh_out.sigma, mh_out.counts
     out_leaves, out_depth, store, nodes, order = out.leaves, out.depth, out.store, out.nodes, out.order
     first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
     counts = np.zeros((N_MOVES, 2), dtype=np.int64)

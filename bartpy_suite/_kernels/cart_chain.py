@@ -87,19 +87,19 @@ def cart_step(rng, tree, data, target, move_probs, change_swap, rotation, fstate
 
 
 @kernel
-def run_cart_chain(rng, tree, data, target, moves, fstate, scratch,
-                   window, out, out_move, out_accepted):
+def run_cart_chain(rng, tree, data, target, moves, fstate, scratch, window, out, move_out):
     """Advance one chain by up to ``n_iter`` iterations from global iteration ``first_iter``.
 
     Iterations ``>= tune`` whose offset is a multiple of ``thin`` are recorded at draw index
-    ``(it - tune) // thin`` (``draws``: a ``CartDraws``; the move and its acceptance into
-    ``out_move`` / ``out_accepted``; the tree into ``store``). Returns ``(iterations done,
+    ``(it - tune) // thin`` (``out``: a ``CartOut``; the move and its acceptance into
+    ``move_out``, a ``records.MoveOut``). Returns ``(iterations done,
     pending draw)``: when the store has no room for a kept tree the chain stops after that
     iteration with everything but the tree recorded, and returns its draw index (else -1); the
     caller grows the store and records the tree (the state is unchanged in between).
     """
     move_probs, change_swap, rotation = moves.probs, moves.change_swap, moves.rotation
     first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
+    out_move, out_accepted = move_out.move, move_out.accepted
     no_map = np.empty(0, dtype=np.uint8)
     for step in range(n_iter):
         it = first_iter + step
@@ -117,12 +117,14 @@ def run_cart_chain(rng, tree, data, target, moves, fstate, scratch,
 
 
 @kernel
-def run_sparse_cart_chain(rng, tree, data, target, moves, fstate,
-                          scratch, conf, split_count, window, out, out_move, out_accepted,
-                          out_split_probs, out_alpha):
-    """``run_cart_chain`` with DART's split-variable weights (``sparse.py``): after each
-    iteration from ``conf[S_START]`` on, s and theta are redrawn from the tree's split counts;
-    kept draws also record s (``out_split_probs``) and theta (``out_alpha``)."""
+def run_sparse_cart_chain(rng, tree, data, target, moves, fstate, scratch, dart, window, run_out):
+    """``run_cart_chain`` with DART's split-variable weights (``sparse.py``, a ``records.Dart``):
+    after each iteration from ``dart.conf[S_START]`` on, s and theta are redrawn from the tree's
+    split counts; kept draws also record s (``dart.split_probs``) and theta (``dart.alpha``).
+    ``run_out``: a ``records.RunOut`` of the ``CartOut`` and the ``MoveOut``."""
+    conf, split_count, out_split_probs, out_alpha = dart.conf, dart.split_count, dart.split_probs, dart.alpha
+    out_move, out_accepted = run_out.stats.move, run_out.stats.accepted
+    out = run_out.draws
     move_probs, change_swap, rotation = moves.probs, moves.change_swap, moves.rotation
     first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
     no_map = np.empty(0, dtype=np.uint8)

@@ -185,10 +185,8 @@ def _leaf_split_log_one_minus(tree, node, data, target, scratch):
 def _rule_log_probs(tree, node, v_a, v_b, is_cat, nbins, target, scratch):
     """log p_RULE at ``node`` (its current rows) of a stored rule on variable ``v_a`` and on
     ``v_b`` (the mass of a rule depends on its variable only, see ``tree.rule_log_prob``)."""
-    n_vars = node_rule_counts(
-        scratch.codes_by_row, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, target.prior.min_leaf,
-        scratch.hist2d, scratch.sums, scratch.counts, scratch.lows, scratch.extras, target.prior.na_split,
-    )
+    n_vars = node_rule_counts(tree.perm, tree.start[node], tree.end[node], is_cat, nbins, target.prior.min_leaf,
+                              scratch, target.prior.na_split)
     a = rule_log_prob(n_vars, scratch.counts[v_a], scratch.extras[v_a], is_cat[v_a])
     b = rule_log_prob(n_vars, scratch.counts[v_b], scratch.extras[v_b], is_cat[v_b])
     return a, b
@@ -353,10 +351,7 @@ def propose_grow(rng, tree, data, target, move_probs, fstate, n_total, scratch, 
     xt, is_cat, nbins, y, ycls = data.xt, data.is_cat, data.nbins, data.y, data.ycls
     node, n_leaves = _pick_node(rng, tree, 0)
     m = target.prior.min_leaf
-    v, cut = sample_rule_s(
-        rng, xt, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m, scratch.hist, scratch.sums,
-        scratch.var_order, target.prior.na_split, scratch.log_s,
-    )
+    v, cut = sample_rule_s(rng, data, tree.perm, tree.start[node], tree.end[node], m, scratch, target.prior.na_split)
     if v < 0:
         return -np.inf, -1, np.nan
     n_internal = tree.meta[M_N_INTERNAL]
@@ -675,10 +670,8 @@ def change_or_swap(rng, tree, data, target, fstate, n_total, scratch, move, mode
     old_cut = tree.cut[root]
     log_k = 0.0
     if move == MOVE_CHANGE:
-        v, cut = sample_rule_s(
-            rng, xt, tree.perm, tree.start[root], tree.end[root], is_cat, nbins, m, scratch.hist, scratch.sums,
-            scratch.var_order, target.prior.na_split, scratch.log_s,
-        )
+        v, cut = sample_rule_s(rng, data, tree.perm, tree.start[root], tree.end[root], m, scratch,
+                               target.prior.na_split)
         c_var = 0
         c_cut = np.int64(0)
         both = False

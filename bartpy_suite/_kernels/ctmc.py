@@ -178,6 +178,17 @@ def new_ctmc_state(n_rows: int, capacity: int, nbins: np.ndarray, is_cat: np.nda
     )
 
 
+class FactorWalk(NamedTuple):
+    """What one walk of a factor's partitions at a leaf is over and for (``_factor_walk``)."""
+
+    v: int  # the factor
+    n_present: int  # its levels present at the leaf (``_factor_setup``)
+    log_base: float  # the partition-independent part of the log ratio
+    goal: float  # < 0: sum every rate; >= 0: stop where the cumulative rate passes it
+    out_sub: np.ndarray  # int64: every step's code (tests; ``CtmcState.no_sub``: none)
+    out_rate: np.ndarray  # float64: every step's rate (``CtmcState.no_rate``: none)
+
+
 class FactorLevelsError(ValueError):
     """A factor has more levels than ``ctmc`` enumerates (``MAX_FACTOR_LEVELS``); ``predictor``
     is its column index, ``levels`` its level count."""
@@ -284,17 +295,22 @@ def _bin_rows(tree, node, xt, v, nb, y, ycls, target, cs, model):
 
 
 @helper
-def _numeric_rates(tree, node, data, v, lo, count, log_base, lm_leaf, b_leaf, n_total, target, fstate,
-                   scratch, cs, model):
-    """Birth rates of cuts ``lo .. lo + count - 1`` of numeric v at a leaf into ``cs.rates[k]``
-    (0 elsewhere); returns their sum. ``_bin_rows`` must have run for (node, v).
+def _numeric_rates(tree, node, data, v, log_base, target, fstate, scratch, cs, model):
+    """Birth rates of the available cuts ``lo .. lo + count - 1`` of numeric v at a leaf
+    (``scratch.lows[v]``, ``scratch.counts[v]``, as ``_leaf_rule_setup`` leaves them) into
+    ``cs.rates[k]`` (0 elsewhere); returns their sum. ``_bin_rows`` must have run for (node, v).
 
     ``log_base`` holds the cut-independent part of log pi(T+)/pi(T): log p_SPLIT + log p_RULE
     - log(1 - p_SPLIT) of the leaf.
     """
     xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
+    lo, count = scratch.lows[v], int(scratch.counts[v])
     nb = nbins[v]
     n = tree.end[node] - tree.start[node]
+    # the leaf's own terms and the data size: read here rather than passed (as ``_factor_walk``)
+    lm_leaf = tree.lm[node]
+    b_leaf = tree.b[node]
+    n_total = float(data.y.shape[0])
     depth = tree.depth[node] + 1
     ps_child = math.log1p(-p_split(target.prior.alpha, target.prior.beta, depth))
     hi = lo + count - 1
@@ -463,10 +479,10 @@ def _side_rows_available(data, m, g, n_present, left, scratch, cs):
 
 
 @helper
-def _factor_walk(tree, node, data, v, n_present, log_base, lm_leaf, b_leaf, n_total, target, fstate,
-                 scratch, cs, goal, out_sub, out_rate, model):
+def _factor_walk(tree, node, data, walk, target, fstate, scratch, cs, model):
     """Birth rates of every unordered partition of the ``n_present`` levels of factor v present
-    at a leaf, walked in reflected Gray-code order (``_factor_setup`` must have run).
+    at a leaf, walked in reflected Gray-code order (``_factor_setup`` must have run); ``walk`` (a
+    ``FactorWalk``) holds v, n_present, log_base, goal, out_sub and out_rate.
 
     Partition g (a bit per present level but the last, which always goes right, so each
     unordered partition appears once) has left side ``_subset_mask(g)``. Consecutive codes
@@ -485,7 +501,13 @@ def _factor_walk(tree, node, data, v, n_present, log_base, lm_leaf, b_leaf, n_to
     rounding leaves ``goal`` at or past the total, the last partition with a positive rate is
     returned. With ``out_sub`` non-empty every step's code and rate are also written there (tests).
     """
+    v, n_present, log_base, goal, out_sub, out_rate = (walk.v, walk.n_present, walk.log_base, walk.goal,
+                                                       walk.out_sub, walk.out_rate)
     n = tree.end[node] - tree.start[node]
+    # the leaf's own terms and the data size: read here rather than passed (issue 29: short signatures)
+    lm_leaf = tree.lm[node]
+    b_leaf = tree.b[node]
+    n_total = float(data.y.shape[0])
     m = target.prior.min_leaf
     depth = tree.depth[node] + 1
     ps_child = math.log1p(-p_split(target.prior.alpha, target.prior.beta, depth))
@@ -633,8 +655,8 @@ def factor_partition_rates(tree, node, v, data, target, fstate, scratch, cs, out
     _bin_rows(tree, node, xt, v, nbins[v], y, ycls, target, cs, scratch.model)
     n_present = _factor_setup(data, v, target, scratch, cs)
     log_base = log_split - math.log(n_vars) - math.log(0.5 * count)
-    _factor_walk(tree, node, data, v, n_present, log_base, tree.lm[node], tree.b[node],
-                 float(y.shape[0]), target, fstate, scratch, cs, -1.0, out_sub, out_rate, scratch.model)
+    _factor_walk(tree, node, data, FactorWalk(v, n_present, log_base, -1.0, out_sub, out_rate), target, fstate,
+                 scratch, cs, scratch.model)
     return n_present
 
 
@@ -644,8 +666,7 @@ def _leaf_rule_setup(tree, node, data, target, scratch):
     ratio part shared by all births there; returns (n_vars, log p_SPLIT - log(1 - p_SPLIT))."""
     is_cat, nbins = data.is_cat, data.nbins
     m = target.prior.min_leaf
-    n_vars = node_rule_counts(scratch.codes_by_row, tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m,
-                              scratch.hist2d, scratch.sums, scratch.counts, scratch.lows, scratch.extras, False)
+    n_vars = node_rule_counts(tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m, scratch, False)
     ps = p_split(target.prior.alpha, target.prior.beta, tree.depth[node])
     return n_vars, math.log(ps) - math.log1p(-ps)
 
@@ -659,18 +680,16 @@ def _var_birth_rates(tree, node, v, n_vars, log_split, data, target, fstate, scr
     if count <= 0.0:
         cs.cut_count[node, v] = 0
         return 0.0
-    n_total = float(y.shape[0])
     _bin_rows(tree, node, xt, v, nbins[v], y, ycls, target, cs, scratch.model)
     if is_cat[v]:
         # p_RULE of an unordered partition: 1 / (n_vars * count / 2), count of ordered subsets.
         log_base = log_split - math.log(n_vars) - math.log(0.5 * count)
         n_present = _factor_setup(data, v, target, scratch, cs)
-        total, _ = _factor_walk(tree, node, data, v, n_present, log_base, tree.lm[node], tree.b[node],
-                                n_total, target, fstate, scratch, cs, -1.0, cs.no_sub, cs.no_rate, scratch.model)
+        total, _ = _factor_walk(tree, node, data, FactorWalk(v, n_present, log_base, -1.0, cs.no_sub, cs.no_rate),
+                                target, fstate, scratch, cs, scratch.model)
         return total
     log_base = log_split - math.log(n_vars) - math.log(count)
-    return _numeric_rates(tree, node, data, v, scratch.lows[v], int(count), log_base, tree.lm[node],
-                          tree.b[node], n_total, target, fstate, scratch, cs, scratch.model)
+    return _numeric_rates(tree, node, data, v, log_base, target, fstate, scratch, cs, scratch.model)
 
 
 @helper
@@ -705,8 +724,7 @@ def nog_death_rate(tree, node, data, target, fstate, scratch, cs):
     lc = tree.left[node]
     rc = tree.right[node]
     v = tree.var[node]
-    n_vars = node_rule_counts(scratch.codes_by_row, tree.perm, s, e, is_cat, nbins, m, scratch.hist2d, scratch.sums,
-                              scratch.counts, scratch.lows, scratch.extras, False)
+    n_vars = node_rule_counts(tree.perm, s, e, is_cat, nbins, m, scratch, False)
     count = scratch.counts[v]
     log_rule = -math.log(n_vars) - (math.log(0.5 * count) if is_cat[v] else math.log(count))
     ps = p_split(target.prior.alpha, target.prior.beta, tree.depth[node])
@@ -894,11 +912,11 @@ def _factor_mask(rng, cs, n_present, sub, nb):
 
 
 @helper
-def apply_birth(tree, node, v, cut, xt, is_cat, y, ycls, target, fstate, scratch):
+def apply_birth(tree, node, v, cut, data, target, fstate, scratch):
     """Split leaf ``node`` by (v, cut); cache the children's leaf terms and update the sums."""
-    lc, rc = split_leaf(tree, xt, is_cat, node, v, cut, scratch.part_buf)
+    lc, rc = split_leaf(tree, data.xt, data.is_cat, node, v, cut, scratch.part_buf)
     for child in (lc, rc):
-        lm, b = leaf_terms(tree, child, y, ycls, target, scratch.class_counts, scratch.model)
+        lm, b = leaf_terms(tree, child, data.y, data.ycls, target, scratch.class_counts, scratch.model)
         tree.lm[child] = lm
         tree.b[child] = b
     fstate[F_LM_SUM] += tree.lm[lc] + tree.lm[rc] - tree.lm[node]
@@ -955,12 +973,12 @@ def jump(rng, tree, data, target, fstate, scratch, cs, lam, model):
                 if cs.bin_n[k + 1] > cs.bin_n[k]:
                     n_present += 1
             log_base = log_split - math.log(n_vars) - math.log(0.5 * scratch.counts[v])
-            _, sub = _factor_walk(tree, node, data, v, n_present, log_base, tree.lm[node], tree.b[node],
-                                  float(y.shape[0]), target, fstate, scratch, cs, u, cs.no_sub, cs.no_rate, model)
+            _, sub = _factor_walk(tree, node, data, FactorWalk(v, n_present, log_base, u, cs.no_sub, cs.no_rate),
+                                  target, fstate, scratch, cs, model)
             cut = _factor_mask(rng, cs, n_present, sub, nbins[v])
         else:
             cut = np.int64(_pick(cs.rates, nbins[v], u))
-        lc, rc = apply_birth(tree, node, v, cut, xt, is_cat, y, ycls, target, fstate, scratch)
+        lc, rc = apply_birth(tree, node, v, cut, data, target, fstate, scratch)
         full = _needs_full_refresh(tree)
         if not full:
             for k in range(p):

@@ -18,8 +18,7 @@ from .kept import kept_draw
 
 
 @kernel
-def run_ctmc_cart_chain(rng, tree, data, target, fstate, scratch, cs, window, out, out_weight, out_rate, out_event,
-                        mh_rates):
+def run_ctmc_cart_chain(rng, tree, data, target, fstate, scratch, cs, window, run_out, mh_rates):
     """Advance a CART chain by up to ``n_iter`` jumps of the birth-death process.
 
     Each iteration is one jump (every event accepted, CT-MCMC Algorithm 2); the tree reached
@@ -28,9 +27,14 @@ def run_ctmc_cart_chain(rng, tree, data, target, fstate, scratch, cs, window, ou
     any event (Lambda = 0: nothing can split) is absorbing and recorded with weight 1.
     ``mh_rates`` are the rates of the rotate and perturb events (``ctmc.event_step``); a
     rejected rotate or perturb is an event that stays in the same tree, recorded again.
+    ``run_out`` (a ``records.RunOut``) holds the ``CartOut`` and the ``records.CtmcCartOut`` that
+    receives the weights, Lambdas and events.
     Returns ``(iterations done, pending draw)`` as ``run_cart_chain`` does.
     """
     first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
+    stats = run_out.stats
+    out = run_out.draws
+    out_weight, out_rate, out_event = stats.weight, stats.rate, stats.event
     compute_all_rates(tree, data, target, fstate, scratch, cs)
     lam_bd = total_rate(tree, cs)
     lam = lam_bd + mh_event_rate(tree, mh_rates)
@@ -73,16 +77,21 @@ def ctmc_bart_sweep(rng, forest, state, data, scratch, cs, horizon, out, mh_rate
 
 
 @kernel
-def run_ctmc_bart_chain(rng, forest, state, data, scratch, cs, horizon, adapt, window, out_sigma, out_jumps, out_rate,
-                        out_time, out,
-                        mh_rates):
+def run_ctmc_bart_chain(rng, forest, state, data, scratch, cs, clock, window, run_out, mh_rates):
     """Advance a BART chain by up to ``n_iter`` sweeps (see ``run_bart_chain`` for the return).
 
     ``horizon[0]`` is the time per tree visit. With ``adapt`` it is reset during tuning after
     every sweep to ``1 / mean Lambda`` of that sweep's visits (about one jump per visit), and
     fixed from the end of tuning on. Kept sweeps record the mean jumps per visit, the mean
-    starting Lambda and the time used.
+    starting Lambda and the time used. ``clock`` is a ``records.CtmcClock`` (``horizon``,
+    ``adapt``), ``run_out`` a ``records.RunOut`` of the ``ForestOut`` and the ``records.CtmcBartOut``;
+    ``mh_rates`` as in ``run_ctmc_cart_chain`` (an argument, not a record field: None compiles the
+    rotate and perturb events out).
     """
+    horizon, adapt = clock.horizon, clock.adapt
+    stats = run_out.stats
+    out = run_out.draws
+    out_sigma, out_jumps, out_rate, out_time = stats.sigma, stats.jumps, stats.rate, stats.time
     out_leaves, out_depth, store, nodes, order = out.leaves, out.depth, out.store, out.nodes, out.order
     first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
     n_trees = forest.var.shape[0]

@@ -81,14 +81,11 @@ from .jit import helper, kernel
 from .kept import kept_draw
 from .likelihood import draw_inverse_gamma, leaf_log_marginal_normal_known_variance
 from .tree import (
-    FREE,
-    LEAF,
     LOG2,
-    M_N_FREE,
-    M_N_INTERNAL,
-    M_N_LEAVES,
     M_SPAN,
     p_split,
+    reset_to_root,
+    scan_draw,
     split_leaf,
 )
 
@@ -165,35 +162,28 @@ def new_work(nbins: np.ndarray, is_cat: np.ndarray, *, weights: int, max_depth: 
 
 @helper
 def tree_settings(target):
-    """The prior and sigma^2 one tree is grown under (``records.Target``): (alpha, beta, m,
-    sigma2, tau2, use_lik). The only place the GFR kernel reads the prior."""
+    """The prior and sigma^2 one tree is grown under (``records.Target``): (alpha, beta, m, a
+    ``LeafLik``). The only place the GFR kernel reads the prior."""
     prior = target.prior
-    return prior.alpha, prior.beta, prior.min_leaf, target.sigma2[0], prior.tau2, prior.likelihood
+    return prior.alpha, prior.beta, prior.min_leaf, LeafLik(target.sigma2[0], prior.tau2, prior.likelihood)
+
+
+class LeafLik(NamedTuple):
+    """What the likelihood part l(n, S) of a leaf is computed with (``leaf_ell``)."""
+
+    sigma2: float
+    tau2: float
+    use_lik: bool  # False: l = 0 (the prior)
 
 
 @helper
-def reset_to_root(tree, n):
+def reset_tree(tree, n):
     """Make ``tree`` a single root leaf over rows 0..n-1 in ascending order (free slots as a new
     tree's, ``tree.new_tree``)."""
-    for node in range(tree.meta[M_SPAN]):
-        tree.var[node] = FREE
-        tree.left[node] = -1
-        tree.right[node] = -1
+    reset_to_root(tree, n, tree.meta[M_SPAN])
     cap = tree.var.shape[0]
-    tree.var[0] = LEAF
-    tree.parent[0] = -1
-    tree.depth[0] = 0
-    tree.start[0] = 0
-    tree.end[0] = n
-    tree.lp[0] = np.nan
     for k in range(cap - 1):
         tree.free[k] = cap - 1 - k
-    tree.meta[M_N_FREE] = cap - 1
-    tree.meta[M_N_LEAVES] = 1
-    tree.meta[M_N_INTERNAL] = 0
-    tree.meta[M_SPAN] = 1
-    for i in range(n):
-        tree.perm[i] = i
 
 
 @helper
@@ -215,15 +205,31 @@ def fill_histogram(xr, perm, start, end, resid, off, hn, hs):
 
 
 @helper
-def leaf_ell(n, s, sigma2, tau2, use_lik):
-    """l(n, S) of spec section 1, 0 with the likelihood off."""
-    if not use_lik:
+def leaf_ell(n, s, lik):
+    """l(n, S) of spec section 1 (``lik`` a ``LeafLik``), 0 with the likelihood off."""
+    if not lik.use_lik:
         return 0.0
-    return leaf_log_marginal_normal_known_variance(n, s, sigma2, tau2)
+    return leaf_log_marginal_normal_known_variance(n, s, lik.sigma2, lik.tau2)
 
 
 @helper
-def _factor_options(hn, hs, base, nb, v, n, m, sigma2, tau2, use_lik, work, o):
+def _partition_ell(nl, sl, n, s, lik):
+    """The likelihood part of a candidate rule's log weight, l(n_L, S_L) + l(n_R, S_R), at a node
+    of n rows and residual sum s with nl rows and sum sl on the left."""
+    return leaf_ell(nl, sl, lik) + leaf_ell(n - nl, s - sl, lik)
+
+
+@helper(inline=True)
+def _put_option(work, o, ell, v, cut):
+    """Write option ``o`` (rule (v, cut), log weight ``ell``) into the buffers; return o + 1."""
+    work.lam[o] = ell
+    work.ovar[o] = v
+    work.ocut[o] = cut
+    return o + 1
+
+
+@helper
+def _factor_options(hn, hs, base, nb, v, n, m, lik, work, o):
     """Append factor v's candidate rules at a node (histogram cells ``base``..``base + nb - 1``)
     to the option buffers from index ``o``; return the new end."""
     levels = work.levels
@@ -249,11 +255,7 @@ def _factor_options(hn, hs, base, nb, v, n, m, sigma2, tau2, use_lik, work, o):
                     mask |= np.int64(1) << lev
             if nl < m or n - nl < m:
                 continue
-            work.lam[o] = leaf_ell(nl, sl, sigma2, tau2, use_lik) + leaf_ell(n - nl, total_s - sl, sigma2, tau2,
-                                                                            use_lik)
-            work.ovar[o] = v
-            work.ocut[o] = mask
-            o += 1
+            o = _put_option(work, o, _partition_ell(nl, sl, n, total_s, lik), v, mask)
         return o
     # Fisher's order: present levels by mean residual, ties by level index (insertion sort is stable).
     keys = work.keys
@@ -282,21 +284,20 @@ def _factor_options(hn, hs, base, nb, v, n, m, sigma2, tau2, use_lik, work, o):
         prefix |= np.int64(1) << lev
         if nl < m or n - nl < m:
             continue
-        ell = leaf_ell(nl, sl, sigma2, tau2, use_lik) + leaf_ell(n - nl, total_s - sl, sigma2, tau2, use_lik)
-        for side in range(2):  # prefix left, then prefix right
-            work.lam[o] = ell
-            work.ovar[o] = v
-            work.ocut[o] = prefix if side == 0 else all_mask & ~prefix
-            o += 1
+        ell = _partition_ell(nl, sl, n, total_s, lik)
+        o = _put_option(work, o, ell, v, prefix)  # prefix left, then prefix right
+        o = _put_option(work, o, ell, v, all_mask & ~prefix)
     return o
 
 
 @helper
-def node_options(hn, hs, off, is_cat, nbins, n, s_node, m, sigma2, tau2, use_lik, work):
+def node_options(hn, hs, is_cat, nbins, n, s_node, m, lik, work):
     """Fill the option buffers with every candidate rule of a node with histograms ``hn``/``hs``
-    (one slot), ``n`` rows and residual sum ``s_node``, their log weights holding the likelihood
-    part l(n_L, S_L) + l(n_R, S_R) only; ``work.kvar[v]`` gets each variable's count. Returns the
-    number of options and of variables with at least one (spec 3.1)."""
+    (one slot, cells from ``work.off``), ``n`` rows and residual sum ``s_node``, their log weights
+    holding the likelihood part l(n_L, S_L) + l(n_R, S_R) only (``lik`` a ``LeafLik``);
+    ``work.kvar[v]`` gets each variable's count. Returns the number of options and of variables
+    with at least one (spec 3.1)."""
+    off = work.off
     o = 0
     n_vars = 0
     for v in range(nbins.shape[0]):
@@ -304,7 +305,7 @@ def node_options(hn, hs, off, is_cat, nbins, n, s_node, m, sigma2, tau2, use_lik
         base = off[v]
         nb = nbins[v]
         if is_cat[v]:
-            o = _factor_options(hn, hs, base, nb, v, n, m, sigma2, tau2, use_lik, work, o)
+            o = _factor_options(hn, hs, base, nb, v, n, m, lik, work, o)
         else:
             cum_n = 0
             cum_s = 0.0
@@ -318,13 +319,9 @@ def node_options(hn, hs, off, is_cat, nbins, n, s_node, m, sigma2, tau2, use_lik
                 if cum_n < m:
                     continue
                 if cum_n != last_n:  # empty bins repeat a partition: its weight is computed once (spec 4.3)
-                    last_ell = (leaf_ell(cum_n, cum_s, sigma2, tau2, use_lik)
-                                + leaf_ell(n - cum_n, s_node - cum_s, sigma2, tau2, use_lik))
+                    last_ell = _partition_ell(cum_n, cum_s, n, s_node, lik)
                     last_n = cum_n
-                work.lam[o] = last_ell
-                work.ovar[o] = v
-                work.ocut[o] = np.int64(k)
-                o += 1
+                o = _put_option(work, o, last_ell, v, np.int64(k))
         work.kvar[v] = o - first
         if o > first:
             n_vars += 1
@@ -366,15 +363,8 @@ def draw_option(rng, lam, n_opt, lam_stop):
     acc = math.exp(lam_stop - top)
     if u < acc:
         return -1
-    last = -1
-    for o in range(n_opt):
-        w = math.exp(lam[o] - top)
-        if w > 0.0:
-            last = o
-            acc += w
-            if u < acc:
-                return o
-    return last  # rounding carried u past the end: the last option of positive weight
+    # rounding carrying u past the end: the last option of positive weight
+    return scan_draw(lam, None, n_opt, top, u, acc, -1)
 
 
 @helper
@@ -393,13 +383,13 @@ def grow_from_root(rng, tree, data, xr, target, buf, work):
     """Replace ``tree`` by a tree grown from its root on the partial residual ``resid``
     (module docstring); every leaf gets its residual sum in ``b`` and its l in ``lm`` for the
     leaf draws. Returns the number of nodes that stayed leaves because the node arrays were full."""
-    alpha, beta, m, sigma2, tau2, use_lik = tree_settings(target)
+    alpha, beta, m, lik = tree_settings(target)
     xt, is_cat, nbins, resid = data.xt, data.is_cat, data.nbins, data.y
     mode = work.conf[C_WEIGHTS]
     max_depth = work.conf[C_MAX_DEPTH]
     n = resid.shape[0]
     off = work.off
-    reset_to_root(tree, n)
+    reset_tree(tree, n)
     fill_histogram(xr, tree.perm, 0, n, resid, off, work.hn[0], work.hs[0])
     work.stack_node[0] = 0
     work.stack_slot[0] = 0
@@ -412,13 +402,13 @@ def grow_from_root(rng, tree, data, xr, target, buf, work):
         hn = work.hn[h]
         hs = work.hs[h]
         n_node, s_node = node_total(hn, hs, off)
-        ell_node = leaf_ell(n_node, s_node, sigma2, tau2, use_lik)
-        tree.b[node] = s_node if use_lik else 0.0
+        ell_node = leaf_ell(n_node, s_node, lik)
+        tree.b[node] = s_node if lik.use_lik else 0.0
         tree.lm[node] = ell_node
         d = tree.depth[node]
         if d >= max_depth or n_node < 2 * m:
             continue
-        n_opt, n_vars = node_options(hn, hs, off, is_cat, nbins, n_node, s_node, m, sigma2, tau2, use_lik, work)
+        n_opt, n_vars = node_options(hn, hs, is_cat, nbins, n_node, s_node, m, lik, work)
         if n_opt == 0:
             continue
         ps = p_split(alpha, beta, d)

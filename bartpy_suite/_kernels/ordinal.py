@@ -265,11 +265,11 @@ def mh_ordinal_sweep(rng, forest, state, ost, data, moves, scratch, counts):
 
 
 @kernel
-def run_ordinal_chain(rng, forest, state, ost, data, moves, scratch,
-                      window, out_cut, out_counts, out_cut_accepted, out):
-    """``bart_chain.run_bart_chain`` for ordinal BART: records the K - 1 finite cutpoints
-    (``out_cut[d]``) and the share of the sweep's cutpoint MH steps accepted instead of sigma, and
-    adapts the step size during tuning."""
+def run_ordinal_chain(rng, forest, state, ost, data, moves, scratch, stats, window, out):
+    """``bart_chain.run_bart_chain`` for ordinal BART: records (``stats``, a
+    ``records.OrdinalOut``) the K - 1 finite cutpoints and the share of the sweep's cutpoint MH
+    steps accepted instead of sigma, and adapts the step size during tuning."""
+    out_cut, out_counts, out_cut_accepted = stats.cut, stats.counts, stats.cut_accepted
     out_leaves, out_depth, store, nodes, order = out.leaves, out.depth, out.store, out.nodes, out.order
     first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
     counts = np.zeros((N_MOVES, 2), dtype=np.int64)

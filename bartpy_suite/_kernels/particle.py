@@ -39,9 +39,6 @@ from .tree import (
     FREE,
     LEAF,
     M_N_FREE,
-    M_N_INTERNAL,
-    M_N_LEAVES,
-    M_SPAN,
     TreeArrays,
     copy_unchecked,
     global_term,
@@ -49,6 +46,7 @@ from .tree import (
     leaf_terms,
     node_rule_counts,
     p_split,
+    reset_to_root,
     rule_log_prob,
     sample_rule,
     split_leaf,
@@ -114,27 +112,9 @@ def _eligible(tree, node, data, target, scratch):
 def reset_root(p, i, root_lm, root_b, root_eligible):
     """Make particle i a root leaf holding every row (in row order)."""
     t = particle_view(p, i)
-    used = _used(t)
-    for k in range(used):
-        t.var[k] = FREE
-        t.left[k] = -1
-        t.right[k] = -1
-    n = t.perm.shape[0]
-    for r in range(n):
-        t.perm[r] = r
-    cap = t.var.shape[0]
-    t.var[0] = LEAF
-    t.parent[0] = -1
-    t.depth[0] = 0
-    t.start[0] = 0
-    t.end[0] = n
+    reset_to_root(t, t.perm.shape[0], _used(t))
     t.lm[0] = root_lm
     t.b[0] = root_b
-    t.lp[0] = np.nan
-    t.meta[M_N_FREE] = cap - 1
-    t.meta[M_N_LEAVES] = 1
-    t.meta[M_N_INTERNAL] = 0
-    t.meta[M_SPAN] = 1
     p.head[i] = 0
     p.tail[i] = 0
     if root_eligible:
@@ -228,28 +208,26 @@ def _apply_split(p, i, t, node, v, cut, data, target, scratch, n_total):
 def grow_step(rng, p, i, data, target, scratch, n_total):
     """One stage of particle i under the prior proposal (section 2.5); returns the log weight
     increment (eq. 11). The caller checks that the queue is not empty."""
-    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
     t = particle_view(p, i)
     node = p.queue[i, p.head[i]]
     p.head[i] += 1
     if rng.random() >= p_split(target.prior.alpha, target.prior.beta, t.depth[node]):
         return 0.0
     m = target.prior.min_leaf
-    v, cut = sample_rule(rng, xt, t.perm, t.start[node], t.end[node], is_cat, nbins, m, scratch.hist,
-                         scratch.sums, scratch.var_order, target.prior.na_split)
+    v, cut = sample_rule(rng, data, t.perm, t.start[node], t.end[node], m, scratch, target.prior.na_split)
     delta, _ = _apply_split(p, i, t, node, v, cut, data, target, scratch, n_total)
     return delta
 
 
 @helper
-def optimal_step(rng, p, i, data, target, scratch, bins, levels, n_total):
-    """One stage of particle i under the one-step optimal proposal (``particle_proposal``);
-    returns the log weight increment (the proposal's normaliser)."""
+def optimal_step(rng, p, i, data, target, scratch, proposal, n_total):
+    """One stage of particle i under the one-step optimal proposal (``particle_proposal``; its work
+    arrays in ``proposal``); returns the log weight increment (the proposal's normaliser)."""
     t = particle_view(p, i)
     node = p.queue[i, p.head[i]]
     p.head[i] += 1
-    delta, v, cut = optimal_choice(rng, t, node, data, target, scratch, bins, levels,
-                                   p.lm_sum[i], p.b_sum[i], n_total)
+    delta, v, cut = optimal_choice(rng, t, node, data, target, scratch, proposal, p.lm_sum[i], p.b_sum[i],
+                                   n_total)
     if v >= 0:
         _apply_split(p, i, t, node, v, cut, data, target, scratch, n_total)
     return delta
@@ -414,8 +392,7 @@ def _rule_log_prior(t, node, v, cut, is_cat, nbins, target, scratch):
     m = target.prior.min_leaf
     s0 = t.start[node]
     e0 = t.end[node]
-    n_vars = node_rule_counts(scratch.codes_by_row, t.perm, s0, e0, is_cat, nbins, m, scratch.hist2d, scratch.sums,
-                              scratch.counts, scratch.lows, scratch.extras, False)
+    n_vars = node_rule_counts(t.perm, s0, e0, is_cat, nbins, m, scratch, False)
     count = scratch.counts[v]
     if count <= 0:
         return -np.inf
@@ -597,14 +574,15 @@ def csmc_update(rng, ref, particles, data, target, scratch, scheme, ancestor, fs
 
 
 @kernel
-def smc_run(rng, pa, pb, work, data, target, scratch, scheme, ess_threshold, proposal, bins,
-            levels):
-    """The top-down particle filter (spec 2.2, node-wise breadth-first growth; ``proposal``
-    ``PROPOSAL_PRIOR`` or ``PROPOSAL_OPTIMAL`` with its work arrays ``bins``, ``levels``):
-    N = ``work.logw.shape[0]`` particles from the root; resample (``scheme``) before a stage when
-    the Kish ESS of the weights is at most ``ess_threshold * N``. Returns the set holding the
+def smc_run(rng, pa, pb, work, data, target, scratch, settings, proposal):
+    """The top-down particle filter (spec 2.2, node-wise breadth-first growth; ``proposal`` a
+    ``particle_proposal.Proposal``: ``PROPOSAL_PRIOR`` or ``PROPOSAL_OPTIMAL`` with its work
+    arrays): N = ``work.logw.shape[0]`` particles from the root; resample (``settings.scheme``,
+    a ``records.PgSettings`` whose ``ancestor`` is unused) before a stage when the Kish ESS of the
+    weights is at most ``settings.ess_threshold * N``. Returns the set holding the
     final particles; ``work.w`` holds their normalised weights and ``work.out`` (ESS of the final
     weights, stages, log evidence estimate log p(Y | X) relative to the root's term)."""
+    scheme, ess_threshold = settings.scheme, settings.ess_threshold
     y = data.y
     n_part = work.logw.shape[0]
     n_total = float(y.shape[0])
@@ -626,9 +604,8 @@ def smc_run(rng, pa, pb, work, data, target, scratch, scheme, ess_threshold, pro
         for i in range(n_part):
             if cur.head[i] >= cur.tail[i]:
                 continue
-            if proposal == PROPOSAL_OPTIMAL:
-                work.logw[i] += optimal_step(rng, cur, i, data, target, scratch, bins, levels,
-                                             n_total)
+            if proposal.kind == PROPOSAL_OPTIMAL:
+                work.logw[i] += optimal_step(rng, cur, i, data, target, scratch, proposal, n_total)
             else:
                 work.logw[i] += grow_step(rng, cur, i, data, target, scratch, n_total)
         stages += 1

@@ -22,14 +22,17 @@ S_STAGES = 2
 
 
 @kernel
-def run_pg_cart_chain(rng, tree, particles, data, target, fstate, scratch, pg, window, out, out_stats):
+def run_pg_cart_chain(rng, tree, particles, data, target, fstate, scratch, pg, window, run_out):
     """Advance a particle Gibbs CART chain by up to ``n_iter`` iterations (one conditional SMC
     update of the tree, Algorithm 2, then the leaf parameters at kept iterations).
 
     Kept iteration ``it`` is draw ``(it - tune) // thin``; ``out_stats[d]`` gets (ESS of the last
-    stage's weights, 1 if the clamped particle was returned, stages). Returns ``(iterations
-    done, pending draw)`` as ``run_cart_chain`` does when the store is full.
+    stage's weights, 1 if the clamped particle was returned, stages), ``run_out`` being a
+    ``records.RunOut`` of the ``CartOut`` and ``out_stats``. Returns ``(iterations done, pending
+    draw)`` as ``run_cart_chain`` does when the store is full.
     """
+    out_stats = run_out.stats
+    out = run_out.draws
     scheme, ancestor, ess_threshold = pg.scheme, pg.ancestor, pg.ess_threshold
     work = particles.work
     first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
@@ -71,9 +74,11 @@ def pg_bart_sweep(rng, forest, state, particles, data, scratch, pg,
 
 
 @kernel
-def run_pg_bart_chain(rng, forest, state, particles, data, scratch, pg, window, out_sigma, out_stats, out):
+def run_pg_bart_chain(rng, forest, state, particles, data, scratch, pg, pg_out, window, out):
     """Advance a particle Gibbs BART chain by up to ``n_iter`` sweeps (see ``run_bart_chain``
-    for the recording and the pending-draw protocol)."""
+    for the recording and the pending-draw protocol); ``pg_out`` (a ``records.PgBartOut``)
+    receives sigma and the sweep's statistics."""
+    out_sigma, out_stats = pg_out.sigma, pg_out.stats
     out_leaves, out_depth, store, nodes, order = out.leaves, out.depth, out.store, out.nodes, out.order
     first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
     stats = np.zeros(3)

@@ -53,6 +53,31 @@ class BinStats(NamedTuple):
     side: np.ndarray  # float64[2, 3 + K]: (n, sum, sumsq, class counts) of left and right
 
 
+class Proposal(NamedTuple):
+    """The node proposal of a particle filter (``particle.PROPOSAL_PRIOR`` or ``PROPOSAL_OPTIMAL``)
+    and the work arrays of the optimal one: the per-bin statistics and the present levels."""
+
+    kind: int
+    bins: BinStats
+    levels: np.ndarray  # int64[max bins]
+
+
+class NodeTerms(NamedTuple):
+    """What the score of every rule at a node is measured against: the particle's sums of leaf
+    terms, the node's own terms and the data size (``_split_score``)."""
+
+    lm_sum: float
+    b_sum: float
+    lm_node: float
+    b_node: float
+    n_total: float
+
+
+def new_proposal(kind: int, max_bins: int, n_classes: int) -> Proposal:
+    """A ``Proposal`` of ``kind`` with work arrays for ``max_bins`` bins and ``n_classes`` classes."""
+    return Proposal(int(kind), new_bin_stats(max_bins, n_classes), np.zeros(max_bins, dtype=np.int64))
+
+
 def new_bin_stats(max_bins: int, n_classes: int) -> BinStats:
     """Work arrays for ``max_bins`` bins and ``n_classes`` classes."""
     k = max(n_classes, 1)
@@ -82,7 +107,7 @@ def _terms(side, j, target, model):
 
 
 @helper
-def _fill_bins(xt, perm, start, end, v, nb, y, ycls, target, st, model):
+def _fill_bins(xt, perm, start, end, v, nb, y, ycls, st, model):
     k = st.cls.shape[1]
     for b in range(nb):
         st.n[b] = 0.0
@@ -103,9 +128,11 @@ def _fill_bins(xt, perm, start, end, v, nb, y, ycls, target, st, model):
 
 
 @helper
-def _split_score(st, left_mask_or_cut, is_cat_v, nb, target, lm_sum, b_sum, lm_node, b_node, n_total, base, model):
-    """Score of one rule: ``base`` + the change of L when the node splits by it (``model``: the
-    chain's ``model_tag``)."""
+def _split_score(st, left_mask_or_cut, is_cat_v, nb, target, node_terms, base, model):
+    """Score of one rule: ``base`` + the change of L when the node splits by it (``node_terms``: a
+    ``NodeTerms``; ``model``: the chain's ``model_tag``)."""
+    lm_sum, b_sum, lm_node, b_node, n_total = (node_terms.lm_sum, node_terms.b_sum, node_terms.lm_node,
+                                               node_terms.b_node, node_terms.n_total)
     k = st.cls.shape[1]
     for j in range(2):
         for c in range(3 + k):
@@ -158,23 +185,22 @@ def _subset_rows(st, sub, levels, present):
 
 
 @helper
-def optimal_choice(rng, tree, node, data, target, scratch, st, levels, lm_sum, b_sum,
-                   n_total):
-    """Draw the decision at ``node`` from the one-step optimal proposal.
+def optimal_choice(rng, tree, node, data, target, scratch, proposal, lm_sum, b_sum, n_total):
+    """Draw the decision at ``node`` from the one-step optimal proposal (its work arrays in
+    ``proposal``, a ``Proposal``).
 
     Returns ``(log weight increment, v, cut)``; ``v = -1`` means the node stays a leaf. The
     increment is log sum exp over all options (the proposal's normaliser).
     """
+    st, levels = proposal.bins, proposal.levels
     xt, is_cat, nbins, y, ycls = data.xt, data.is_cat, data.nbins, data.y, data.ycls
     m = target.prior.min_leaf
     perm = tree.perm
     s0 = tree.start[node]
     e0 = tree.end[node]
     ps = p_split(target.prior.alpha, target.prior.beta, tree.depth[node])
-    n_vars = node_rule_counts(scratch.codes_by_row, perm, s0, e0, is_cat, nbins, m, scratch.hist2d, scratch.sums,
-                              scratch.counts, scratch.lows, scratch.extras, False)
-    lm_node = tree.lm[node]
-    b_node = tree.b[node]
+    n_vars = node_rule_counts(perm, s0, e0, is_cat, nbins, m, scratch, False)
+    node_terms = NodeTerms(lm_sum, b_sum, tree.lm[node], tree.b[node], n_total)
     s_stop = math.log1p(-ps)
     n_node = float(e0 - s0)
     # Pass 0: the normaliser (running log-sum-exp); pass 1: the draw.
@@ -193,12 +219,11 @@ def optimal_choice(rng, tree, node, data, target, scratch, st, levels, lm_sum, b
                 continue
             nb = nbins[v]
             base = math.log(ps) - math.log(n_vars) - math.log(count)
-            _fill_bins(xt, perm, s0, e0, v, nb, y, ycls, target, st, scratch.model)
+            _fill_bins(xt, perm, s0, e0, v, nb, y, ycls, st, scratch.model)
             if not is_cat[v]:
                 lo = scratch.lows[v]
                 for c in range(lo, lo + int(count)):
-                    sc = _split_score(st, np.int64(c), False, nb, target, lm_sum, b_sum, lm_node, b_node, n_total,
-                                      base, scratch.model)
+                    sc = _split_score(st, np.int64(c), False, nb, target, node_terms, base, scratch.model)
                     if pass_ == 0:
                         log_total = _lse(log_total, sc)
                     else:
@@ -212,8 +237,7 @@ def optimal_choice(rng, tree, node, data, target, scratch, st, levels, lm_sum, b
                 if rows_left < m or n_node - rows_left < m:
                     continue
                 mask = _subset_mask(sub, levels, present)
-                sc = _split_score(st, mask, True, nb, target, lm_sum, b_sum, lm_node, b_node, n_total, base,
-                                  scratch.model)
+                sc = _split_score(st, mask, True, nb, target, node_terms, base, scratch.model)
                 if pass_ == 0:
                     log_total = _lse(log_total, sc)
                 else:

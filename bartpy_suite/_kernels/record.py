@@ -204,10 +204,21 @@ def preorder_right(var, offsets, n_nodes, right):
                 top += 1
 
 
+class Padded(NamedTuple):
+    """Trees as padded per-tree arrays (K, N) with node indices local to each tree (``to_padded``)."""
+
+    var: np.ndarray  # int32[K, N]
+    cut: np.ndarray  # int64[K, N]
+    left: np.ndarray  # int32[K, N]
+    right: np.ndarray  # int32[K, N]
+    value: np.ndarray  # float64[K, N]
+
+
 @kernel
-def unpack_padded(var, cut, value, right, offsets, n_nodes, out_var, out_cut, out_left, out_right, out_value):
-    """Expand trees k = 0..K-1 of the flat store into padded per-tree arrays (K, N) with node
-    indices local to each tree (the layout ``split_var``/``left_child``/... of older fits)."""
+def unpack_padded(var, cut, value, right, offsets, n_nodes, out):
+    """Expand trees k = 0..K-1 of the flat store into the padded arrays of ``out`` (a ``Padded``)
+    (the layout ``split_var``/``left_child``/... of older fits)."""
+    out_var, out_cut, out_left, out_right, out_value = out.var, out.cut, out.left, out.right, out.value
     for k in range(offsets.shape[0]):
         first = offsets[k]
         for i in range(n_nodes[k]):
@@ -252,7 +263,7 @@ def to_padded(var: np.ndarray, cut: np.ndarray, value: np.ndarray, tree_nodes: n
     }
     var = np.ascontiguousarray(var, dtype=np.int32)
     unpack_padded(var, np.ascontiguousarray(cut, dtype=np.int64), np.ascontiguousarray(value, dtype=np.float64),
-                  right_children(var, counts), tree_roots(counts), counts, out["split_var"], out["split_cut"],
-                  out["left"], out["right"], out["leaf_value"])
+                  right_children(var, counts), tree_roots(counts), counts,
+                  Padded(out["split_var"], out["split_cut"], out["left"], out["right"], out["leaf_value"]))
     shape = tuple(np.shape(tree_nodes)) + (width,)
     return {key: arr.reshape(shape) for key, arr in out.items()}

@@ -16,9 +16,13 @@ parameter in every signature.
   tempered BART rung sets its effective sigma^2 / t there); a single tree's chain, which has no
   such variance, holds a constant 1.
 * The runners' records: ``Window`` (the iterations of one call), ``Moves`` (the MH move mix),
+  ``Dart`` (DART's settings, split counts and recorded weights), ``CtmcClock`` (a CT-MCMC BART
+  chain's time per visit), ``MoveOut`` / ``CtmcCartOut`` / ``CtmcBartOut`` /
   ``ForestOut`` / ``SwapOut`` / ``RungOut`` (where kept draws go; ``cart_draws.CartOut`` for a
   single tree), ``Rungs``, ``Tally``, ``Depths``, ``Ladder`` and ``BartLadder`` (tempering),
-  ``ParticleSystems`` and ``PgSettings`` (particle Gibbs). A record field that selects code at
+  ``ParticleSystems`` and ``PgSettings`` (particle Gibbs), ``Swaps`` (a tempered chain's swap scheme,
+  bookkeeping, work arrays and statistics), ``TemperedOut`` and ``RunOut`` (a runner's draws and its
+  sampler statistics). A record field that selects code at
   compile time (``Moves.change_swap``, ``PgSettings.ancestor``: None or True) is unpacked and
   passed on as an argument, because numba prunes ``x is None`` branches on arguments only.
 
@@ -35,9 +39,11 @@ import numpy as np
 
 from .jit import helper
 
-__all__ = ["BartLadder", "BasisTarget", "Data", "Depths", "ForestOut", "Ladder", "Moves", "ParticleSystems",
-           "PgSettings", "Prior", "RungOut", "Rungs", "SwapOut", "Tally", "Target", "Window", "make_prior",
-           "make_basis_target", "make_target", "make_window", "rung_prior", "typed_prior"]
+__all__ = ["BartLadder", "BartRungs", "BasisTarget", "CtmcBartOut", "CtmcCartOut", "CtmcClock", "Dart", "Data",
+           "Depths", "ForestOut", "Ladder", "MhBartOut", "MoveOut", "Moves", "OrdinalOut", "ParticleSystems",
+           "PgBartOut", "PgSettings", "Prior", "RunOut", "RungOut", "Rungs", "SigmaOut", "SwapOut", "Swaps", "Tally",
+           "Target", "TemperedOut", "Window", "make_basis_target", "make_prior", "make_swaps", "make_target",
+           "make_window", "rung_prior", "typed_prior"]
 
 
 class Prior(NamedTuple):
@@ -140,6 +146,70 @@ class Moves(NamedTuple):
     rotation: object  # True or None
 
 
+class Dart(NamedTuple):
+    """DART's split-variable weights of one chain (``sparse.py``): the settings vector (written by
+    the kernels: theta, and ``S_START`` by the sampler), the split counts s is drawn from, and
+    where kept draws record s and theta (``sparse.record_weights``)."""
+
+    conf: np.ndarray  # float64[N_CONF]: sparse.new_conf
+    split_count: np.ndarray  # float64[p]
+    split_probs: np.ndarray  # float64[draws, p]: recorded s
+    alpha: np.ndarray  # float64[draws]: recorded theta
+
+
+class MoveOut(NamedTuple):
+    """A single tree's MH runner's per-draw move statistics."""
+
+    move: np.ndarray  # int8[draws]: index into cart_moves.MOVE_NAMES, -1: no move possible
+    accepted: np.ndarray  # int8[draws]: 1 when the move was accepted
+
+
+class CtmcCartOut(NamedTuple):
+    """A CT-MCMC CART runner's per-draw statistics (``ctmc_chain.run_ctmc_cart_chain``)."""
+
+    weight: np.ndarray  # float64[draws]: 1 / Lambda (1 for an absorbing tree)
+    rate: np.ndarray  # float64[draws]: Lambda
+    event: np.ndarray  # int8[draws]: the event kind that led to the draw (-1: none)
+
+
+class CtmcClock(NamedTuple):
+    """A CT-MCMC BART chain's process settings (``ctmc_chain.run_ctmc_bart_chain``)."""
+
+    horizon: np.ndarray  # float64[1]: time per tree visit (written while it adapts)
+    adapt: bool  # reset the horizon during tuning to about one jump per visit
+
+
+class CtmcBartOut(NamedTuple):
+    """A CT-MCMC BART runner's per-draw model and process statistics."""
+
+    sigma: np.ndarray  # float64[draws]
+    jumps: np.ndarray  # float64[draws]: mean jumps per tree visit
+    rate: np.ndarray  # float64[draws]: mean starting Lambda of the visits
+    time: np.ndarray  # float64[draws]: the time per visit used
+
+
+class OrdinalOut(NamedTuple):
+    """An ordinal BART runner's per-draw model and sampler statistics (``ordinal.run_ordinal_chain``)."""
+
+    cut: np.ndarray  # float64[draws, K - 1]: the finite cutpoints
+    counts: np.ndarray  # int64[draws, N_MOVES, 2]: moves proposed and accepted over the sweep's trees
+    cut_accepted: np.ndarray  # float64[draws]: share of the sweep's cutpoint MH steps accepted
+
+
+class PgBartOut(NamedTuple):
+    """A particle Gibbs BART runner's per-draw sigma and sweep statistics (``particle_chain``)."""
+
+    sigma: np.ndarray  # float64[draws]
+    stats: np.ndarray  # float64[draws, 3]: mean ESS, kept-reference share and stages over the trees
+
+
+class MhBartOut(NamedTuple):
+    """An MH BART runner's per-draw sigma and move counts (``bart_chain.run_sparse_bart_chain``)."""
+
+    sigma: np.ndarray  # float64[draws]
+    counts: np.ndarray  # int64[draws, N_MOVES, 2]: moves proposed and accepted over the sweep's trees
+
+
 class ForestOut(NamedTuple):
     """Where a forest runner records kept draws besides its own statistics: the trees' leaf counts
     and depths per draw, the draw store (``record.py``) and its work arrays."""
@@ -187,6 +257,23 @@ class Rungs(NamedTuple):
     slot_of: np.ndarray
 
 
+class BartRungs(NamedTuple):
+    """A tempered BART chain's rung states: the forests and backfitting states in their slots
+    (typed Lists), each slot's sigma^2 (float64[K]) and the slot at each rung (int64[K])."""
+
+    forests: object
+    states: object
+    sigma2: np.ndarray
+    slot_of: np.ndarray
+
+
+class SigmaOut(NamedTuple):
+    """A tempered BART chain's per-draw sigma: the target rung's and every rung's."""
+
+    sigma: np.ndarray  # float64[draws]
+    rung_sigma: np.ndarray  # float64[draws, K]
+
+
 class Tally(NamedTuple):
     """A tempered chain's swap bookkeeping: ``counters`` (int64[3, K], ``tempering.run_tempered_chain``)
     and each slot's ``phase`` (int64[K], ``tempering.track_round_trips``)."""
@@ -203,11 +290,13 @@ class Depths(NamedTuple):
 
 
 class RungOut(NamedTuple):
-    """A tempered CART chain's per-draw, per-rung statistics."""
+    """A tempered CART chain's per-draw, per-rung statistics, and the store of every rung's tree
+    (``store_rungs``; a store of zero draws otherwise)."""
 
     moves: np.ndarray  # int64[draws, K]: accepted moves
     leaves: np.ndarray  # int32[draws, K]
     lp: np.ndarray  # float64[draws, K]: log target
+    store: tuple  # record.DrawStore
 
 
 class BartLadder(NamedTuple):
@@ -264,3 +353,36 @@ def rung_prior(prior, ladder, r):
     return Prior(ladder.alpha[r], ladder.beta[r], p.min_leaf, p.na_split, p.likelihood, p.model, p.a, p.mu_bar,
                  p.nu, p.lam, p.tau2, p.class_alpha, p.n_classes, p.lg_shape, p.lg_rate, ladder.inv_temp[r],
                  ladder.prior_heat[r])
+
+
+class Swaps(NamedTuple):
+    """A tempered chain's swap moves: the scheme ``kind`` (``tempering.SWAPS_DEO`` or ``SWAPS_SEO``),
+    their bookkeeping (``Tally``), the work arrays of the swap ratios (``Depths``; a tempered BART
+    chain's ratios need none: arrays of zero depths) and where kept draws record them (``SwapOut``)."""
+
+    kind: int
+    tally: Tally
+    depths: Depths
+    out: SwapOut
+
+
+class TemperedOut(NamedTuple):
+    """Where a tempered CART chain's kept draws go: the target rung's tree (``cart_draws.CartOut``)
+    and every rung's statistics (``RungOut``)."""
+
+    draws: tuple  # cart_draws.CartOut
+    rungs: RungOut
+
+
+def make_swaps(kind: int, tally: Tally, depths: Depths, out: SwapOut) -> Swaps:
+    """A ``Swaps`` with an int ``kind`` (one compilation for every call)."""
+    return Swaps(int(kind), tally, depths, out)
+
+
+class RunOut(NamedTuple):
+    """Where a chain runner's kept draws go: the model's draws (a single tree's
+    ``cart_draws.CartOut`` or a forest's ``ForestOut``) and the sampler's own per-draw statistics
+    (``MoveOut``, ``CtmcCartOut``, ``CtmcBartOut``, or particle Gibbs' float64[draws, 3])."""
+
+    draws: tuple
+    stats: object

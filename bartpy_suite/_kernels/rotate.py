@@ -68,6 +68,7 @@ Imports numpy, numba and the kernels of this package only.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -100,6 +101,13 @@ PERTURB_WIDTH = 0.1
 
 
 # -- preorder sequences -----------------------------------------------------------------------------
+
+class Seq(NamedTuple):
+    """A preorder sequence of a subtree's rules: split variables (``LEAF`` at leaves) and cuts."""
+
+    var: np.ndarray  # int64
+    cut: np.ndarray  # int64
+
 
 @helper
 def seq_end(sv, i):
@@ -207,13 +215,15 @@ def merge_count(xv, xc, xi, yv, yc, yi, v, c):
 
 
 @helper(refcounts=True)
-def merge_sample(rng, xv, xc, x0, yv, yc, y0, v, c, ov, oc, pos):
-    """Write a uniform draw from M(X, Y; v, c) at ``pos`` (preorder); returns the end.
+def merge_sample(rng, x, x0, y, y0, v, c, out, pos):
+    """Write a uniform draw from M(X, Y; v, c) into ``out`` at ``pos`` (preorder); returns the end.
+    X is the subtree of sequence ``x`` at ``x0``, Y that of ``y`` at ``y0`` (each a ``Seq``).
 
     At each pair the top option (v, c)[X', Y'] is kept with probability 1 / |M|, else a branch
     with probability proportional to its count; pending work is a stack of tasks (0: sample a
     pair, 1: copy a subtree of X, 2: copy a subtree of Y), so the output is written in preorder.
     """
+    xv, xc, yv, yc, ov, oc = x.var, x.cut, y.var, y.cut, out.var, out.cut
     t, ex, ey = merge_table(xv, xc, x0, yv, yc, y0, v, c)
     cap = ex.shape[0] + ey.shape[0] + 4
     kind = np.empty(cap, dtype=np.int64)
@@ -342,14 +352,14 @@ def rotate_sequence(rng, sv, sc, n_left, ov, oc, work_v, work_c, stack):
         m1 = merge_count(sv, sc, ai, work_v, work_c, sl, vp, cp)
         m2 = merge_count(sv, sc, bi, work_v, work_c, sr, vp, cp)
         gl = 1
-        gr = merge_sample(rng, sv, sc, ai, work_v, work_c, sl, vp, cp, ov, oc, gl)
-        end = merge_sample(rng, sv, sc, bi, work_v, work_c, sr, vp, cp, ov, oc, gr)
+        gr = merge_sample(rng, Seq(sv, sc), ai, Seq(work_v, work_c), sl, vp, cp, Seq(ov, oc), gl)
+        end = merge_sample(rng, Seq(sv, sc), bi, Seq(work_v, work_c), sr, vp, cp, Seq(ov, oc), gr)
     else:
         m1 = merge_count(work_v, work_c, sl, sv, sc, ai, vp, cp)
         m2 = merge_count(work_v, work_c, sr, sv, sc, bi, vp, cp)
         gl = 1
-        gr = merge_sample(rng, work_v, work_c, sl, sv, sc, ai, vp, cp, ov, oc, gl)
-        end = merge_sample(rng, work_v, work_c, sr, sv, sc, bi, vp, cp, ov, oc, gr)
+        gr = merge_sample(rng, Seq(work_v, work_c), sl, Seq(sv, sc), ai, vp, cp, Seq(ov, oc), gl)
+        end = merge_sample(rng, Seq(work_v, work_c), sr, Seq(sv, sc), bi, vp, cp, Seq(ov, oc), gr)
     s1 = merge_count(work_v, work_c, sl, work_v, work_c, sr, vn, cn)
     s2 = merge_count(sv, sc, ai, sv, sc, bi, vn, cn)
     k_fwd = 2 if (sv[si] == vn and sc[si] == cn) else 1

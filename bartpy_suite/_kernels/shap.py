@@ -26,6 +26,8 @@ short cut: its only predictor gets ``value(leaf) - v({})``.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .jit import helper, kernel
@@ -33,6 +35,31 @@ from .predict import BLOCK, _over_samples, _work_for, block_leaves, blocked_code
 from .soft_records import SoftTrees
 from .soft_tree import expit
 from .tree import goes_left
+
+
+class StoredTrees(NamedTuple):
+    """The stored trees to explain: the store's node arrays (``predict.py``), the leaf value per
+    node and the flat root index of each tree per sample."""
+
+    var: np.ndarray  # int32[nodes]
+    cut: np.ndarray  # int64[nodes]
+    right: np.ndarray  # int64[nodes]
+    value: np.ndarray  # float64[nodes]
+    roots: np.ndarray  # int64[samples, trees]
+
+
+class Paths(NamedTuple):
+    """Scratch of ``tree_shap_row``: the unique path at each level (feature ``d``, zero and one
+    fractions ``z``/``o``, weights ``w``; (levels, levels) each) and the explicit recursion stack
+    (``stack_i`` int64 (nodes, 4), ``stack_f`` float64 (nodes, 2)); all with at least the tree's node
+    count + 1 rows."""
+
+    d: np.ndarray
+    z: np.ndarray
+    o: np.ndarray
+    w: np.ndarray
+    stack_i: np.ndarray
+    stack_f: np.ndarray
 
 
 @helper
@@ -125,16 +152,16 @@ def _unwound_sum(path_z, path_o, path_w, level, depth, index):
 
 
 @helper
-def tree_shap_row(xrow, is_cat, var, cut, right, value, root, cover, path_d, path_z, path_o, path_w,
-                  stack_i, stack_f, phi):
-    """Add the path-dependent TreeSHAP values of the tree rooted at ``root`` for the row of codes
-    ``xrow`` (p,) to ``phi`` (p,).
+def tree_shap_row(xrow, is_cat, trees, root, cover, paths, phi):
+    """Add the path-dependent TreeSHAP values of the tree of ``trees`` (a ``StoredTrees``) rooted at
+    ``root`` for the row of codes ``xrow`` (p,) to ``phi`` (p,).
 
-    ``path_*`` are (levels, levels) scratch arrays and ``stack_i`` (int64, (nodes, 4)) and
-    ``stack_f`` (float64, (nodes, 2)) the explicit recursion stack; both need at least the tree's
-    node count + 1 rows. A stack entry is (local node, level, unique depth, parent feature) and
-    (zero fraction, one fraction).
+    ``paths`` (a ``Paths``) is the scratch. A stack entry is (local node, level, unique depth,
+    parent feature) and (zero fraction, one fraction).
     """
+    var, cut, right, value = trees.var, trees.cut, trees.right, trees.value
+    path_d, path_z, path_o, path_w = paths.d, paths.z, paths.o, paths.w
+    stack_i, stack_f = paths.stack_i, paths.stack_f
     top = 1
     stack_i[0, 0] = 0
     stack_i[0, 1] = 0
@@ -213,8 +240,9 @@ def _float_for(buf, size):
 
 
 @helper(refcounts=True)
-def _sample_shap(rows, train_blocks, n_train, is_cat, var, cut, right, value, roots, s, phi, base):
-    """``forest_shap`` for sample ``s``."""
+def _sample_shap(rows, train_blocks, n_train, is_cat, trees, s, phi, base):
+    """``forest_shap`` for sample ``s`` (``trees`` a ``StoredTrees``)."""
+    var, cut, right, value, roots = trees.var, trees.cut, trees.right, trees.value, trees.roots
     work = np.empty((16, BLOCK), dtype=np.int32)
     cover = np.empty(16)
     buf = np.empty(16)
@@ -256,23 +284,23 @@ def _sample_shap(rows, train_blocks, n_train, is_cat, var, cut, right, value, ro
             path_w = np.empty((width, width))
             stack_i = np.empty((width, 4), dtype=np.int64)
             stack_f = np.empty((width, 2))
+        paths = Paths(path_d, path_z, path_o, path_w, stack_i, stack_f)
         for i in range(m):
-            tree_shap_row(rows[i], is_cat, var, cut, right, value, root, cover, path_d, path_z, path_o, path_w,
-                          stack_i, stack_f, phi[s, i])
+            tree_shap_row(rows[i], is_cat, trees, root, cover, paths, phi[s, i])
     base[s] = total
 
 
 # Threads as in prediction (``predict._over_samples``): each kernel call runs a range of samples
 # without the GIL and writes only those samples' entries of ``phi`` and ``base``.
 @kernel
-def _shap_range(rows, train_codes, is_cat, var, cut, right, value, roots, start, stop, phi, base):
-    """``forest_shap`` for samples ``start`` to ``stop - 1``."""
+def _shap_range(rows, train_codes, is_cat, trees, start, stop, phi, base):
+    """``forest_shap`` for samples ``start`` to ``stop - 1`` (``trees`` a ``StoredTrees``)."""
     train_blocks = blocked_codes(train_codes)
     for s in range(start, stop):
         for i in range(rows.shape[0]):
             for v in range(rows.shape[1]):
                 phi[s, i, v] = 0.0
-        _sample_shap(rows, train_blocks, train_codes.shape[1], is_cat, var, cut, right, value, roots, s, phi, base)
+        _sample_shap(rows, train_blocks, train_codes.shape[1], is_cat, trees, s, phi, base)
 
 
 def forest_shap(rows: np.ndarray, train_codes: np.ndarray, is_cat: np.ndarray, var: np.ndarray, cut: np.ndarray,
@@ -302,8 +330,9 @@ def forest_shap(rows: np.ndarray, train_codes: np.ndarray, is_cat: np.ndarray, v
     """
     if train_codes.shape[1] == 0:
         raise ValueError("forest_shap: the covers need at least one training row")
-    _over_samples(lambda a, b: _shap_range(rows, train_codes, is_cat, var, cut, right, value, roots, a, b, phi,
-                                           base), roots.shape[0], threads)
+    trees = StoredTrees(var, cut, right, value, roots)
+    _over_samples(lambda a, b: _shap_range(rows, train_codes, is_cat, trees, a, b, phi, base), roots.shape[0],
+                  threads)
 
 
 # -- soft trees (RJHMC-Tree, axis-aligned gates: sampler hmc_df) ------------------------------------------

@@ -168,11 +168,11 @@ def swap_log_ratio(rungs, target, ladder, r, data, n_total, scratch, depths):
 
 
 @helper(refcounts=True)
-def swap_round(rng, rungs, target, ladder, parity, data, n_total, scratch, depths,
-               proposed, accepted):
+def swap_round(rng, rungs, target, ladder, parity, data, scratch, depths, proposed, accepted):
     """Attempt the swaps of every pair (r, r + 1) with r of the given parity (0 even, 1 odd);
     count them into ``proposed[r]`` / ``accepted[r]``."""
     trees, slot_of = rungs.trees, rungs.slot_of
+    n_total = float(data.y.shape[0])
     n_rungs = slot_of.shape[0]
     for r in range(parity, n_rungs - 1, 2):
         log_a = swap_log_ratio(rungs, target, ladder, r, data, n_total, scratch, depths)
@@ -211,18 +211,18 @@ def track_round_trips(slot_of, phase):
 
 
 @helper(inline=True)
-def tempered_iteration(rng, rungs, target, ladder, data, moves, scratch, swaps, it, depths,
-                       proposed, accepted, phase, step_counts,
-                       no_map):
+def tempered_iteration(rng, rungs, target, ladder, data, moves, scratch, swaps, it, no_map):
     """One tempered iteration: one MH transition per rung, then one round of swaps (Algorithm 6).
 
-    Returns the round trips completed. ``step_counts[r]`` counts accepted moves per rung.
-    ``no_map``: an empty uint8 array (CART keeps no row-to-leaf map, ``cart_step``).
+    Returns the round trips completed. ``swaps`` (a ``records.Swaps``): in its ``tally``, swaps
+    proposed and accepted per pair are counted in ``counters[0]`` and ``counters[1]``, accepted
+    moves per rung in ``counters[2]``; ``phase`` tracks the round trips. ``no_map``: an empty
+    uint8 array (CART keeps no row-to-leaf map, ``cart_step``).
     """
+    counters, phase = swaps.tally.counters, swaps.tally.phase
+    proposed, accepted, step_counts = counters[0], counters[1], counters[2]
     trees, fstates, slot_of = rungs.trees, rungs.fstates, rungs.slot_of
     move_probs, change_swap, rotation = moves.probs, moves.change_swap, moves.rotation
-    y = data.y
-    n_total = float(y.shape[0])
     for r in range(slot_of.shape[0]):
         k = slot_of[r]
         _, ok = cart_step(rng, trees[k], data, rung_target(target, ladder, r), move_probs,
@@ -230,12 +230,11 @@ def tempered_iteration(rng, rungs, target, ladder, data, moves, scratch, swaps, 
                           fstates[k], scratch, no_map)
         if ok:
             step_counts[r] += 1
-    if swaps == SWAPS_DEO:
+    if swaps.kind == SWAPS_DEO:
         parity = it % 2
     else:
         parity = 0 if rng.random() < 0.5 else 1
-    swap_round(rng, rungs, target, ladder, parity, data, n_total, scratch, depths,
-               proposed, accepted)
+    swap_round(rng, rungs, target, ladder, parity, data, scratch, swaps.depths, proposed, accepted)
     return track_round_trips(slot_of, phase)
 
 
@@ -278,25 +277,27 @@ def record_rung_trees(trees, slot_of, rung_store, d, order, stack):
 
 
 @kernel
-def run_tempered_chain(rng, rungs, target, ladder, data, moves, scratch,
-                       swaps, window, tally, out, swap_out, rung_out,
-                       depths, rung_store):
+def run_tempered_chain(rng, rungs, target, ladder, data, moves, scratch, swaps, window, tempered_out):
     """Advance one tempered chain by up to ``n_iter`` iterations from global iteration ``first_iter``.
 
     ``counters`` (int64, (3, K)): swaps proposed and accepted per pair (row 0, 1; index r is the
     pair (r, r + 1)), accepted moves per rung (row 2), counted from the first kept iteration
     (``it >= tune``); ``counters[0, K - 1]`` holds the round trips. Kept draws record the target
     rung's tree and leaf parameters (``record_cart_draw``), the cumulative counters, and every
-    rung's accepted moves, number of leaves and log target. With ``rung_store`` sized for the kept
+    rung's accepted moves, number of leaves and log target. ``swaps``: a ``records.Swaps``;
+    ``tempered_out``: a ``records.TemperedOut``. With ``tempered_out.rungs.store`` sized for the kept
     draws (``store_rungs``; zero draws otherwise) every rung's tree structure is recorded too
     (``record_rung_trees``, after the target's draw, so the random stream is the same). Returns
     ``(iterations done, pending draw)`` as ``run_cart_chain`` does; a pending draw may miss its
     target tree or its rung trees (the caller checks which ``tree_nodes`` are still 0).
     """
-    counters, phase = tally.counters, tally.phase
+    counters = swaps.tally.counters
+    swap_out, rung_out = swaps.out, tempered_out.rungs
+    out = tempered_out.draws
     trees, fstates, slot_of = rungs.trees, rungs.fstates, rungs.slot_of
-    n_int, n_spl = depths.n_int, depths.n_spl
+    n_int, n_spl = swaps.depths.n_int, swaps.depths.n_spl
     out_rung_moves, out_rung_leaves, out_rung_lp = rung_out.moves, rung_out.leaves, rung_out.lp
+    rung_store = rung_out.store
     out_proposed = swap_out.proposed
     first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
     y = data.y
@@ -307,9 +308,7 @@ def run_tempered_chain(rng, rungs, target, ladder, data, moves, scratch,
         it = first_iter + step
         if it == tune:
             counters[:, :] = 0
-        trips = tempered_iteration(rng, rungs, target, ladder, data, moves, scratch, swaps, it,
-                                   depths, counters[0], counters[1],
-                                   phase, counters[2], no_map)
+        trips = tempered_iteration(rng, rungs, target, ladder, data, moves, scratch, swaps, it, no_map)
         counters[0, n_rungs - 1] += trips
         d = kept_draw(it, tune, thin, out_proposed.shape[0])
         if d < 0:

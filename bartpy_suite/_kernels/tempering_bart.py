@@ -23,7 +23,7 @@ from .jit import helper, kernel
 from .kept import kept_draw
 from .likelihood import draw_inverse_gamma
 from .records import Data, Target
-from .tempering import record_swaps, track_round_trips
+from .tempering import SWAPS_SEO, record_swaps, track_round_trips
 
 LOG_2PI = math.log(2.0 * math.pi)
 
@@ -72,10 +72,14 @@ def log_lik(state, sigma2):
 
 
 @helper(inline=True)
-def tempered_bart_iteration(rng, forests, states, sigma2, slot_of, ladder, data, moves, scratch, swaps_seo, it,
-                            proposed, accepted, phase):
+def tempered_bart_iteration(rng, rungs, ladder, data, moves, scratch, swaps, it):
     """One backfitting sweep per rung (one MH move per tree), then one round of forest swaps
-    between adjacent rungs (DEO, or SEO when ``swaps_seo``). Returns the round trips completed."""
+    between adjacent rungs (``swaps.kind``: DEO or SEO). ``rungs``: a ``records.BartRungs``;
+    ``swaps``: a ``records.Swaps``, whose ``tally.counters[0]`` and ``[1]`` count the swaps
+    proposed and accepted per pair. Returns the round trips completed."""
+    forests, states, sigma2, slot_of = rungs.forests, rungs.states, rungs.sigma2, rungs.slot_of
+    counters, phase = swaps.tally.counters, swaps.tally.phase
+    proposed, accepted = counters[0], counters[1]
     temps, likelihood_on, prior_off = ladder.temps, ladder.likelihood_on, ladder.prior_off
     move_probs, change_swap, rotation = moves.probs, moves.change_swap, moves.rotation
     n_rungs = slot_of.shape[0]
@@ -91,7 +95,7 @@ def tempered_bart_iteration(rng, forests, states, sigma2, slot_of, ladder, data,
                               change_swap, rotation, state.fstate, scratch, state.leaf_of[j])
             finish_tree(rng, state, forest, j, ok)
         draw_tempered_sigma2(rng, state, sigma2, k, temps[r], likelihood_on)
-    parity = (0 if rng.random() < 0.5 else 1) if swaps_seo else it % 2
+    parity = (0 if rng.random() < 0.5 else 1) if swaps.kind == SWAPS_SEO else it % 2
     for r in range(parity, n_rungs - 1, 2):
         ka = slot_of[r]
         kb = slot_of[r + 1]
@@ -107,21 +111,21 @@ def tempered_bart_iteration(rng, forests, states, sigma2, slot_of, ladder, data,
 
 
 @kernel
-def run_tempered_bart_chain(rng, forests, states, sigma2, slot_of, ladder, data, moves, scratch, swaps_seo, window,
-                            tally, out_sigma, swap_out, out_rung_sigma, out):
+def run_tempered_bart_chain(rng, rungs, ladder, data, moves, scratch, swaps, window, sigma_out, out):
     """Advance a tempered BART chain by up to ``n_iter`` iterations (see ``run_tempered_chain`` for
     the counters and the pending-draw protocol); kept draws record the target rung's forest.
-    ``ladder``: a ``records.BartLadder``; ``out``: a ``records.ForestOut``."""
-    counters, phase = tally.counters, tally.phase
+    ``rungs``: a ``records.BartRungs``; ``ladder``: a ``records.BartLadder``; ``swaps``: a
+    ``records.Swaps``; ``sigma_out``: a ``records.SigmaOut``; ``out``: a ``records.ForestOut``."""
+    forests, sigma2, slot_of = rungs.forests, rungs.sigma2, rungs.slot_of
+    out_sigma, out_rung_sigma = sigma_out.sigma, sigma_out.rung_sigma
+    counters, swap_out = swaps.tally.counters, swaps.out
     first_iter, n_iter, tune, thin = window.first_iter, window.n_iter, window.tune, window.thin
     n_rungs = slot_of.shape[0]
     for step in range(n_iter):
         it = first_iter + step
         if it == tune:
             counters[:, :] = 0
-        trips = tempered_bart_iteration(rng, forests, states, sigma2, slot_of, ladder, data, moves, scratch,
-                                        swaps_seo, it,
-                                        counters[0], counters[1], phase)
+        trips = tempered_bart_iteration(rng, rungs, ladder, data, moves, scratch, swaps, it)
         counters[0, n_rungs - 1] += trips
         d = kept_draw(it, tune, thin, out_sigma.shape[0])
         if d < 0:

@@ -491,13 +491,15 @@ def var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, hist, sums, na):
 
 
 @helper
-def node_rule_counts(xr, perm, start, end, is_cat, nbins, m, hist2d, sums, counts, lows, extras, na):
-    """Fill per-variable available-rule counts at a segment; return the number of variables
-    with at least one available rule.
+def node_rule_counts(perm, start, end, is_cat, nbins, m, scratch, na):
+    """Fill per-variable available-rule counts at a segment (``scratch.counts``, ``.lows``,
+    ``.extras``); return the number of variables with at least one available rule.
 
-    ``xr`` holds the codes row-major (n, p) so one pass over the rows fills the histograms of
-    all variables (``hist2d``, shape (p, max bins)).
+    ``scratch.codes_by_row`` holds the codes row-major (n, p) so one pass over the rows fills the
+    histograms of all variables (``scratch.hist2d``, shape (p, max bins)).
     """
+    xr, hist2d, sums = scratch.codes_by_row, scratch.hist2d, scratch.sums
+    counts, lows, extras = scratch.counts, scratch.lows, scratch.extras
     p = xr.shape[1]
     n = end - start
     if n < 2 * m:
@@ -586,12 +588,10 @@ def rule_log_prob_s(log_s, counts, v, extra_v, is_cat_v):
 
 
 @helper(refcounts=True)
-def _sample_level_mask(rng, xt, perm, start, end, v, nbins, m, hist, count, na=False):
+def _sample_level_mask(rng, n, nb, m, hist, count):
     """Uniform draw of an ordered valid level subset (present levels) plus uniform bits for the
-    absent levels. ``hist`` must hold the level counts of the segment (with ``na``, the
-    "missing" level ``nbins[v]`` too)."""
-    n = end - start
-    nb = nbins[v] + 1 if na else nbins[v]
+    absent levels of a factor at a segment of n rows. ``hist`` must hold the counts of its ``nb``
+    levels there (with missing values split by the rules, the "missing" level is the last)."""
     present = 0
     for k in range(nb):
         if hist[k] > 0:
@@ -639,9 +639,10 @@ def _sample_level_mask(rng, xt, perm, start, end, v, nbins, m, hist, count, na=F
 
 
 @helper
-def _rule_on_var(rng, xt, perm, start, end, v, is_cat, nbins, m, hist, sums, na):
+def _rule_on_var(rng, data, perm, start, end, v, m, scratch, na):
     """Draw a rule on variable v uniformly among its available rules at the segment: returns
     ``(True, cut)``, or ``(False, 0)`` when v has none (``sample_rule``)."""
+    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
     if not is_cat[v] and (nbins[v] > 1 or na):
         # Rejection from a uniform cut index (and bit), each check stopping early: exactly
         # uniform over the available cuts, and usually settled after a few rows.
@@ -653,14 +654,15 @@ def _rule_on_var(rng, xt, perm, start, end, v, is_cat, nbins, m, hist, sums, na)
                 cut = np.int64(int(rng.random() * (nbins[v] - 1)))
             if _cut_available(xt, perm, start, end, v, cut, m):
                 return True, cut
-    count, lo, _ = var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, hist, sums, na)
+    count, lo, _ = var_rule_count(xt, perm, start, end, v, is_cat, nbins, m, scratch.hist, scratch.sums, na)
     if count > 0:
-        # var_rule_count left the code counts of v in ``hist``.
+        # var_rule_count left the code counts of v in ``scratch.hist``.
         if is_cat[v]:
-            return True, _sample_level_mask(rng, xt, perm, start, end, v, nbins, m, hist, count, na)
+            return True, _sample_level_mask(rng, end - start, nbins[v] + 1 if na else nbins[v], m, scratch.hist,
+                                            count)
         j = int(rng.random() * count)
         if na:
-            lo0, c0, lo1, c1 = _numeric_na_ranges(hist, nbins[v], end - start, m)
+            lo0, c0, lo1, c1 = _numeric_na_ranges(scratch.hist, nbins[v], end - start, m)
             if j < c0:
                 return True, np.int64(lo0 + j)
             return True, numeric_cut(lo1 + j - c0, True, nbins[v])
@@ -669,16 +671,18 @@ def _rule_on_var(rng, xt, perm, start, end, v, is_cat, nbins, m, hist, sums, na)
 
 
 @helper
-def sample_rule(rng, xt, perm, start, end, is_cat, nbins, m, hist, sums, var_order, na=False):
+def sample_rule(rng, data, perm, start, end, m, scratch, na):
     """Draw a rule from p_RULE at a segment: returns ``(v, cut)``, or ``v = -1`` if none.
 
     Variables are drawn uniformly without replacement until one has an available rule, which
     makes the chosen variable uniform over the variables with available rules while usually
     histogramming a single variable. Callers never need p_RULE itself: it cancels against the
     prior in every move ratio that draws from it. With ``na`` the rule carries its missing-value
-    direction (module docstring), drawn with it.
+    direction (module docstring), drawn with it. Works in ``scratch.hist``, ``.sums`` and
+    ``.var_order``.
     """
-    p = xt.shape[0]
+    var_order = scratch.var_order
+    p = data.xt.shape[0]
     for k in range(p):
         var_order[k] = k
     remaining = p
@@ -687,7 +691,7 @@ def sample_rule(rng, xt, perm, start, end, is_cat, nbins, m, hist, sums, var_ord
     while remaining > 0:
         idx = int(rng.random() * remaining)
         v = var_order[idx]
-        ok, cut = _rule_on_var(rng, xt, perm, start, end, v, is_cat, nbins, m, hist, sums, na)
+        ok, cut = _rule_on_var(rng, data, perm, start, end, v, m, scratch, na)
         if ok:
             return v, cut
         var_order[idx] = var_order[remaining - 1]
@@ -708,31 +712,45 @@ def _weighted_index(rng, log_s, var_order, remaining):
     for i in range(remaining):
         total += math.exp(log_s[var_order[i]] - top)
     u = rng.random() * total
-    acc = 0.0
-    last = remaining - 1
-    for i in range(remaining):
-        w = math.exp(log_s[var_order[i]] - top)
+    # rounding left u at the total: the last variable of positive weight
+    return scan_draw(log_s, var_order, remaining, top, u, 0.0, remaining - 1)
+
+
+@helper
+def scan_draw(log_w, order, count, top, u, acc, last):
+    """The draw of a weighted index by one scan: the first i < ``count`` at which ``acc`` plus the
+    running sum of ``exp(log_w[j] - top)`` (``j = order[i]``, or i itself when ``order`` is None)
+    passes the uniform ``u`` on the total; when rounding carries ``u`` past the end, the last i
+    of positive weight (``last`` if none has). ``tree._weighted_index`` (DART) and
+    ``gfr.draw_option`` draw with it."""
+    for i in range(count):
+        if order is None:
+            w = math.exp(log_w[i] - top)
+        else:
+            w = math.exp(log_w[order[i]] - top)
         if w > 0.0:
             last = i
             acc += w
             if u < acc:
                 return i
-    return last  # rounding left u at the total: the last variable of positive weight
+    return last
 
 
 @helper
-def sample_rule_s(rng, xt, perm, start, end, is_cat, nbins, m, hist, sums, var_order, na, log_s):
+def sample_rule_s(rng, data, perm, start, end, m, scratch, na):
     """``sample_rule`` under DART's rule prior: the variable drawn with probability
     ``s_v / sum of s over the variables with an available rule`` (Linero 2018; ``log_s`` the
-    log weights, ``Scratch.log_s``), then a rule uniformly among its available ones.
+    log weights, ``scratch.log_s``), then a rule uniformly among its available ones.
 
     Weighted draws without replacement until one variable has an available rule: the first
     available variable drawn has exactly that probability. With an empty ``log_s`` (the uniform
     prior) this is ``sample_rule`` itself, random numbers and all.
     """
+    log_s = scratch.log_s
     if log_s.shape[0] == 0:
-        return sample_rule(rng, xt, perm, start, end, is_cat, nbins, m, hist, sums, var_order, na)
-    p = xt.shape[0]
+        return sample_rule(rng, data, perm, start, end, m, scratch, na)
+    var_order = scratch.var_order
+    p = data.xt.shape[0]
     for k in range(p):
         var_order[k] = k
     remaining = p
@@ -741,12 +759,35 @@ def sample_rule_s(rng, xt, perm, start, end, is_cat, nbins, m, hist, sums, var_o
     while remaining > 0:
         idx = _weighted_index(rng, log_s, var_order, remaining)
         v = var_order[idx]
-        ok, cut = _rule_on_var(rng, xt, perm, start, end, v, is_cat, nbins, m, hist, sums, na)
+        ok, cut = _rule_on_var(rng, data, perm, start, end, v, m, scratch, na)
         if ok:
             return v, cut
         var_order[idx] = var_order[remaining - 1]
         remaining -= 1
     return -1, np.int64(0)
+
+
+@helper
+def reset_to_root(tree, n, used):
+    """Make ``tree`` a single root leaf over rows 0..n-1 in ascending order, freeing the node
+    slots below ``used`` (every slot in use). The free-slot stack is left as it is; the leaf
+    terms of the root are the caller's (``gfr.grow_from_root``, ``particle.reset_root``)."""
+    for node in range(used):
+        tree.var[node] = FREE
+        tree.left[node] = -1
+        tree.right[node] = -1
+    for r in range(n):
+        tree.perm[r] = r
+    tree.var[0] = LEAF
+    tree.parent[0] = -1
+    tree.depth[0] = 0
+    tree.start[0] = 0
+    tree.end[0] = n
+    tree.lp[0] = np.nan
+    tree.meta[M_N_FREE] = tree.var.shape[0] - 1
+    tree.meta[M_N_LEAVES] = 1
+    tree.meta[M_N_INTERNAL] = 0
+    tree.meta[M_SPAN] = 1
 
 
 @helper
@@ -990,10 +1031,7 @@ def node_log_prior(tree, node, data, target, scratch):
     rc = tree.right[node]
     if tree.end[lc] - tree.start[lc] < m or tree.end[rc] - tree.start[rc] < m:
         return -np.inf
-    n_vars = node_rule_counts(
-        scratch.codes_by_row, tree.perm, s, e, is_cat, nbins, m, scratch.hist2d, scratch.sums,
-        scratch.counts, scratch.lows, scratch.extras, na,
-    )
+    n_vars = node_rule_counts(tree.perm, s, e, is_cat, nbins, m, scratch, na)
     if scratch.log_s.shape[0] > 0:
         return math.log(ps) + rule_log_prob_s(scratch.log_s, scratch.counts, v, scratch.extras[v], is_cat[v])
     return math.log(ps) + rule_log_prob(n_vars, scratch.counts[v], scratch.extras[v], is_cat[v])

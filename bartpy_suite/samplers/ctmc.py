@@ -48,7 +48,7 @@ from .._kernels.ctmc import (
     total_rate,
 )
 from .._kernels.ctmc_chain import ctmc_bart_sweep, run_ctmc_bart_chain, run_ctmc_cart_chain
-from .._kernels.records import ForestOut, make_window
+from .._kernels.records import CtmcBartOut, CtmcCartOut, CtmcClock, ForestOut, RunOut, make_window
 from ..errors import ArgumentError
 from .forest import ForestChain
 from .problems import BartProblem, CartProblem
@@ -113,8 +113,7 @@ class CtmcCartChain(TreeChain):
             steps, pending = run_ctmc_cart_chain(
                 self.rng, self.tree, self.data, self.target,
                 self.fstate, self.scratch, self.cs, make_window(first_iter + done, n_iter - done, tune, thin),
-                self.cart_out(),
-                self.weight, self.rate, self.event, self.mh_rates,
+                RunOut(self.cart_out(), CtmcCartOut(self.weight, self.rate, self.event)), self.mh_rates,
             )
             done += steps
             if pending >= 0:
@@ -170,8 +169,7 @@ class CtmcCartChain(TreeChain):
                         rules = [(float(self.cs.rates[k]), k) for k in range(int(nbins[v]))]
                     for rate, cut in rules:
                         if rate > 0.0:
-                            apply_birth(self.tree, node, v, np.int64(cut), xt, is_cat, y, ycls, target, self.fstate,
-                                        self.scratch)
+                            apply_birth(self.tree, node, v, np.int64(cut), data, target, self.fstate, self.scratch)
                             out.append(("birth", self.get_tree(), rate))
                             restore()
             elif t.var[node] >= 0 and self.cs.rate_death[node] > 0.0:
@@ -226,9 +224,11 @@ class CtmcBartChain(ForestChain):
         while done < n_iter:
             steps, pending = run_ctmc_bart_chain(
                 self.rng, self.forest, self.state, self.data, self.scratch, self.cs,
-                self.horizon, self.adapt, make_window(first_iter + done, n_iter - done, tune, thin), self.out["sigma"],
-                self.jumps, self.rate, self.time, ForestOut(self.out["n_leaves"], self.out["depth"], self.store,
-                self.scratch.nodes, self.order), self.mh_rates,
+                CtmcClock(self.horizon, bool(self.adapt)),
+                make_window(first_iter + done, n_iter - done, tune, thin),
+                RunOut(ForestOut(self.out["n_leaves"], self.out["depth"], self.store, self.scratch.nodes, self.order),
+                       CtmcBartOut(self.out["sigma"], self.jumps, self.rate, self.time)),
+                self.mh_rates,
             )
             done += steps
             if pending >= 0:

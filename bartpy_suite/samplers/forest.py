@@ -64,18 +64,20 @@ class ForestBuffers:
         self.store = new_store(draws, t, INITIAL_NODES_PER_TREE * t * min(draws, 256))
 
     def run_kernel(self, kernel, args: tuple, stats: tuple, first_iter: int, n_iter: int, tune: int,
-                   thin: int) -> None:
+                   thin: int, in_args: tuple = ()) -> None:
         """Advance ``n_iter`` iterations with a chunk-running kernel, recording kept draws.
 
-        The kernel is called as ``kernel(*args, first, count, tune, thin, *model outputs, *stats,
-        n_leaves, depth, store, nodes, order)`` (the model outputs are the ``model_buffers``
-        arrays, e.g. sigma) and returns ``(iterations done, pending draw)``: a draw it could not
-        record because the store was full is recorded here after growing the store, and the
-        kernel is called again for the iterations left.
+        The kernel is called as ``kernel(*args, window, *model outputs, *stats, ForestOut)`` (the
+        model outputs are the ``model_buffers`` arrays, e.g. sigma, but those named in
+        ``in_args``, which the caller passed inside ``args``, e.g. in a ``records.Dart``) and
+        returns ``(iterations done, pending draw)``: a draw it could not record because the store
+        was full is recorded here after growing the store, and the kernel is called again for the
+        iterations left.
         """
+        skip = ("n_leaves", "depth", *in_args)
         done = 0
         while done < n_iter:
-            model = tuple(v for k, v in self.out.items() if k not in ("n_leaves", "depth"))
+            model = tuple(v for k, v in self.out.items() if k not in skip)
             steps, pending = kernel(*args, make_window(first_iter + done, n_iter - done, tune, thin), *model, *stats,
                                     ForestOut(self.out["n_leaves"], self.out["depth"], self.store, self.scratch.nodes,
                                     self.order))

@@ -23,7 +23,7 @@ from .. import _validation as check
 from .._kernels.bart_chain import mh_bart_sweep, run_bart_chain, run_multinomial_chain, run_sparse_bart_chain
 from .._kernels.cart_chain import run_cart_chain, run_sparse_cart_chain
 from .._kernels.cart_moves import MOVE_NAMES
-from .._kernels.records import Moves, make_window
+from .._kernels.records import Dart, MhBartOut, MoveOut, Moves, RunOut, make_window
 from .._kernels.sparse import S_START, new_conf
 from ..errors import ArgumentError
 from .forest import ForestChain
@@ -103,14 +103,14 @@ class CartChain(TreeChain):
             if self.sparse_conf is None:
                 steps, pending = run_cart_chain(
                     *head, make_window(first_iter + done, n_iter - done, tune, thin),
-                    self.cart_out(), self.move, self.accepted,
+                    self.cart_out(), MoveOut(self.move, self.accepted),
                 )
             else:
                 self.sparse_conf[S_START] = tune // 2
                 steps, pending = run_sparse_cart_chain(
-                    *head, self.sparse_conf, self.split_count, make_window(first_iter + done, n_iter - done, tune,
-                    thin),
-                    self.cart_out(), self.move, self.accepted, self.split_probs, self.sparse_alpha,
+                    *head, Dart(self.sparse_conf, self.split_count, self.split_probs, self.sparse_alpha),
+                    make_window(first_iter + done, n_iter - done, tune, thin),
+                    RunOut(self.cart_out(), MoveOut(self.move, self.accepted)),
                 )
             done += steps
             if pending >= 0:
@@ -172,8 +172,9 @@ class BartChain(ForestChain):
             self.run_kernel(run_bart_chain, args, (self.counts,), first_iter, n_iter, tune, thin)
             return
         self.sparse_conf[S_START] = tune // 2
-        self.run_kernel(run_sparse_bart_chain, (*args, self.sparse_conf, self.split_count), (self.counts,),
-                        first_iter, n_iter, tune, thin)
+        dart = Dart(self.sparse_conf, self.split_count, self.out["split_probs"], self.out["sparse_alpha"])
+        self.run_kernel(run_sparse_bart_chain, (*args, dart, MhBartOut(self.out["sigma"], self.counts)), (),
+                        first_iter, n_iter, tune, thin, in_args=("sigma", "split_probs", "sparse_alpha"))
 
     def sampler_stats(self, kept: int) -> dict:
         """Proposals and acceptances per move type over the trees of each kept sweep."""

@@ -10,7 +10,7 @@ import numpy as np
 
 from .._kernels.cart_moves import MOVE_NAMES
 from .._kernels.ordinal import N_SETTINGS, O_GIBBS, O_PRIOR_SD, O_STEP, O_STEPS, OrdinalState, run_ordinal_chain
-from .._kernels.records import Moves
+from .._kernels.records import Moves, OrdinalOut
 from .forest import ForestChain
 from .problems import OrdinalBartProblem
 
@@ -68,10 +68,10 @@ class OrdinalMHChain(ForestChain):
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
         """Advance ``n_iter`` sweeps, recording kept draws (the store grows on demand)."""
+        stats = OrdinalOut(self.out["cutpoints"], self.counts, self.cut_accepted)
         self.run_kernel(run_ordinal_chain, (self.rng, self.forest, self.state, self.ordinal, self.data,
-                        Moves(self.move_probs, *self._flags),
-                                            self.scratch),
-                        (self.counts, self.cut_accepted), first_iter, n_iter, tune, thin)
+                        Moves(self.move_probs, *self._flags), self.scratch, stats),
+                        (), first_iter, n_iter, tune, thin, in_args=("cutpoints",))
 
     def sampler_stats(self, kept: int) -> dict:
         """Proposals and acceptances per move type, and the share of cutpoint MH steps accepted."""

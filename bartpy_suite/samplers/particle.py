@@ -34,9 +34,9 @@ import numpy as np
 from .._kernels import tree as _tree
 from .._kernels.particle import PROPOSAL_NAMES, RESAMPLING_NAMES, Particles, Work, smc_run
 from .._kernels.particle_chain import pg_bart_sweep, record_particles, run_pg_bart_chain, run_pg_cart_chain
-from .._kernels.particle_proposal import new_bin_stats
+from .._kernels.particle_proposal import new_proposal
 from .._kernels.record import grow_store, nodes_of_trees, record_tree_now
-from .._kernels.records import ParticleSystems, PgSettings, make_window
+from .._kernels.records import ParticleSystems, PgBartOut, PgSettings, RunOut, make_window
 from ..errors import ArgumentError
 from .forest import ForestChain
 from .problems import BartProblem, CartProblem
@@ -140,8 +140,7 @@ class PgCartChain(_PgChain, TreeChain):
             steps, pending = run_pg_cart_chain(
                 self.rng, self.tree, self.particles(), self.data, self.target, self.fstate,
                 self.scratch, self.pg_settings(), make_window(first_iter + done, n_iter - done, tune, thin),
-                self.cart_out(),
-                self.stats,
+                RunOut(self.cart_out(), self.stats),
             )
             done += steps
             if pending >= 0:
@@ -167,9 +166,9 @@ class PgBartChain(_PgChain, ForestChain):
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
         """Advance ``n_iter`` sweeps, recording kept draws."""
-        self.run_kernel(run_pg_bart_chain, (self.rng, self.forest, self.state, self.particles(),
-                                            self.data, self.scratch, self.pg_settings()),
-                        (self.stats,), first_iter, n_iter, tune, thin)
+        self.run_kernel(run_pg_bart_chain, (self.rng, self.forest, self.state, self.particles(), self.data,
+                                            self.scratch, self.pg_settings(), PgBartOut(self.out["sigma"], self.stats)),
+                        (), first_iter, n_iter, tune, thin, in_args=("sigma",))
 
     def sweep(self) -> np.ndarray:
         """One backfitting sweep (nothing recorded); returns the sweep's (ess, kept_reference,
@@ -207,8 +206,7 @@ class SmcCartChain(TreeChain, _ParticleSets):
         self.ess_threshold = float(ess_threshold)
         self.proposal = PROPOSAL_NAMES.index(proposal)
         max_bins = max(int(self.nbins.max()) if self.nbins.size else 1, 1)
-        self.bins = new_bin_stats(max_bins, self.n_classes)
-        self.levels = np.zeros(max_bins, dtype=np.int64)
+        self.node_proposal = new_proposal(self.proposal, max_bins, self.n_classes)
         self.finished = False
 
     def allocate(self, draws: int) -> None:
@@ -222,9 +220,8 @@ class SmcCartChain(TreeChain, _ParticleSets):
         """Run the filter and record every particle (the first call only)."""
         if self.finished:
             return
-        final = smc_run(self.rng, self.pa, self.pb, self.work, self.data, self.target, self.scratch, self.scheme,
-                        self.ess_threshold, self.proposal, self.bins,
-                        self.levels)
+        final = smc_run(self.rng, self.pa, self.pb, self.work, self.data, self.target, self.scratch,
+                        PgSettings(self.scheme, None, self.ess_threshold), self.node_proposal)
         count = self.work.w.shape[0]
         order = self.rng.permutation(count)
         first = 0

@@ -68,6 +68,7 @@ from .._kernels.backfit import SIGMA_PROBIT
 from .._kernels.record import grow_store, new_store, nodes_of_trees, trim_store
 from .._kernels.records import (
     BartLadder,
+    BartRungs,
     Depths,
     ForestOut,
     Ladder,
@@ -75,8 +76,11 @@ from .._kernels.records import (
     Prior,
     RungOut,
     Rungs,
+    SigmaOut,
     SwapOut,
     Tally,
+    TemperedOut,
+    make_swaps,
     make_window,
     typed_prior,
 )
@@ -298,11 +302,12 @@ class TemperedCartChain(_Rungs, TreeChain):
         """One kernel call of up to ``n_iter`` iterations (one move per rung, one swap round each)."""
         steps, pending = run_tempered_chain(
             self.rng, Rungs(self.trees, self.fstates, self.slot_of), self.target, self.ladder, self.data,
-            Moves(self.move_probs, *move_flags(self.move_probs)), self.scratch, self.swaps,
-            make_window(it, n_iter, tune, thin), Tally(self.counters, self.phase), self.cart_out(),
-            SwapOut(self.out_proposed, self.out_accepted, self.out_trips),
-            RungOut(self.out_rung_moves, self.out_rung_leaves, self.out_rung_lp), Depths(self.n_int, self.n_spl),
-            self.rung_store,
+            Moves(self.move_probs, *move_flags(self.move_probs)), self.scratch,
+            make_swaps(self.swaps, Tally(self.counters, self.phase), Depths(self.n_int, self.n_spl),
+                       SwapOut(self.out_proposed, self.out_accepted, self.out_trips)),
+            make_window(it, n_iter, tune, thin),
+            TemperedOut(self.cart_out(),
+                        RungOut(self.out_rung_moves, self.out_rung_leaves, self.out_rung_lp, self.rung_store)),
         )
         self._sync_target()
         if pending >= 0:
@@ -398,6 +403,8 @@ class TemperedBartChain(_Rungs, ForestChain):
                                           np.full(k, prior.beta)]), adapt)
         self.move_probs = move_vector(moves)
         self.swaps_seo = swaps == "seo"
+        # The swap ratios of forests need no work arrays (``records.Swaps``).
+        self._no_depths = Depths(np.zeros((2, 0), dtype=np.int64), np.zeros((2, 0), dtype=np.int64))
         self.likelihood_on = prior.likelihood
         # The prior of a rung at t = 0 (or of every rung when the model samples the prior).
         self.prior_off = typed_prior(prior._replace(likelihood=False))
@@ -422,11 +429,13 @@ class TemperedBartChain(_Rungs, ForestChain):
     def _advance(self, it: int, n_iter: int, tune: int, thin: int) -> int:
         """One kernel call of up to ``n_iter`` iterations (one sweep per rung, one swap round each)."""
         steps, pending = run_tempered_bart_chain(
-            self.rng, self.forests, self.states, self.sigma2, self.slot_of,
+            self.rng, BartRungs(self.forests, self.states, self.sigma2, self.slot_of),
             BartLadder(self.temps, self.likelihood_on, self.prior_off), self.data,
-            Moves(self.move_probs, *move_flags(self.move_probs)), self.scratch, self.swaps_seo,
-            make_window(it, n_iter, tune, thin), Tally(self.counters, self.phase), self.out["sigma"],
-            SwapOut(self.out_proposed, self.out_accepted, self.out_trips), self.out_rung_sigma,
+            Moves(self.move_probs, *move_flags(self.move_probs)), self.scratch,
+            make_swaps(SWAPS_SEO if self.swaps_seo else SWAPS_DEO, Tally(self.counters, self.phase), self._no_depths,
+                       SwapOut(self.out_proposed, self.out_accepted, self.out_trips)),
+            make_window(it, n_iter, tune, thin),
+            SigmaOut(self.out["sigma"], self.out_rung_sigma),
             ForestOut(self.out["n_leaves"], self.out["depth"], self.store, self.scratch.nodes, self.order),
         )
         self._sync_target()
