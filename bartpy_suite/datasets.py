@@ -60,6 +60,7 @@ __all__ = [
     "regenerate",
     "simulate_cgm1998",
     "simulate_cgm_rjhmc",
+    "simulate_hmc20",
     "simulate_hypercube",
     "simulate_wu2007",
 ]
@@ -506,3 +507,51 @@ def regenerate(directory: str | os.PathLike[str], names: list[str] | None = None
         _shipped_simulation(name).to_csv(path, index=False, lineterminator="\n")
         written.append(path)
     return written
+
+
+def simulate_hmc20(n: int = 250, seed: _SeedLike = None, *, heterogeneous: bool = True, linear: bool = True,
+                   noise: float = 1.0) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """Simulate the causal design of Hahn, Murray & Carvalho (2020, Bayesian Analysis, section 6).
+
+    x1, x2, x3 ~ N(0, 1), x4 ~ Bernoulli(1/2), x5 uniform on {1, 2, 3}, g(1) = 2, g(2) = -1, g(3) = -4;
+    prognostic function ``1 + g(x5) + x1 x3`` (``linear``) or ``-6 + g(x5) + 6 |x3 - 1|``; treatment
+    effect ``1 + 2 x2 x4`` (``heterogeneous``) or 3; propensity
+    ``0.8 Phi(3 mu / sd(mu) - 0.5 x1) + 0.05 + u / 10`` with u ~ U(0, 1) (targeted selection: the
+    treated have larger mu); z ~ Bernoulli(propensity) and ``y = mu + tau z + noise * N(0, 1)``.
+    The noise sd of the paper is not certain (replications use 1).
+
+    Parameters
+    ----------
+    n : int, default 250
+        Rows (the paper: 250 and 500).
+    seed : int, SeedSequence, Generator or None
+        Passed to :func:`numpy.random.default_rng`.
+    heterogeneous, linear : bool
+        Which treatment effect and prognostic function (the paper's 2 x 2 settings).
+    noise : float, default 1.0
+        Noise standard deviation.
+
+    Returns
+    -------
+    data : pandas.DataFrame
+        Columns ``y``, ``x1``, ``x2``, ``x3``, ``x4`` (0/1), ``x5`` (1, 2, 3; an integer column: write
+        ``C(x5)`` in a formula) and ``z`` (0/1).
+    tau : numpy.ndarray
+        The true treatment effect of each row.
+    propensity : numpy.ndarray
+        The true propensity of each row.
+    """
+    n = _check_n(n, 2)
+    from scipy import stats
+
+    rng = np.random.default_rng(seed)
+    x1, x2, x3 = rng.normal(size=(3, n))
+    x4 = rng.integers(0, 2, n)
+    x5 = rng.integers(1, 4, n)
+    g = np.select([x5 == 1, x5 == 2, x5 == 3], [2.0, -1.0, -4.0])
+    mu = 1 + g + x1 * x3 if linear else -6 + g + 6 * np.abs(x3 - 1)
+    tau = 1 + 2 * x2 * x4 if heterogeneous else np.full(n, 3.0)
+    pi = 0.8 * stats.norm.cdf(3 * mu / mu.std(ddof=1) - 0.5 * x1) + 0.05 + rng.random(n) / 10
+    z = (rng.random(n) < pi).astype(int)
+    y = mu + tau * z + noise * rng.normal(size=n)
+    return pd.DataFrame({"y": y, "x1": x1, "x2": x2, "x3": x3, "x4": x4, "x5": x5, "z": z}), tau, pi

@@ -40,25 +40,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+
+from bartpy_suite.datasets import simulate_hmc20
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _tables import markdown_table  # noqa: E402
-
-
-def hmc20_data(n: int, seed, heterogeneous: bool, linear: bool, noise: float = 1.0):
-    """One data set of the design (module docstring) and the true tau(x_i)."""
-    rng = np.random.default_rng(seed)
-    x1, x2, x3 = rng.normal(size=(3, n))
-    x4 = rng.integers(0, 2, n)
-    x5 = rng.integers(1, 4, n)
-    g = np.select([x5 == 1, x5 == 2, x5 == 3], [2.0, -1.0, -4.0])
-    mu = 1 + g + x1 * x3 if linear else -6 + g + 6 * np.abs(x3 - 1)
-    tau = 1 + 2 * x2 * x4 if heterogeneous else np.full(n, 3.0)
-    pi = 0.8 * stats.norm.cdf(3 * mu / mu.std(ddof=1) - 0.5 * x1) + 0.05 + rng.random(n) / 10
-    z = (rng.random(n) < pi).astype(int)
-    y = mu + tau * z + noise * rng.normal(size=n)
-    return pd.DataFrame({"y": y, "x1": x1, "x2": x2, "x3": x3, "x4": x4, "x5": x5, "z": z}), tau
 
 
 def metrics(ate_draws: np.ndarray, cate_draws: np.ndarray, tau: np.ndarray) -> dict:
@@ -117,7 +103,7 @@ def main(argv=None) -> int:
                 per = {"bcf": [], "stochtree": []}
                 times = {"bcf": 0.0, "stochtree": 0.0}
                 for r in range(args.reps):
-                    df, tau = hmc20_data(n, [2020, n, int(het), int(lin), r], het, lin)
+                    df, tau, _ = simulate_hmc20(n, [2020, n, int(het), int(lin), r], heterogeneous=het, linear=lin)
                     t = time.perf_counter()
                     ate, cate, pi = fit_bps(df, r, args)
                     times["bcf"] += time.perf_counter() - t

@@ -219,19 +219,10 @@ def test_geweke_joint_distribution():
 # -- the user contract ----------------------------------------------------------------------------
 
 def _hmc20(n, seed, heterogeneous=True, linear=True, noise=1.0):
-    """HMC20 section 6's design (spec 3.9): x1..x3 ~ N(0,1), a binary and a three-level covariate,
-    targeted selection; returns the data and the true tau(x_i)."""
-    rng = np.random.default_rng(seed)
-    x1, x2, x3 = rng.normal(size=(3, n))
-    xb = rng.integers(0, 2, n)
-    xc = rng.integers(1, 4, n)
-    g = np.select([xc == 1, xc == 2, xc == 3], [2.0, -1.0, -4.0])
-    mu = 1 + g + x1 * x3 if linear else -6 + g + 6 * np.abs(x3 - 1)
-    tau = 1 + 2 * x2 * xb if heterogeneous else np.full(n, 3.0)
-    pi = 0.8 * stats.norm.cdf(3 * mu / mu.std(ddof=1) - 0.5 * x1) + 0.05 + rng.random(n) / 10
-    z = (rng.random(n) < pi).astype(int)
-    y = mu + tau * z + noise * rng.normal(size=n)
-    return pd.DataFrame({"y": y, "x1": x1, "x2": x2, "x3": x3, "xb": xb, "xc": xc, "z": z, "ps": pi}), tau
+    """HMC20 section 6's design (``datasets.simulate_hmc20``) with x4, x5 named xb, xc and the true
+    propensity as the column ps; returns the data and the true tau(x_i)."""
+    df, tau, pi = bps.datasets.simulate_hmc20(n, seed, heterogeneous=heterogeneous, linear=linear, noise=noise)
+    return df.rename(columns={"x4": "xb", "x5": "xc"}).assign(ps=pi), tau
 
 
 def test_bcf_user_contract_small():

@@ -264,3 +264,23 @@ def test_simulate_cgm_rjhmc_layout_and_noise():
 def test_simulate_cgm_rjhmc_bad_arguments(kwargs, message):
     with pytest.raises(ArgumentError, match=message):
         datasets.simulate_cgm_rjhmc(**kwargs)
+
+
+def test_simulate_hmc20_follows_the_design():
+    """HMC20 section 6: the columns, the effect functions, the propensity's range
+    [0.05, 0.95] (0.8 Phi + 0.05 + U/10) and targeted selection (the treated have the larger
+    prognostic function); the same seed gives the same data."""
+    df, tau, pi = datasets.simulate_hmc20(500, 3, heterogeneous=True, linear=False)
+    assert list(df.columns) == ["y", "x1", "x2", "x3", "x4", "x5", "z"]
+    assert set(df.x4) == {0, 1} and set(df.x5) == {1, 2, 3} and set(df.z) <= {0, 1}
+    np.testing.assert_allclose(tau, 1 + 2 * df.x2 * df.x4)
+    assert pi.min() >= 0.05 and pi.max() <= 0.95
+    g = df.x5.map({1: 2.0, 2: -1.0, 3: -4.0})
+    mu = -6 + g + 6 * np.abs(df.x3 - 1)
+    assert mu[df.z == 1].mean() > mu[df.z == 0].mean()
+    again, _, _ = datasets.simulate_hmc20(500, 3, heterogeneous=True, linear=False)
+    pd.testing.assert_frame_equal(df, again)
+    _, tau3, _ = datasets.simulate_hmc20(20, 1, heterogeneous=False)
+    assert (tau3 == 3.0).all()
+    with pytest.raises(ArgumentError):
+        datasets.simulate_hmc20(1)
