@@ -342,6 +342,16 @@ def test_save_and_load_give_the_same_effects(tmp_path):
     bad.write_bytes(bytes(raw))
     with pytest.raises(FitFileError, match="bad.npz"):
         bps.load(bad)
+    # an edit that leaves the archive readable but a tree malformed (a leaf turned into a split): refused at
+    # load, before a prediction kernel could walk past the tree's nodes
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {k: data[k].copy() for k in data.files}
+    leaf = int(np.flatnonzero(arrays["mu_var"] == -1)[0])
+    arrays["mu_var"][leaf] = 0
+    edited = tmp_path / "edited.npz"
+    np.savez(edited, **arrays)
+    with pytest.raises(FitFileError, match="not a whole binary tree"):
+        bps.load(edited)
 
 
 def test_cli_fit_and_predict_bcf(tmp_path):
