@@ -30,6 +30,7 @@ from .._binning import BinnedPredictors
 from .._kernels.predict import sum_of_trees
 from .._kernels.record import right_children, tree_roots
 from ..errors import ArgumentError, BartpySuiteWarning, DataError, FitFileError
+from .file_check import preorder_problem
 
 #: Propensity bounds of the common-support diagnostic (rows outside are counted and warned about).
 SUPPORT_LOW = 0.05
@@ -69,17 +70,9 @@ class ForestStore:
             raise ValueError("the node arrays do not match the node counts")
         if store.var.size and (store.var.max() >= binned.nbins.shape[0] or store.var.min() < -1):
             raise ValueError("a split variable is out of range")
-        # each tree must be a whole preorder: walking it with "nodes still owed" starting at 1, an internal
-        # node owes one more (+1), a leaf pays one (-1); the count reaches 0 at the tree's last node and not
-        # before (else the prediction kernels would walk into another tree's nodes or past the array)
-        owed = 1 + np.cumsum(np.where(store.var >= 0, 1, -1))
-        ends = np.cumsum(counts.reshape(-1)) - 1
-        before = np.concatenate([[0], owed[ends[:-1]] - 1]) if ends.size else np.zeros(0, dtype=np.int64)
-        owed -= np.repeat(before, counts.reshape(-1))
-        last = np.zeros(owed.shape[0], dtype=bool)
-        last[ends] = True
-        if (owed[last] != 0).any() or (owed[~last] <= 0).any():
-            raise ValueError("a stored tree is not a whole binary tree in preorder")
+        problem = preorder_problem(store.var, counts.reshape(-1))
+        if problem:  # the prediction kernels would walk into another tree's nodes or past the array
+            raise ValueError(f"a stored tree is not a whole binary tree in preorder ({problem})")
         store._finish(counts, binned, names)
         return store
 

@@ -234,6 +234,35 @@ def _group(idata: xr.DataTree, name: str) -> xr.DataTree:
     return idata[name]
 
 
+
+def preorder_problem(var: np.ndarray, flat: np.ndarray) -> str | None:
+    """Why the flat preorder store ``var`` (split variable per node, -1 for a leaf) is not one whole
+    binary tree per entry of ``flat`` (node counts, each >= 1, summing to the node axis), or None.
+
+    With +1 per internal node and -1 per leaf, the running sum within a tree stays >= 0 before its
+    last node and is -1 after it (every internal node gets two subtrees). ``run`` sums over the
+    whole store, so within tree s it is offset by ``before[s]``.
+    """
+    n_nodes = var.shape[0]
+    small = np.int32 if n_nodes < 2**31 - 1 else np.int64
+    run = np.cumsum(np.where(var >= 0, small(1), small(-1)), dtype=small)
+    start = np.cumsum(flat) - flat
+    last = start + flat - 1
+    before = np.zeros(flat.size, dtype=small)
+    before[1:] = run[last[:-1]]
+    if (run[last] != before - 1).any():
+        s = int(np.flatnonzero(run[last] != before - 1)[0])
+        return (f"tree {s} (flat, chain-major; nodes {start[s]}..{last[s]}) is not a complete preorder tree: its "
+                "internal nodes and leaves do not match")
+    masked = run.copy()
+    masked[last] = np.iinfo(small).max  # the last node of each tree is the only one allowed below before
+    lowest = np.minimum.reduceat(masked, start)
+    if (lowest < before).any():
+        s = int(np.flatnonzero(lowest < before)[0])
+        i = int(start[s] + np.flatnonzero(masked[start[s]:last[s] + 1] < before[s])[0])
+        return f"tree {s} (flat, chain-major) ends before its last node at node {i}: not a preorder tree"
+    return None
+
 class _Checker:
     """One pass over a DataTree; ``sizes`` collects the sizes that must agree across groups."""
 
@@ -634,27 +663,9 @@ class _Checker:
             i = self.first(bad)
             _fail(f"{group}/node_var", f"node {i} splits on {var[i]}, expected -1 (leaf) or a predictor 0..{p - 1}")
         internal = var >= 0
-        # Preorder: with +1 per internal node and -1 per leaf, the running sum within a tree stays
-        # >= 0 before its last node and is -1 after it (every internal node gets two subtrees).
-        # ``run`` sums over the whole store, so within tree s it is offset by ``before[s]``.
-        small = np.int32 if n_nodes < 2**31 - 1 else np.int64
-        run = np.cumsum(np.where(internal, small(1), small(-1)), dtype=small)
-        start = np.cumsum(flat) - flat
-        last = start + flat - 1
-        before = np.zeros(flat.size, dtype=small)
-        before[1:] = run[last[:-1]]
-        if (run[last] != before - 1).any():
-            s = self.first(run[last] != before - 1)
-            _fail(f"{group}/node_var", f"tree {s} (flat, chain-major; nodes {start[s]}..{last[s]}) is not a complete "
-                                       "preorder tree: its internal nodes and leaves do not match")
-        masked = run.copy()
-        masked[last] = np.iinfo(small).max  # the last node of each tree is the only one allowed below before
-        lowest = np.minimum.reduceat(masked, start)
-        if (lowest < before).any():
-            s = self.first(lowest < before)
-            i = int(start[s] + np.flatnonzero(masked[start[s]:last[s] + 1] < before[s])[0])
-            _fail(f"{group}/node_var", f"tree {s} (flat, chain-major) ends before its last node at node {i}: not a "
-                                       "preorder tree")
+        problem = preorder_problem(var, flat)
+        if problem:
+            _fail(f"{group}/node_var", problem)
         if rules:
             self.rules(group, var, cut, internal, binned, split)
         return {"counts": counts, "var": var, "internal": internal}
