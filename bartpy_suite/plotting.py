@@ -23,6 +23,7 @@ from . import _validation as check
 from ._kernels.predict import sum_of_trees
 from ._kernels.tree import CUT_MASK, NA_SHIFT
 from .errors import ArgumentError
+from .posterior.bcf import CausalFit
 from .posterior.weighted import weighted_quantiles
 
 __all__ = ["plot_partial_dependence", "plot_predicted_vs_observed", "plot_rank", "plot_trace", "plot_tree",
@@ -53,19 +54,26 @@ def _interval_bars(ax, table, color: str):
     return ax
 
 
-def plot_variable_activity(fit, level: float = 0.95, ax=None):
+def plot_variable_activity(fit, level: float = 0.95, ax=None, forest: str | None = None):
     """Horizontal bars of each predictor's posterior mean share of split rules, with the
     equal-tailed interval as error bars (``fit.variable_activity(level)``).
+
+    ``forest`` ("mu" or "tau") picks the forest of a bcf fit (``CausalFit.variable_activity(level,
+    forest=...)``; default "mu"); other fits have one forest and take no ``forest``.
 
     Returns
     -------
     matplotlib.axes.Axes
-        Bar i (``ax.patches[i]``) is predictor i of ``fit.predictors``.
+        Bar i (``ax.patches[i]``) is predictor i of ``fit.predictors`` (of the forest's predictors).
     """
-    table = fit.variable_activity(level=level)
+    if forest is not None or isinstance(fit, CausalFit):  # a bcf fit: one forest at a time
+        forest = "mu" if forest is None else forest
+        table = fit.variable_activity(level=level, forest=forest)
+    else:
+        table = fit.variable_activity(level=level)
     ax = _interval_bars(_axes(ax), table, "C0")
     ax.set_xlabel(f"share of split rules (mean, {level:.0%} interval)")
-    ax.set_title("Variable activity")
+    ax.set_title("Variable activity" if forest is None else f"Variable activity, {forest} forest")
     return ax
 
 

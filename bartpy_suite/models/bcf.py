@@ -31,7 +31,7 @@ from .._binning import BinnedPredictors
 from .._kernels.likelihood import MODEL_BASIS_NORMAL
 from .._kernels.records import make_prior
 from ..errors import ArgumentError, DataError, MixingWarning
-from ..posterior.bcf import CausalFit, ForestStore, treatment_codes
+from ..posterior.bcf import CausalFit, build_causal_idata, treatment_codes
 from ..priors import calibrate_lambda
 from ..samplers.multi_forest import (
     CausalChain,
@@ -270,14 +270,18 @@ def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, p
         raise KeyboardInterrupt("sampling was interrupted before the first kept draw")
     collected = [chain.collect(kept) for chain in chain_list]
     del chain_list
-    fit = CausalFit(
-        params=np.concatenate([c["params"] for c in collected]), chains=chains,
-        mu=ForestStore([c["mu"]["store"] for c in collected], mu_binned, list(design.predictors) + ["propensity"]),
-        tau=ForestStore([c["tau"]["store"] for c in collected], tau_binned, list(tau_design.predictors)),
-        n_leaves={k: np.concatenate([c[k]["n_leaves"] for c in collected]) for k in ("mu", "tau")},
-        counts=np.concatenate([c["counts"] for c in collected]), center=center, scale=scale, y=y, z=z,
-        propensity=pi, propensity_fit=propensity_fit, designs={"mu": design, "tau": tau_design}, config=config,
-        index=index)
+    forests = {}
+    for name, binned, names in (("mu", mu_binned, list(design.predictors) + ["propensity"]),
+                                ("tau", tau_binned, list(tau_design.predictors))):
+        stores = [c[name]["store"] for c in collected]
+        forests[name] = (np.concatenate([s.var for s in stores]), np.concatenate([s.cut for s in stores]),
+                         np.concatenate([s.value for s in stores]), np.concatenate([s.tree_nodes for s in stores]),
+                         binned, names)
+    idata = build_causal_idata(
+        params=np.concatenate([c["params"] for c in collected]), chains=chains, forests=forests,
+        counts=np.concatenate([c["counts"] for c in collected]), y=y, z=z, w=w, propensity=pi, index=index,
+        designs={"mu": design, "tau": tau_design}, config=config)
+    fit = CausalFit(idata, {"mu": design, "tau": tau_design}, propensity_fit)
     fit.warn_common_support(stacklevel=3)  # the caller of bcf()
     if check_mixing and chains > 1 and likelihood:
         r_hat = fit.summary()["r_hat"]
