@@ -247,7 +247,7 @@ class CausalFit:
         self.propensity = np.asarray(const["propensity"].values, dtype=np.float64)
         rows = const["row_index"].values
         self.index = pd.Index(rows.astype(np.int64) if self.config.get("index_kind") == "int" else rows.astype(object))
-        names = {name: list(post[f"{name}_predictor"].values.astype(str)) for name in FORESTS}
+        names = {name: post[f"{name}_predictor"].values.astype(str).tolist() for name in FORESTS}
         self.mu = ForestStore(idata[FOREST_GROUPS["mu"]], names["mu"])
         self.tau = ForestStore(idata[FOREST_GROUPS["tau"]], names["tau"])
         # (samples, 5) chain-major: sigma on the response's scale, then b_0, b_1, s_m, delta
@@ -409,7 +409,9 @@ class CausalFit:
 
     def predict(self, new=None, level: float = 0.95) -> pd.DataFrame:
         """E[y | x, z] = mu_0(x) + z CATE(x) per row with its interval; ``new`` must hold the treatment
-        column (0/1). None: the training rows.
+        column (0/1). None: the training rows. With random effects (``y ~ x1 + (1 | g)``) a row of a group
+        seen in training adds its effect W' beta_g draw by draw, and needs the group (and slope) columns; a
+        row of a new group gets the population mean, 0 (spec 4.3 a).
 
         Returns
         -------
@@ -428,10 +430,31 @@ class CausalFit:
             z = treatment_codes(new[self.treatment], self.treatment, allow_constant=True)
             cate, mu0 = self._draws_at(*self._codes(new))
             index = new.index
-        f = mu0 + z[None, :] * cate
+        f = mu0 + z[None, :] * cate + self._group_effects(new)
         a = (1.0 - level) / 2.0
         return pd.DataFrame({"mean": f.mean(axis=0), "lower": np.quantile(f, a, axis=0),
                              "upper": np.quantile(f, 1.0 - a, axis=0)}, index=index)
+
+    def _group_effects(self, new) -> np.ndarray | float:
+        """W' beta_g per (sample, row) of the training rows (``new`` None) or of ``new`` on the response's
+        scale: 0 without random effects, and for a row whose group was not seen in training (spec 4.3 a)."""
+        spec = self.config.get("random_effects")
+        if spec is None:
+            return 0.0
+        from .random_effects import new_group_rows
+
+        if new is None:
+            const = self.idata["constant_data"]
+            codes, basis = const["re_group_code"].values, const["re_basis"].values
+        else:
+            codes, basis, _ = new_group_rows(spec, new)
+        eff = self.posterior["re_effect"].values
+        beta = eff.reshape(-1, *eff.shape[2:])
+        out = np.zeros((beta.shape[0], codes.size))
+        known = codes >= 0
+        if known.any():
+            out[:, known] = np.einsum("smk,mk->sm", beta[:, codes[known], :], basis[known])
+        return out
 
     def common_support(self) -> dict:
         """Rows whose propensity lies below ``SUPPORT_LOW`` or above ``SUPPORT_HIGH`` (their count, and
@@ -453,7 +476,9 @@ class CausalFit:
                 CommonSupportWarning, stacklevel=stacklevel)
 
     def summary(self, level: float = 0.95) -> pd.DataFrame:
-        """ATE, ATT, ATC and sigma: mean, sd, equal-tailed interval and split R-hat over the chains."""
+        """ATE, ATT, ATC and sigma (and with random effects ``sd[<term> | <group>]``, the sd of each
+        random-effect term across groups, as a BART fit's): mean, sd, equal-tailed interval and split R-hat
+        over the chains."""
         level = _check_level(level)
         rows = {"ATE": self.ate_draws(), "ATT": self._training_draws()[0][:, self.z == 1].mean(axis=1),
                 "ATC": self._training_draws()[0][:, self.z == 0].mean(axis=1), "sigma": self._params[:, 0]}
@@ -464,6 +489,15 @@ class CausalFit:
             mean, lower, upper = self._interval(d, level)
             out[name] = {"mean": mean, "sd": float(np.std(d, ddof=1)), "lower": lower, "upper": upper,
                          "r_hat": split_r_hat(d.reshape(self.chains, -1))}
+        spec = self.config.get("random_effects")
+        if spec is not None:  # the sd of each random-effect term across groups, on the response's scale
+            sd = self.posterior["re_sd"].values.reshape(-1, len(spec["terms"]))
+            for k, term in enumerate(spec["terms"]):
+                d = sd[:, k]
+                mean, lower, upper = self._interval(d, level)
+                out[f"sd[{term} | {spec['group']}]"] = {"mean": mean, "sd": float(np.std(d, ddof=1)), "lower": lower,
+                                                        "upper": upper,
+                                                        "r_hat": split_r_hat(d.reshape(self.chains, -1))}
         return pd.DataFrame(out).T
 
 
