@@ -78,7 +78,11 @@ def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, p
     formula : str
         ``"y ~ x1 + x2 + C(g)"``: the response and the predictors of the prognostic (mu) forest (and of
         the treatment forest unless ``tau_formula`` is given). ``"y ~ ."`` takes every column but the
-        response, the treatment and the propensity column. The treatment may not be a predictor.
+        response, the treatment and the propensity column. The treatment may not be a predictor. One lme4
+        random-effect term, ``"y ~ x1 + (1 | g)"`` (a random intercept per level of g) or ``(x1 | g)`` (and a
+        slope on x1), adds Gaussian group effects to the prognostic part (BART's prior and Gibbs block, spec
+        multi_forest.md 4): the grouping factor is in neither forest unless it is also a term, the CATE
+        does not include the effects, ``predict`` adds a known group's; not with ``weights``.
     data : pandas.DataFrame
         The data; never modified.
     treatment : str
@@ -133,14 +137,18 @@ def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, p
     -------
     CausalFit
         ``ate()``, ``att()``, ``atc()``, ``cate(new)``, ``predict(new)``, ``summary()``,
-        ``common_support()``.
+        ``common_support()``, ``variable_activity(forest=)``, ``tree(forest=)``, ``save(path)`` (netCDF);
+        the draws in ``idata`` (an ArviZ-layout DataTree, one group per forest).
 
     Raises
     ------
     DataError
         A treatment that is not 0/1, constant or missing; a propensity column outside (0, 1).
     ArgumentError
-        A bad keyword, the treatment among the predictors, or a sampler that cannot run two forests.
+        A bad keyword, the treatment among the predictors, a sampler that cannot run two forests, or
+        random effects with weights or in ``tau_formula``.
+    FormulaError
+        A malformed random-effect term, several of them, or a numeric grouping factor.
     """
     import pandas as pd
 
