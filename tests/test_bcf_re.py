@@ -178,3 +178,34 @@ def test_geweke_with_random_effects():
         se = math.hypot(_batch_se(a), _batch_se(b))
         assert abs(a.mean() - b.mean()) < 4 * se, (("tau", "mu0", "log sigma2", "sd")[k], label, a.mean(),
                                                    b.mean(), se)
+
+
+def test_cli_fit_and_predict_with_random_effects(tmp_path):
+    """``fit "y ~ x1 + (1 | g)" --model bcf`` prints the sd row and saves the fit; ``predict`` writes E[y] with
+    each row's group effect and the CATE, as the loaded fit gives them."""
+    import contextlib
+    import io
+
+    from bartpy_suite.cli import main
+
+    df, _ = _grouped(120, 6, seed=2)
+    df.to_csv(tmp_path / "d.csv", index=False)
+    df.head(4).to_csv(tmp_path / "new.csv", index=False)
+
+    def run(argv):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = main(argv)
+        return status, out.getvalue(), err.getvalue()
+
+    status, out, err = run(["fit", "y ~ x1 + (1 | g)", str(tmp_path / "d.csv"), "--model", "bcf", "--treatment", "z",
+                            "--propensity", "ps", "--chains", "1", "--draws", "20", "--tune", "20", "--seed", "1",
+                            "--no-progress", "--out", str(tmp_path / "f.nc")])
+    assert status == 0, err
+    assert "sd[(Intercept) | g]" in out
+    status, out, err = run(["predict", str(tmp_path / "f.nc"), str(tmp_path / "new.csv")])
+    assert status == 0, err
+    got = pd.read_csv(io.StringIO(out))
+    fit = bps.load(tmp_path / "f.nc")
+    np.testing.assert_allclose(got[["mean", "lower", "upper"]].to_numpy(), fit.predict(df.head(4)).to_numpy(),
+                               rtol=1e-12)
