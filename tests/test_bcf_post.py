@@ -167,14 +167,14 @@ def test_variable_activity_and_tree_per_forest(estimated):
 
 def test_plots(estimated):
     """The trace plot reads the posterior group (sigma and the working parameters); the activity plot draws one
-    bar per predictor of the chosen forest."""
+    bar per predictor of the chosen forest; the plots of one forest's f(x) refuse a bcf fit, saying what to use."""
     pytest.importorskip("matplotlib")
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from bartpy_suite.plotting import plot_trace, plot_variable_activity
+    from bartpy_suite.plotting import plot_trace, plot_tree, plot_variable_activity
 
     _, fit = estimated
     ax = plot_variable_activity(fit, forest="tau")
@@ -182,4 +182,6 @@ def test_plots(estimated):
     assert len(plot_variable_activity(fit).patches) == 4  # default: the mu forest, propensity included
     pc = plot_trace(fit, var_names=["sigma", "mu_scale"])
     assert pc.viz["trace"]["sigma"].sel(chain=1).item() is not None
+    with pytest.raises(ArgumentError, match=r"plot_tree draws a CART, BART or soft-tree fit.*fit.tree\(forest="):
+        plot_tree(fit)
     plt.close("all")
