@@ -65,11 +65,14 @@ def test_simulated_groups_recover_the_sd(grouped_fit):
 
 
 def test_user_contract(grouped_fit, tmp_path):
-    """The grouping factor is in neither forest; the CATE is the tau forest's alone (the effects are
+    """The grouping factor is in neither forest (unless it is also a term); the CATE is the tau forest's alone (the effects are
     prognostic); ``predict`` on a known group adds its effect draw by draw, on a new group nothing; a file
     keeps the effects and the loaded fit predicts the same."""
     df, _, fit = grouped_fit
     assert fit.mu.names == ["x1", "x2", "propensity"] and fit.tau.names == ["x1", "x2"]
+    both = bps.bcf("y ~ x1 + C(g) + (1 | g)", df, **{**FAST, "draws": 5, "tune": 5, "mu_trees": 5, "tau_trees": 3,
+                                                   "check_mixing": False})
+    assert both.mu.names == ["x1", "C(g)", "propensity"]  # a term of its own as well: split on
     p = fit.params
     cate = fit.scale * (p["b1"] - p["b0"]).to_numpy()[:, None] * fit.tau.raw_sum(fit.tau.binned.codes)
     np.testing.assert_allclose(fit.cate()["mean"].to_numpy(), cate.mean(axis=0), rtol=1e-12)
@@ -124,13 +127,15 @@ def test_prior_of_the_effect_sd_with_the_likelihood_off():
 
 
 @pytest.mark.slow
-def test_geweke_with_random_effects():
+@pytest.mark.parametrize("slope", [False, True], ids=["intercept", "intercept+slope"])
+def test_geweke_with_random_effects(slope):
     """Geweke (2004) on n = 20 in 4 groups (spec 8.3, "BCF + RFX"): alternate one sweep with a fresh
     y ~ p(y | parameters); at row 0 the treatment effect (b_1 - b_0) t(x_0), the prognostic sum
     s_m m(x_0) + b_0 t(x_0) + gamma_0 (the identified mu_0: the mu forest's level and the intercepts trade
     off through the level move), log sigma^2 and the effect sd |alpha| sigma_xi must have the prior's
     distribution, taken from a chain with the likelihood off. Means of the first three and of their squares,
-    and P(sd < 1), agree within 4 combined batch-means standard errors."""
+    and P(sd < 1), agree within 4 combined batch-means standard errors. With ``slope`` the basis is (1, x_i)
+    (``(x | g)``), the slope's sd checked too."""
     n, sweeps = 20, 20_000
     group = np.arange(n) % 4
     moves = {"grow": 0.25, "prune": 0.25, "change": 0.4, "swap": 0.1}
@@ -139,7 +144,8 @@ def test_geweke_with_random_effects():
         from bartpy_suite.samplers.multi_forest import CausalChain
 
         problem = _problem(n=n, mu_trees=5, tau_trees=4, min_leaf=2, lam=0.5, likelihood=likelihood)
-        problem.random_effects = {"group": group, "basis": np.ones((n, 1)), "n_groups": 4, "a": 1.0, "b": 1.0,
+        basis = np.column_stack([np.ones(n), np.linspace(-1.5, 1.5, n)]) if slope else np.ones((n, 1))
+        problem.random_effects = {"group": group, "basis": basis, "n_groups": 4, "a": 1.0, "b": 1.0,
                                   "alpha_var": 1.0, "intercept": 0}
         chain = CausalChain(problem, moves, np.random.default_rng(seed))
         chain.allocate(1)
@@ -150,12 +156,13 @@ def test_geweke_with_random_effects():
         re = cs.re.re
         b0, b1, sm = cs.params[0], cs.params[1], cs.params[2]
         return ((b1 - b0) * cs.tfit[0], sm * cs.mfit[0] + b0 * cs.tfit[0] + re.gamma[0],
-                math.log(chain.mu.state.target.sigma2[0]), abs(re.alpha[0]) * math.sqrt(re.sigma2[0]))
+                math.log(chain.mu.state.target.sigma2[0]), abs(re.alpha[0]) * math.sqrt(re.sigma2[0]),
+                abs(re.alpha[-1]) * math.sqrt(re.sigma2[-1]))
 
     rng = np.random.default_rng(7)
     chain = chain_of(True, 8)
     cs, resid = chain.causal, chain.mu.state.resid
-    stats_g = np.empty((sweeps, 4))
+    stats_g = np.empty((sweeps, 5))
     for it in range(sweeps):
         chain.run(it, 1, 10**9, 1)  # one sweep, nothing kept
         stats_g[it] = statistics(chain)
@@ -167,16 +174,18 @@ def test_geweke_with_random_effects():
         cs.y[:] = y_new - gamma
         cs.re.y0[:] = y_new
     prior = chain_of(False, 9)
-    stats_p = np.empty((sweeps, 4))
+    stats_p = np.empty((sweeps, 5))
     for it in range(sweeps):
         prior.run(it, 1, 10**9, 1)
         stats_p[it] = statistics(prior)
     checks = [(k, f, label) for k in range(3) for f, label in ((lambda v: v, "mean"), (lambda v: v * v, "square"))]
     checks.append((3, lambda v: (v < 1.0).astype(float), "P(sd < 1)"))
+    if slope:
+        checks.append((4, lambda v: (v < 1.0).astype(float), "P(slope sd < 1)"))
     for k, f, label in checks:
         a, b = f(stats_g[1000:, k]), f(stats_p[1000:, k])
         se = math.hypot(_batch_se(a), _batch_se(b))
-        assert abs(a.mean() - b.mean()) < 4 * se, (("tau", "mu0", "log sigma2", "sd")[k], label, a.mean(),
+        assert abs(a.mean() - b.mean()) < 4 * se, (("tau", "mu0", "log sigma2", "sd", "slope sd")[k], label, a.mean(),
                                                    b.mean(), se)
 
 
@@ -209,3 +218,21 @@ def test_cli_fit_and_predict_with_random_effects(tmp_path):
     fit = bps.load(tmp_path / "f.nc")
     np.testing.assert_allclose(got[["mean", "lower", "upper"]].to_numpy(), fit.predict(df.head(4)).to_numpy(),
                                rtol=1e-12)
+
+
+def test_bcf_with_random_effects_releases_every_array_numba_holds():
+    """As ``test_bcf.test_bcf_releases_every_array_numba_holds``: a fit with random effects and its predictions
+    leave numba's meminfo counts balanced (the random-effects helpers borrow their caller's arrays)."""
+    from test_refcounts import nrt_balance
+
+    df, _ = _grouped(60, 4, seed=6)
+    kw = dict(treatment="z", propensity="ps", mu_trees=4, tau_trees=3, chains=2, draws=5, tune=3, seed=1,
+              threads=1, check_mixing=False)
+    bps.bcf("y ~ x1 + (x1 | g)", df, **kw).predict(df.head(5))  # compile outside the counted window
+
+    def fit_and_predict():
+        assert bps.bcf("y ~ x1 + (x1 | g)", df, **kw).predict(df.head(5)).shape == (5, 3)
+
+    made, released = nrt_balance(fit_and_predict)
+    assert made > 0
+    assert made == released
