@@ -236,3 +236,29 @@ def test_bcf_with_random_effects_releases_every_array_numba_holds():
     made, released = nrt_balance(fit_and_predict)
     assert made > 0
     assert made == released
+
+
+def test_rows_with_missing_values_are_dropped_consistently():
+    """A missing group and a missing predictor each drop their row (with a warning); the effects, the group
+    codes and the CATE are indexed by the rows kept, also when ``tau_formula`` drops one more."""
+    df, _ = _grouped(60, 4, seed=2)
+    df.index = df.index + 100
+    df.loc[103, "g"] = None
+    df.loc[107, "x1"] = np.nan
+    kw = dict(treatment="z", propensity="ps", mu_trees=4, tau_trees=2, chains=1, draws=5, tune=5, seed=0)
+    with pytest.warns(UserWarning) as record:
+        fit = bps.bcf("y ~ x1 + x2 + (1 | g)", df, **kw)
+    messages = " ".join(str(w.message) for w in record)
+    assert "missing value in the random-effect term (1 | g)" in messages and "x1: 1" in messages
+    cate = fit.cate()
+    assert len(cate) == 58 and 103 not in cate.index and 107 not in cate.index
+    assert fit.idata["constant_data"]["re_group_code"].shape == (58,)
+    df.loc[110, "x2"] = np.nan
+    with pytest.warns(UserWarning) as record:
+        fit = bps.bcf("y ~ x1 + (1 | g)", df, tau_formula="~ x2", **kw)
+    assert "x2: 1" in " ".join(str(w.message) for w in record)
+    assert len(fit.cate()) == 57 and 110 not in fit.cate().index and fit.predict().shape == (57, 3)
+    labels = list(fit.posterior["re_group"].values)
+    codes = fit.idata["constant_data"]["re_group_code"].values
+    kept = df.drop(index=[103, 107, 110])
+    assert [labels[c] for c in codes] == list(kept["g"])
