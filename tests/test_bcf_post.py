@@ -185,3 +185,34 @@ def test_plots(estimated):
     with pytest.raises(ArgumentError, match=r"plot_tree draws a CART, BART or soft-tree fit.*fit.tree\(forest="):
         plot_tree(fit)
     plt.close("all")
+
+
+def test_random_edits_of_the_tree_arrays_never_reach_a_kernel_unchecked(estimated, tmp_path):
+    """20 random single-value edits of the forests' integer arrays (node counts, split variables, cuts, codes;
+    fixed seed): each file is refused with a ``FitFileError`` or, when the edit leaves a valid fit (e.g. a cut
+    moved inside its grid), loads and predicts finite effects; none crashes or reads past an array."""
+    df, fit = estimated
+    path = tmp_path / "f.nc"
+    fit.save(path)
+    base = xr.open_datatree(path, engine="netcdf4").load()
+    rng = np.random.default_rng(0)
+    names = [(g, v) for g in ("mu_forest", "tau_forest") for v in ("tree_nodes", "node_var", "node_cut", "x_codes")]
+    refused = 0
+    for k in range(20):
+        group, name = names[rng.integers(len(names))]
+        tree = base.copy()
+        ds = tree[group].to_dataset(inherit=False)
+        values = ds[name].values.copy()
+        flat = values.reshape(-1)
+        info = np.iinfo(values.dtype)
+        flat[rng.integers(flat.size)] = rng.integers(max(info.min, -5), min(info.max, 70))
+        tree[group] = xr.DataTree(ds.assign({name: (ds[name].dims, values)}))
+        edited = tmp_path / f"e{k}.nc"
+        tree.to_netcdf(edited, engine="netcdf4")
+        try:
+            back = bps.load(edited)
+        except FitFileError:
+            refused += 1
+            continue
+        assert np.isfinite(back.cate(df.head(3)).to_numpy()).all()
+    assert refused > 0
