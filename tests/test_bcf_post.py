@@ -188,7 +188,7 @@ def test_plots(estimated):
 
 
 def test_random_edits_of_the_tree_arrays_never_reach_a_kernel_unchecked(estimated, tmp_path):
-    """20 random single-value edits of the forests' integer arrays (node counts, split variables, cuts, codes;
+    """10 random single-value edits of the forests' integer arrays (node counts, split variables, cuts, codes;
     fixed seed): each file is refused with a ``FitFileError`` or, when the edit leaves a valid fit (e.g. a cut
     moved inside its grid), loads and predicts finite effects; none crashes or reads past an array."""
     df, fit = estimated
@@ -198,7 +198,7 @@ def test_random_edits_of_the_tree_arrays_never_reach_a_kernel_unchecked(estimate
     rng = np.random.default_rng(0)
     names = [(g, v) for g in ("mu_forest", "tau_forest") for v in ("tree_nodes", "node_var", "node_cut", "x_codes")]
     refused = 0
-    for k in range(20):
+    for k in range(10):
         group, name = names[rng.integers(len(names))]
         tree = base.copy()
         ds = tree[group].to_dataset(inherit=False)
