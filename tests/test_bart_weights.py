@@ -222,3 +222,32 @@ def test_dot_formula_leaves_weight_and_offset_columns_out():
         fit = bps.bart("y ~ .", data=df, weights="w", offset="o", trees=5, draws=5, tune=5, **RUN)
     assert fit.predictors == ["x1", "x2", "x3"]
     assert df.columns.tolist() == ["x1", "x2", "x3", "y", "w", "o"]  # the caller's frame is untouched
+
+
+def test_cli_weights_offset_and_variance(tmp_path):
+    """``fit --model bart --weights w --offset o --variance '~ x1'`` and ``predict`` of a CSV with the offset
+    column: the same predictions as the Python fit with the same settings and seed; the options on another
+    model are a usage error."""
+    import contextlib
+    import io
+
+    from bartpy_suite.cli import main
+
+    df = _friedman(40, 8).assign(w=np.tile([1.0, 2.0], 20), o=np.linspace(0, 2, 40))
+    train, new, saved, out = (tmp_path / "train.csv", tmp_path / "new.csv", tmp_path / "fit.nc",
+                              tmp_path / "pred.csv")
+    df.to_csv(train, index=False)
+    df.head(5).to_csv(new, index=False)
+    args = ["--model", "bart", "--weights", "w", "--offset", "o", "--variance", "~ x1", "--trees", "5", "--draws", "10",
+            "--tune", "10", "--chains", "1", "--seed", "2", "--no-check-mixing", "--no-progress"]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["fit", "y ~ x1 + x2 + x3", str(train), *args, "--out", str(saved)]) == 0
+        assert main(["predict", str(saved), str(new), "--out", str(out)]) == 0
+    got = pd.read_csv(out)
+    ref = bps.bart("y ~ x1 + x2 + x3", data=df, weights="w", offset="o", variance="~ x1", trees=5, draws=10, tune=10,
+                   chains=1, seed=2, **RUN).predict(df.head(5))
+    np.testing.assert_allclose(got[["mean", "lower", "upper"]].to_numpy(), ref.to_numpy(), rtol=1e-9)
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        assert main(["fit", "y ~ x1", str(train), "--model", "cart", "--weights", "w"]) == 2
+    assert "--weights applies to --model bart" in err.getvalue()

@@ -260,8 +260,9 @@ class BART(TreeModel):
         the probit scale, where f has prior sd about 1.5).
     weights : str or None
         A numeric response only. The data column of observation (precision) weights w_i >= 0, finite,
-        not all 0: Var(e_i) = sigma^2 / w_i, as dbarts and bcf define them (a row of weight k counts as
-        k copies of it; weight 0 leaves the row out of the likelihood). stochtree's ``observation_weights``
+        not all 0: Var(e_i) = sigma^2 / w_i, as dbarts and bcf define them (given sigma, a row of integer
+        weight k informs f as k copies of it would; sigma's own posterior counts the row once; weight 0
+        leaves the row out of the likelihood). stochtree's ``observation_weights``
         act differently (as variance multipliers, spec multi_forest.md 5.5). sigma^2's prior is calibrated
         on sigma_hat from the weighted least-squares fit (bcf's choice). The chains run the weighted
         leaf model (samplers ``grow_prune`` and ``cgm``; no ``sparse``, ``init`` or random effects).
