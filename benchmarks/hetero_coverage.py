@@ -6,7 +6,7 @@ sd(x1) = 0.1 * 10^x1 (0.1 to 1), e ~ N(0, 1); 400 training rows (seed 1), 1000 h
 Fits: ``bps.bart("y ~ x1 + x2", trees=50, chains=2, draws=250, tune=250, seed=3)`` with and without
 ``variance="~ x1"`` (``variance_trees`` 20, as the test, and 50, the default). Reported: the share of
 held-out rows inside the 90% predictive interval per half of x1, the interval's mean width there, and
-the median |sigma(x) / sd(x) - 1| of the variance fits.
+the median |sigma(x) / sd(x) - 1| of the variance fits and the r_hat of f(x) at the mixing check's rows.
 
 Run::
 
@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 import bartpy_suite as bps
+from bartpy_suite.posterior.mixing import mixing_report
 
 SETTINGS = {"trees": 50, "chains": 2, "draws": 250, "tune": 250, "seed": 3, "check_mixing": False, "progress": False}
 
@@ -58,8 +59,10 @@ def main() -> None:
         if extra:
             sig = fit.predict(test, kind="sigma")["mean"].to_numpy()
             err = f"{np.median(np.abs(sig / test.sd.to_numpy() - 1)):.3f}"
+        table = mixing_report(fit).table
+        rhat = table.loc[table["kind"] == "f", "r_hat"]
         rows.append(f"| {name} | {inside[low].mean():.3f} | {inside[~low].mean():.3f} | {width[low].mean():.2f} | "
-                    f"{width[~low].mean():.2f} | {err} | {cpu:.1f} |")
+                    f"{width[~low].mean():.2f} | {err} | {rhat.median():.3f} / {rhat.max():.3f} | {cpu:.1f} |")
     total = time.process_time() - start
     text = "\n".join([
         "# Heteroskedastic BART: 90% predictive coverage by half of x1",
@@ -69,14 +72,17 @@ def main() -> None:
         + ", ".join(f"{k}={v}" for k, v in SETTINGS.items() if k not in ("check_mixing", "progress"))
         + ", sampler grow_prune; data seeds 1 (400 training rows) and 2 (1000 held-out rows)).",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores shared with other jobs (load average at the end "
-        f"{os.getloadavg()[0]:.1f}), Python {platform.python_version()}; CPU {total:.0f} s (numba kernels compiled or loaded from the disk cache included).",
+        f"{os.getloadavg()[0]:.1f}), Python {platform.python_version()}; "
+        f"CPU {total:.0f} s (numba kernels compiled or loaded from the disk cache included).",
         "",
         "Noise sd 0.1 * 10^x1 (0.1 at x1 = 0, 1 at x1 = 1). Coverage: share of held-out rows inside the 90% "
         "predictive interval; width: its mean width; sigma error: median |sigma(x) / sd(x) - 1| over the held-out "
-        "rows (posterior mean of sigma(x)).",
+        "rows (posterior mean of sigma(x)); f r_hat: median / largest r_hat of f(x) over the mixing check's 24 "
+        "monitored training rows.",
         "",
-        "| fit | coverage x1 < 0.5 | coverage x1 >= 0.5 | width x1 < 0.5 | width x1 >= 0.5 | sigma error | CPU s |",
-        "|---|---|---|---|---|---|---|",
+        "| fit | coverage x1 < 0.5 | coverage x1 >= 0.5 | width x1 < 0.5 | width x1 >= 0.5 | sigma error | f r_hat "
+        "| CPU s |",
+        "|---|---|---|---|---|---|---|---|",
         *rows,
         "",
     ])
