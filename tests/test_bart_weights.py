@@ -251,3 +251,24 @@ def test_cli_weights_offset_and_variance(tmp_path):
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
         assert main(["fit", "y ~ x1", str(train), "--model", "cart", "--weights", "w"]) == 2
     assert "--weights applies to --model bart" in err.getvalue()
+
+
+def test_array_fit_with_weights_and_offset():
+    """``fit(X, y, sample_weight=, sample_offset=)``: the caller's arrays are neither changed nor kept (the
+    fit copies them); new rows are a DataFrame of the predictors and an ``offset`` column."""
+    df = _friedman(40, 9)
+    x = df[["x1", "x2", "x3"]].to_numpy()
+    w = np.tile([1.0, 3.0], 20)
+    o = np.linspace(-1, 1, 40)
+    w0, o0 = w.copy(), o.copy()
+    fit = bps.BART(trees=5, draws=10, tune=10, chains=1, seed=1, **RUN).fit(x, df.y.to_numpy() + o, sample_weight=w,
+                                                                            sample_offset=o)
+    np.testing.assert_array_equal(w, w0)
+    np.testing.assert_array_equal(o, o0)
+    w[:] = 5.0
+    np.testing.assert_array_equal(fit.idata["constant_data"]["obs_weight"].values, w0)
+    assert fit.config["hetero"]["weights"] == "weights" and fit.config["hetero"]["offset"] == "offset"
+    new = pd.DataFrame(x[:3], columns=fit.predictors).assign(offset=[0.0, 1.0, 2.0])
+    mean = fit.predict(new)["mean"].to_numpy()
+    f = fit.function_samples(new[fit.predictors]).mean(0)
+    np.testing.assert_allclose(mean, f + [0.0, 1.0, 2.0], rtol=0, atol=1e-12)

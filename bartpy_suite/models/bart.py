@@ -58,7 +58,7 @@ def check_row_values(name: str, values, n_rows: int, *, weights: bool, labels=No
     """
     what = "weights" if weights else "offset"
     try:
-        arr = np.asarray(values, dtype=np.float64)
+        arr = np.array(values, dtype=np.float64)  # a copy: the fit keeps it, the caller may change theirs
     except (TypeError, ValueError):
         raw = np.asarray(values, dtype=object).reshape(-1)
         bad = [i for i, v in enumerate(raw) if not _is_number(v)]
@@ -91,11 +91,11 @@ def _numeric_column(column, name: str, what: str, labels, rows: np.ndarray) -> n
     values = column.to_numpy()[rows]
     if values.dtype.kind in "biuf":
         return values.astype(np.float64)
+    missing = pd.isna(values)
     for k, v in enumerate(values):
-        if v is not None and not (isinstance(v, float) and math.isnan(v)) and (isinstance(v, (str, bytes))
-                                                                              or not _is_number(v)):
+        if not missing[k] and (isinstance(v, (str, bytes)) or not _is_number(v)):
             raise DataError(f"the {what} column {name!r} is not numeric: row {labels[k]!r} holds {v!r}; give numbers")
-    return np.array([np.nan if v is None else float(v) for v in values], dtype=np.float64)
+    return np.array([np.nan if missing[k] else float(v) for k, v in enumerate(values)], dtype=np.float64)
 
 
 def _is_number(value) -> bool:
