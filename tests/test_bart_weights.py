@@ -165,8 +165,17 @@ def test_weighted_fit_round_trips(tmp_path):
     for kind in ("mean", "predictive", "sigma"):
         pd.testing.assert_frame_equal(back.predict(df.head(7), kind=kind), fit.predict(df.head(7), kind=kind))
     np.testing.assert_array_equal(back.idata["log_likelihood"]["y"].values, fit.idata["log_likelihood"]["y"].values)
-    # a row of weight 0 is in no likelihood term
-    assert np.all(fit.idata["log_likelihood"]["y"].values[:, :, 3] == 0)
+    # log N(y; o + f, sigma^2 / w) per draw and row; a row of weight 0 is in no likelihood term
+    from scipy import stats
+
+    ll = fit.idata["log_likelihood"]["y"].values.reshape(-1, 50)
+    f = fit.predict(kind="mean", samples=True).values.reshape(-1, 50)  # training rows: f + o
+    np.testing.assert_allclose(f, fit.function_samples() + df.o.to_numpy()[None, :], rtol=0, atol=1e-12)
+    sigma = fit.posterior["sigma"].values.reshape(-1, 1)
+    pos = df.w.to_numpy() > 0
+    ref = stats.norm.logpdf(df.y.to_numpy()[None, pos], f[:, pos], sigma / np.sqrt(df.w.to_numpy()[None, pos]))
+    np.testing.assert_allclose(ll[:, pos], ref, rtol=1e-10)
+    assert np.all(ll[:, ~pos] == 0)
 
 
 def test_weighted_sigma_hat_is_weighted_least_squares():

@@ -21,7 +21,7 @@ from bartpy_suite._kernels.backfit import SIGMA_FIXED
 from bartpy_suite._kernels.likelihood import MODEL_BASIS_NORMAL, MODEL_LOG_VARIANCE
 from bartpy_suite._kernels.records import make_prior, make_target
 from bartpy_suite._kernels.variance_forest import VarianceState, draw_variance_leaves
-from bartpy_suite.errors import ArgumentError, BartpySuiteWarning, DataError
+from bartpy_suite.errors import ArgumentError, BartpySuiteWarning, DataError, FormulaError
 from bartpy_suite.posterior.variance import variance_activity
 from bartpy_suite.samplers.hetero import HeteroChain, HeteroProblem
 
@@ -252,8 +252,11 @@ def test_variance_fit_round_trips_and_predicts(tmp_path):
 
 def test_variance_bad_input():
     df = _hetero_frame(40, 5)
-    with pytest.raises(ArgumentError, match=r"\['x3'\].*mean formula"):
-        bps.bart("y ~ x1 + x2", data=df.assign(x3=1.0), variance="~ x3", trees=5, draws=5, tune=5, **RUN)
+    with pytest.raises(ArgumentError, match=r"\['x3'\], which are not predictors"):
+        bps.BART(variance="~ x3", trees=5, draws=5, tune=5, **RUN).fit(df[["x1", "x2"]].to_numpy(), df.y.to_numpy(),
+                                                                         predictor_names=["x1", "x2"])
+    with pytest.raises(FormulaError, match="x3"):
+        bps.bart("y ~ x1 + x2", data=df, variance="~ x3", trees=5, draws=5, tune=5, **RUN)
     with pytest.raises(ArgumentError, match="one-sided formula"):
         bps.BART(variance="x1")
     with pytest.raises(ArgumentError, match="give one of them"):
@@ -263,3 +266,26 @@ def test_variance_bad_input():
     with pytest.raises(DataError, match="constant"), warnings.catch_warnings():
         warnings.simplefilter("ignore", BartpySuiteWarning)  # the formula front end warns of a constant response
         bps.bart("y ~ x1", data=df.assign(y=1.0), variance="~ x1", trees=5, draws=5, tune=5, **RUN)
+
+
+def test_variance_only_predictor(tmp_path):
+    """``variance="~ x1"`` with x1 not in the mean formula: the design gets x1 for the variance trees only;
+    the mean trees never split on it, the variance trees do; new rows need x1; save/load keeps it."""
+    df = _hetero_frame(200, 6)
+    fit = bps.bart("y ~ x2", data=df, variance="~ x1", trees=10, variance_trees=10, draws=40, tune=40, chains=2,
+                   seed=6, **RUN)
+    assert fit.predictors == ["x2", "x1"]
+    assert fit.config["hetero"]["mean"] == ["x2"] and fit.config["hetero"]["variance"] == ["x1"]
+    act = fit.variable_activity()
+    assert act.loc["x1", "upper"] == 0.0 and act.loc["x2", "mean"] == pytest.approx(1.0)
+    assert variance_activity(fit).loc["x1", "mean"] > 0.9
+    sig = fit.predict(pd.DataFrame({"x1": [0.05, 0.95], "x2": [0.5, 0.5]}), kind="sigma")["mean"].to_numpy()
+    assert sig[1] > 3 * sig[0]  # true ratio 10^0.9 = 7.9
+    with pytest.raises(FormulaError, match="'x1'"):
+        fit.predict(pd.DataFrame({"x2": [0.5]}))
+    fit.to_netcdf(tmp_path / "v.nc")
+    back = bps.load(tmp_path / "v.nc")
+    pd.testing.assert_frame_equal(back.predict(df.head(4), kind="predictive"),
+                                  fit.predict(df.head(4), kind="predictive"))
+    with pytest.raises(ArgumentError, match="give variance= too"):
+        bps.BART(**RUN).fit(df[["x1", "x2"]].to_numpy(), df.y.to_numpy(), mean_predictors=["x1"])

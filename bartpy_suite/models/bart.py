@@ -98,12 +98,31 @@ def _numeric_column(column, name: str, what: str, labels, rows: np.ndarray) -> n
     return np.array([np.nan if missing[k] else float(v) for k, v in enumerate(values)], dtype=np.float64)
 
 
+def _known_predictors(keyword: str, given, names: list) -> list:
+    """``given`` (predictor names) checked against the fit's ``names``: a non-empty list of known names."""
+    given = [given] if isinstance(given, str) else list(given)
+    absent = [c for c in given if c not in names]
+    if not given or absent:
+        raise ArgumentError(f"{keyword}={given!r}: expected a non-empty list of the fit's predictors {names}"
+                            + (f"; unknown: {absent}" if absent else ""))
+    return list(dict.fromkeys(given))
+
+
 def _is_number(value) -> bool:
     try:
         float(value)
     except (TypeError, ValueError):
         return False
     return True
+
+
+def _variance_terms(formula: str) -> list:
+    """The terms of a ``variance="~ x1 + x2"`` formula, in order, without repeats."""
+    rhs = formula.strip()[1:].strip()
+    terms = [t.strip() for t in rhs.split("+")]
+    if not rhs or any(not t for t in terms):
+        raise ArgumentError(f"variance={formula!r} has an empty term; write '~ x1 + x2' or '~ .'")
+    return list(dict.fromkeys(terms))
 
 
 def variance_columns(formula: str, names: list) -> list:
@@ -114,17 +133,14 @@ def variance_columns(formula: str, names: list) -> list:
     ArgumentError
         A term that is not a predictor of the fit (it must be in the mean formula too), or no term.
     """
-    rhs = formula.strip()[1:].strip()
-    if rhs == ".":
+    if formula.strip()[1:].strip() == ".":
         return list(names)
-    terms = [t.strip() for t in rhs.split("+")]
-    if not rhs or any(not t for t in terms):
-        raise ArgumentError(f"variance={formula!r} has an empty term; write '~ x1 + x2' or '~ .'")
+    terms = _variance_terms(formula)
     absent = [t for t in terms if t not in names]
     if absent:
-        raise ArgumentError(f"variance={formula!r} names {absent}, which are not predictors of the fit ({names}); the "
-                            "variance trees split on predictors of the mean formula: add them there")
-    return list(dict.fromkeys(terms))
+        raise ArgumentError(f"variance={formula!r} names {absent}, which are not predictors of the fit ({names}); "
+                            "give them in the predictors X (fit's mean_predictors= keeps them out of the mean trees)")
+    return terms
 #: Prior sd of each class's log-intensity F_k(x) at k = 2 (log-linear BART).
 LOGLINEAR_SD = 3.5 / np.sqrt(2.0)
 
@@ -274,11 +290,13 @@ class BART(TreeModel):
         (a ``DataError`` names it otherwise). Array fits: ``fit(..., sample_offset=)``, and new rows as a
         DataFrame with an ``"offset"`` column.
     variance : str or None
-        A numeric response only. ``"~ x1 + x2"`` (predictors of the fit; ``"~ ."``: all) adds a
-        variance forest (heteroskedastic BART; Murray 2021's log-linear variance trees, as stochtree):
-        Var(e_i) = sigma0^2 v(x_i) / w_i with v(x) the product of ``variance_trees`` tree factors, each
-        leaf's s ~ IG(a, b) with stochtree's calibration a = M/1.5^2 + 1/2, b = M/1.5^2 (a priori
-        log v(x) has mean 0 and sd 1.5), sigma0^2 fixed at the variance of the standardised response
+        A numeric response only. ``"~ x1 + x2"`` (``"~ ."``: the formula's predictors) adds a
+        variance forest (heteroskedastic BART; Murray 2021's log-linear variance trees, as stochtree)
+        whose trees split on these terms (a term that is not a predictor of the formula is added to the
+        design for the variance trees only; new rows then need it too): Var(e_i) = sigma0^2 v(x_i) / w_i
+        with v(x) the product of ``variance_trees`` tree factors, each leaf's s ~ IG(a, b) with
+        stochtree's calibration a = M/1.5^2 + 1/2, b = M/1.5^2 (a priori log v(x) has mean 0 and sd
+        1.5), sigma0^2 fixed at the variance of the standardised response
         (no sigma draw; posterior ``sigma`` is left out). ``predict(kind="predictive")`` then uses sigma(x)
         per row, ``predict(kind="sigma")`` gives sigma(x) with its interval and
         ``bartpy_suite.posterior.variance.variance_activity(fit)`` the variance trees' split shares.
@@ -362,7 +380,8 @@ class BART(TreeModel):
         return super()._run(chains, problem)
 
     def fit(self, X, y, *, is_categorical=None, n_levels=None, class_labels=None, predictor_names=None, design=None,
-            na_action="raise", random_effects=None, sample_weight=None, sample_offset=None):
+            na_action="raise", random_effects=None, sample_weight=None, sample_offset=None, mean_predictors=None,
+            variance_predictors=None):
         """Sample the BART posterior given predictors ``X`` (n, p) and response ``y``.
 
         A categorical response (``class_labels`` given, ``y`` codes 0..K-1) gives probit BART for
@@ -374,13 +393,18 @@ class BART(TreeModel):
         each row's group code and basis row) adds Gaussian random effects
         (``_fit_random_effects``). ``sample_weight`` and ``sample_offset`` (arrays of n values) are the
         rows' weights and offsets (the ``weights`` and ``offset`` keywords: what ``from_formula`` reads
-        from their columns).
+        from their columns). With ``variance``, ``mean_predictors`` (names among the predictors; default all)
+        are those the mean trees split on and ``variance_predictors`` (default: the terms of ``variance``)
+        those the variance trees split on.
 
         Returns
         -------
         bartpy_suite.posterior.Fit
         """
         na_action = check_na_action(na_action)
+        if self.variance is None and (mean_predictors is not None or variance_predictors is not None):
+            raise ArgumentError("mean_predictors= and variance_predictors= split the predictors between the mean and "
+                                "the variance trees: give variance= too")
         if random_effects is not None:
             self._check_random_effects(random_effects, class_labels, np.shape(y)[0])
         weights, offset, wname, oname = self._check_hetero(sample_weight, sample_offset, class_labels,
@@ -465,7 +489,8 @@ class BART(TreeModel):
         if random_effects is not None:
             problem, attach = self._with_random_effects(problem, random_effects, config)
         if weights is not None:
-            problem, attach = self._with_hetero(problem, weights, offset, (wname, oname), names, na_action, config)
+            problem, attach = self._with_hetero(problem, weights, offset, (wname, oname), names, na_action, config,
+                                                (mean_predictors, variance_predictors))
         if self.init is not None:
             check_problem(problem)  # a probit response: say what init='gfr' fits
             config.update(init=self.init, init_options=self.init_options)
@@ -503,7 +528,7 @@ class BART(TreeModel):
         return w, o, wname, oname
 
     def _with_hetero(self, problem: BartProblem, weights: np.ndarray, offset: np.ndarray, columns_of: tuple,
-                     names: list, na_action, config: dict):
+                     names: list, na_action, config: dict, predictors: tuple = (None, None)):
         """The problem of a fit with weights, an offset or a variance forest and the ``attach`` that stores
         the rows' weights and offsets and the variance trees (``posterior/variance.py``).
 
@@ -517,7 +542,13 @@ class BART(TreeModel):
         from ..posterior.variance import attach_hetero
         from ..samplers.hetero import VARIANCE_GROUP, HeteroProblem
 
-        columns = variance_columns(self.variance, names) if self.variance is not None else None
+        mean_predictors, variance_predictors = predictors
+        columns = None
+        if self.variance is not None:
+            columns = (variance_columns(self.variance, names) if variance_predictors is None
+                       else _known_predictors("variance_predictors", variance_predictors, names))
+        mean_cols = () if mean_predictors is None else tuple(
+            names.index(c) for c in _known_predictors("mean_predictors", mean_predictors, names))
         spec = {"weights": columns_of[0], "offset": columns_of[1], "variance": None, "variance_trees": None}
         weighted = columns_of[0] is not None or columns is not None
         if weighted:
@@ -534,8 +565,10 @@ class BART(TreeModel):
                 fields.update(sigma_mode=SIGMA_FIXED, sigma2=sigma0_sq)
                 var_prior = kernel_prior(self._fit_tree_prior(na_action), None, likelihood=self.likelihood,
                                          model_code=MODEL_LOG_VARIANCE, lg_shape=a, lg_rate=b)
-                extra.update(var_columns=tuple(names.index(c) for c in columns), var_prior=var_prior, var_trees=m)
-                spec.update(variance=list(columns), variance_trees=m, a=a, b=b, a0=VARIANCE_A0, sigma0_sq=sigma0_sq)
+                extra.update(var_columns=tuple(names.index(c) for c in columns), var_prior=var_prior, var_trees=m,
+                             mean_columns=mean_cols)
+                spec.update(variance=list(columns), variance_trees=m, a=a, b=b, a0=VARIANCE_A0, sigma0_sq=sigma0_sq,
+                            mean=None if mean_predictors is None else [names[j] for j in mean_cols])
             problem = HeteroProblem(**fields, **extra)
         config.update(leaf_model="normal_hetero" if columns is None else "normal_variance", hetero=spec)
 
@@ -594,8 +627,8 @@ class BART(TreeModel):
         if cls is BART and hetero and (has_random_effects(formula) or is_surv_formula(formula)):
             raise ArgumentError(f"{', '.join(f'{k}=' for k in hetero)} are for Gaussian BART; they are not available "
                                 "with random effects (1 | g) or a Surv(time, event) response yet: leave them out")
-        if cls is BART and (hetero.get("weights") is not None or hetero.get("offset") is not None):
-            return cls._from_formula_with_columns(formula, data, na_action, keywords)
+        if cls is BART and hetero:
+            return cls._from_formula_hetero(formula, data, na_action, keywords)
         if cls is BART and has_random_effects(formula) and not is_surv_formula(formula):
             # 'y ~ x1 + (x1 | g)': Gaussian random effects beside the trees
             model = cls(**keywords)
@@ -628,10 +661,11 @@ class BART(TreeModel):
         return super().from_formula(formula, data, na_action=na_action, **keywords)
 
     @classmethod
-    def _from_formula_with_columns(cls, formula: str, data, na_action, keywords: dict):
-        """``from_formula`` with ``weights`` / ``offset`` columns: the columns are read for the rows the
-        design keeps (checked: numeric, finite, weights >= 0, naming the column and the first bad row's
-        label) and left out of a ``y ~ .`` formula's predictors."""
+    def _from_formula_hetero(cls, formula: str, data, na_action, keywords: dict):
+        """``from_formula`` with ``weights`` / ``offset`` columns or a ``variance`` formula: the columns are
+        read for the rows the design keeps (checked: numeric, finite, weights >= 0, naming the column and the
+        first bad row's label) and left out of a ``y ~ .`` formula's predictors; terms of ``variance`` that
+        are not predictors of the formula are added to the design for the variance trees only."""
         from ..formula import build_design
 
         model = cls(**keywords)
@@ -650,6 +684,23 @@ class BART(TreeModel):
         positions = data.copy(deep=False)  # a new index on a shallow copy: the caller's frame is untouched
         positions.index = pd.RangeIndex(len(data))
         design, x, y, index = build_design(formula, positions, na_action=na_action, return_index=True)
+        split = {}
+        if model.variance is not None and model.variance.strip()[1:].strip() != ".":
+            terms = _variance_terms(model.variance)
+            extra = [t for t in terms if t not in design.predictors]
+            if extra:
+                # the variance trees' own predictors: one design for both forests, the mean trees split on
+                # the formula's predictors only
+                n_mean = len(design.predictors)
+                both, x, y, index = build_design(f"{formula} + {' + '.join(extra)}", positions, na_action=na_action,
+                                                 return_index=True)
+                added = list(both.predictors[n_mean:])
+                if list(both.predictors[:n_mean]) != list(design.predictors) or len(added) != len(extra):
+                    raise ArgumentError(f"variance={model.variance!r}: its terms {extra} could not be added to the "
+                                        f"design of {formula!r} one predictor each; write them as plain columns")
+                split = {"mean_predictors": list(design.predictors),
+                         "variance_predictors": [added[extra.index(t)] if t in extra else t for t in terms]}
+                design = both
         rows = np.asarray(index, dtype=np.int64)
         labels = data.index[rows]
         n = rows.shape[0]
@@ -659,7 +710,8 @@ class BART(TreeModel):
         o = None if model.offset is None else check_row_values(
             model.offset, _numeric_column(data[model.offset], model.offset, "offset", labels, rows), n,
             weights=False, labels=labels)
-        return model.fit(x, y, **design_fit_keywords(design), na_action=na_action, sample_weight=w, sample_offset=o)
+        return model.fit(x, y, **design_fit_keywords(design), na_action=na_action, sample_weight=w, sample_offset=o,
+                         **split)
 
     from_formula.__func__.__doc__ = TreeModel.from_formula.__doc__.replace(
         "a bool, string or category response a classification model (labels kept as given).",

@@ -12,6 +12,7 @@ Import rule: imports ``_kernels`` and the modules of this package.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -49,6 +50,8 @@ class HeteroProblem(BartProblem):
         The variance trees' prior (``model`` ``MODEL_LOG_VARIANCE``, leaf s ~ IG(lg_shape, lg_rate)).
     var_trees : int
         Number of variance trees (0: none, v = 1).
+    mean_columns : tuple of int
+        The predictors the mean trees split on (empty: all); with a variance forest only.
     """
 
     model: ClassVar[str] = "bart_hetero"
@@ -56,6 +59,7 @@ class HeteroProblem(BartProblem):
     var_columns: tuple = ()
     var_prior: tuple = None
     var_trees: int = 0
+    mean_columns: tuple = ()
 
 
 def _variance_part(problem: HeteroProblem, codes: np.ndarray, is_cat: np.ndarray, nbins: np.ndarray,
@@ -103,6 +107,15 @@ class HeteroChain(BartChain):
     def __init__(self, problem: HeteroProblem, moves: dict, rng: np.random.Generator):
         if problem.prior.model != MODEL_BASIS_NORMAL:
             raise ValueError("a bart_hetero problem's mean forest has basis leaves (MODEL_BASIS_NORMAL)")
+        codes = np.ascontiguousarray(problem.codes, dtype=np.int32)
+        is_cat = np.asarray(problem.is_categorical, dtype=np.bool_)
+        nbins = np.asarray(problem.nbins, dtype=np.int64)
+        # the mean trees see their own predictors (numbered among them; ``collect`` renumbers the splits)
+        self.mean_columns = np.asarray(problem.mean_columns, dtype=np.int64)
+        if self.mean_columns.size:
+            cols = self.mean_columns
+            problem = dataclasses.replace(problem, codes=np.ascontiguousarray(codes[cols]), is_categorical=is_cat[cols],
+                                          nbins=nbins[cols])
         super().__init__(problem, moves, rng)
         w = np.ascontiguousarray(problem.weights, dtype=np.float64)
         st = self.state
@@ -112,8 +125,8 @@ class HeteroChain(BartChain):
         self.state = st._replace(sums=np.zeros((2 * N_ACC, self.capacity)),
                                  target=make_basis_target(st.target.prior, st.target.sigma2, st.target.prior.tau2,
                                                           basis))
-        self.variance, self.var_capacity, self.var_columns = _variance_part(
-            problem, self.codes, self.is_categorical, self.nbins, float(problem.sigma2))
+        self.variance, self.var_capacity, self.var_columns = _variance_part(problem, codes, is_cat, nbins,
+                                                                            float(problem.sigma2))
         self.hetero = HeteroPart(w, self.variance, np.zeros((len(self.move_probs), 2), dtype=np.int64))
 
     def allocate(self, draws: int) -> None:
@@ -164,6 +177,9 @@ class HeteroChain(BartChain):
         part = self.variance
         t = part.forest.var.shape[0]
         out = super().collect(kept)
+        if self.mean_columns.size:
+            internal = out.store.var >= 0
+            out.store.var[internal] = self.mean_columns[out.store.var[internal]]
         if t > 0:
             store = trim_store(part.out.store, kept)
             internal = store.var >= 0
