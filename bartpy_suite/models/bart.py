@@ -16,7 +16,7 @@ from .._kernels.likelihood import MODEL_BASIS_NORMAL, MODEL_LOG_GAMMA, MODEL_LOG
 from .._validation import NaAction, check_na_action
 from ..errors import ArgumentError, DataError
 from ..priors import calibrate_lambda, kernel_prior, response_exponent
-from ..samplers import BartProblem
+from ..samplers import BartProblem, samplers_for
 from ..samplers.gfr import SUPPORTED, WARM_STARTABLE, check_init_options, check_problem, warm_start
 from ..samplers.problems import MultinomialBartProblem
 from ._base import (
@@ -348,6 +348,10 @@ class BART(TreeModel):
         self.variance_trees = check.check_int_at_least("variance_trees", variance_trees, 1)
         if variance is not None and self.sigma is not None:
             raise ArgumentError("sigma= fixes one noise sd, variance= models it per row; give one of them")
+        able = samplers_for("bart_hetero")
+        if (self.weights is not None or variance is not None) and self.spec.name not in able:
+            raise ArgumentError(f"weights= and variance= are fitted by the samplers {', '.join(map(repr, able))}; "
+                                f"sampler={self.spec.name!r} is not one of them")
         if (self.weights is not None or variance is not None) and (self._sparse is not None or self.init is not None):
             raise ArgumentError("weights= and variance= are not available with sparse=True (DART) or init='gfr' yet; "
                                 "leave those out")
