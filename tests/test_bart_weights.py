@@ -281,3 +281,17 @@ def test_array_fit_with_weights_and_offset():
     mean = fit.predict(new)["mean"].to_numpy()
     f = fit.function_samples(new[fit.predictors]).mean(0)
     np.testing.assert_allclose(mean, f + [0.0, 1.0, 2.0], rtol=0, atol=1e-12)
+
+
+def test_sklearn_sample_weight_is_the_weights_keyword():
+    """``BARTRegressor.fit(X, y, sample_weight=w)`` is ``BART().fit(X, y, sample_weight=w)``: the same fit."""
+    from bartpy_suite.sklearn import BARTRegressor
+
+    df = _friedman(40, 10)
+    x, y = df[["x1", "x2", "x3"]].to_numpy(), df.y.to_numpy()
+    w = np.tile([1.0, 2.0, 0.5, 3.0], 10)
+    kw = dict(trees=5, draws=20, tune=20, chains=1, seed=3, **RUN)
+    est = BARTRegressor(**kw).fit(x, y, sample_weight=w)
+    ref = bps.BART(**kw).fit(x, y, sample_weight=w)
+    np.testing.assert_allclose(est.predict(x[:5]), ref.function_samples(x[:5]).mean(0), rtol=1e-12)
+    assert est.posterior_.config["leaf_model"] == "normal_hetero"
