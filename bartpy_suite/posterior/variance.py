@@ -6,8 +6,9 @@ draw, posterior ``sigma``) without a variance forest, ``sigma(x)^2 = exp(sum of 
 with one (leaf model ``normal_variance``). The fit stores:
 
 * ``config["hetero"]``: the weight and offset column names (None when not given; ``"offset"`` /
-  ``"weights"`` for array fits), the variance forest's predictors (None: no variance forest) and its
-  settings (``trees``, the leaf prior ``a``, ``b``, sigma0^2 on the working scale);
+  ``"weights"`` for array fits), the variance forest's predictors (``variance``; None: no variance
+  forest), the mean trees' predictors when they are not all of them (``mean``) and the variance forest's
+  settings (``variance_trees``, the leaf prior ``a``, ``b``, ``a0``, ``sigma0_sq`` on the working scale);
 * constant_data ``obs_weight`` and ``obs_offset`` (obs): the training rows' weights (1 when not given) and
   offsets (0 when not given);
 * with a variance forest, the group ``variance_trees``: ``tree_nodes`` (chain, draw, variance_tree),
