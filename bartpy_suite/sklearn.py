@@ -30,7 +30,7 @@ import numpy as np
 try:
     from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
     from sklearn.utils.multiclass import check_classification_targets
-    from sklearn.utils.validation import check_is_fitted, validate_data
+    from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
         "bartpy_suite.sklearn needs scikit-learn: pip install 'bartpy-suite[sklearn]'"
@@ -148,6 +148,28 @@ class _Regressor(RegressorMixin, _TreeEstimator):
         return frame[["lower", "upper"]].to_numpy()
 
 
+class _WeightedRegressor(_Regressor):
+    def fit(self, X, y, sample_weight=None):
+        """Sample the posterior given predictors ``X`` (n_samples, n_features), response ``y`` and, optionally,
+        observation (precision) weights ``sample_weight`` >= 0: Var(e_i) = sigma^2 / w_i (``bps.BART``'s
+        ``weights``; the weighted kernels run whenever it is given, also for weights all 1).
+
+        Returns
+        -------
+        self
+        """
+        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
+        if sample_weight is None:
+            return self._fit_model(X, y)
+        w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+        model = self._model()
+        self._check_rows(X.shape[0], model.tree_prior.min_leaf_size)
+        names = [str(c) for c in getattr(self, "feature_names_in_", [])] or None
+        self.posterior_ = model.fit(X, y, predictor_names=names, sample_weight=w)
+        self.model_ = model
+        return self
+
+
 class _Classifier(ClassifierMixin, _TreeEstimator):
     def fit(self, X, y):
         """Sample the posterior given predictors ``X`` and class labels ``y`` (any labels).
@@ -241,7 +263,7 @@ CARTRegressor = _estimator("CARTRegressor", "cart", _Regressor,
                            "Bayesian CART regression (``bps.BayesianCART``) as a scikit-learn regressor.")
 CARTClassifier = _estimator("CARTClassifier", "cart", _Classifier,
                             "Bayesian CART classification (``bps.BayesianCART``) as a scikit-learn classifier.")
-BARTRegressor = _estimator("BARTRegressor", "bart", _Regressor,
+BARTRegressor = _estimator("BARTRegressor", "bart", _WeightedRegressor,
                            "BART regression (``bps.BART``) as a scikit-learn regressor.")
 BARTClassifier = _estimator("BARTClassifier", "bart", _Classifier,
                             "BART classification (``bps.BART``: probit for two classes, multinomial for more) "
