@@ -12,6 +12,8 @@ state their tolerances.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import warnings
 
@@ -49,7 +51,7 @@ from bartpy_suite.samplers.multi_forest import (
 )
 
 TAG = _tree.model_tag(MODEL_BASIS_NORMAL)
-NEW_SAMPLERS = ("pg", "ctmc")
+NEW_SAMPLERS = ("pg", "ctmc", "tempered")
 #: Fixed CT-MCMC time per tree visit where a test needs a time-homogeneous chain (no adaptation).
 CTMC_FIXED = {"time": 0.5}
 
@@ -254,10 +256,11 @@ def _run(problem, sweeps, tune, seed, sampler, options=None):
 def test_prior_recovery_with_the_likelihood_off(sampler):
     """``test_bcf.test_prior_recovery_with_the_likelihood_off`` for each new sampler: with the likelihood off
     the chain samples the prior. Each check compares a probability with its prior value within 4
-    batch-means standard errors over 20,000 sweeps: (b_1 - b_0) ~ N(0, 1); s_m / sqrt(delta) standard Cauchy;
+    batch-means standard errors over 20,000 sweeps (8,000 tempered): (b_1 - b_0) ~ N(0, 1); s_m / sqrt(delta) standard Cauchy;
     delta ~ chi^2_1 at its quartiles; sigma^2 at its median; the share of stumps 1 - alpha in each forest (a
-    root of continuous predictors with min_leaf 1 always has a rule). Measured z's were all within 2."""
-    sweeps = 20_000
+    root of continuous predictors with min_leaf 1 always has a rule). Measured z's were all within 2. (For
+    ``tempered`` every rung samples the prior, so every swap is accepted: rung 0 still holds prior draws.)"""
+    sweeps = 8_000 if sampler == "tempered" else 20_000  # a tempered sweep is 4 BCF sweeps and a swap round
     out = _run(_problem(likelihood=False, mu_trees=2, tau_trees=8, lam=0.2), sweeps, 200, 1, sampler)
     p = out["params"]
 
@@ -275,8 +278,10 @@ def test_prior_recovery_with_the_likelihood_off(sampler):
     close(p[:, 0] ** 2 < 3 * 0.2 / stats.chi2(3).ppf(0.5), 0.5, "P(sigma^2 < its median)")
     for forest, alpha in (("mu", 0.95), ("tau", 0.25)):
         close((out[forest]["n_leaves"] == 1).mean(axis=1), 1 - alpha, f"share of stumps in the {forest} forest")
-        assert set(out[forest]["sampler_stats"]) == ({"ess", "kept_reference", "stages"} if sampler == "pg"
-                                                     else {"jumps", "total_rate", "time"})
+        expected = {"pg": {"ess", "kept_reference", "stages"}, "ctmc": {"jumps", "total_rate", "time"}}
+        assert set(out[forest]["sampler_stats"]) == expected.get(sampler, set())
+    if sampler == "tempered":
+        assert (out["tempering"]["swap_accepted"] == out["tempering"]["swap_proposed"]).all()
 
 
 @pytest.mark.parametrize("sampler", NEW_SAMPLERS)
@@ -284,15 +289,22 @@ def test_root_only_trees_reduce_to_the_conjugate_model(sampler):
     """Spec 8.4 for each new sampler (fast version of ``test_bcf``'s): with min_leaf above n no split is
     possible, every tree is a root and BCF reduces to y_i = s_m Theta_mu + b_{z_i} Theta_tau + e_i. The
     chain's posterior means of mu0 and tau match importance sampling from the prior (400,000 draws) within
-    4 combined standard errors (batch means, sd / sqrt(ESS)); posterior sds within 15% (12,000 sweeps: the
+    4 combined standard errors (batch means, sd / sqrt(ESS)); posterior sds within 15% (12,000 sweeps, 6,000
+    tempered: the
     sd of a batch-means estimate of a sd is a few per cent). The particle update and the process run
-    against the basis leaves' root terms, and the leaves are drawn from the basis conditional."""
+    against the basis leaves' root terms, and the leaves are drawn from the basis conditional; for
+    ``tempered`` (4 rungs) rung 0 keeps the posterior through the swaps of whole states (a wrong swap ratio or
+    a hot rung's wrong sigma^2 conditional shifts these moments: the swaps are accepted 10-80% of the time
+    here)."""
     n = 12
     rng = np.random.default_rng(5)
     z = np.arange(n) % 2
     y = 0.4 + 0.8 * z + 0.7 * rng.normal(size=n)
     problem = _problem(n=n, mu_trees=4, tau_trees=3, min_leaf=n + 1, y=y, lam=0.3)
-    out = _run(problem, 12_000, 500, 2, sampler)
+    out = _run(problem, 6_000 if sampler == "tempered" else 12_000, 500, 2, sampler)
+    if sampler == "tempered":
+        rates = out["tempering"]["swap_accepted"] / out["tempering"]["swap_proposed"]
+        assert (rates > 0.02).all(), rates
     p = out["params"]
     theta_mu = out["mu"]["store"].value.reshape(-1, 4).sum(1)
     theta_tau = out["tau"]["store"].value.reshape(-1, 3).sum(1)
@@ -302,6 +314,58 @@ def test_root_only_trees_reduce_to_the_conjugate_model(sampler):
         se = math.hypot(_batch_se(chain[name]), sd / math.sqrt(ess))
         assert abs(chain[name].mean() - mean) < 4 * se, (name, chain[name].mean(), mean, se)
         assert abs(chain[name].std() / sd - 1) < 0.15, (name, chain[name].std(), sd)
+
+
+# -- every sampler against one long reference chain -----------------------------------------------------
+
+def _agreement_problem():
+    """n = 24 rows whose treatment effect is 1.5 where x0 is above its median, on HMC20's priors."""
+    rng = np.random.default_rng(12)
+    n = 24
+    problem = _problem(n=n, mu_trees=3, tau_trees=2, min_leaf=2, lam=0.3, seed=12)
+    x0 = problem.tau.codes[0]
+    y = 0.3 + 1.5 * (np.arange(n) % 2) * (x0 > np.median(x0)) + 0.4 * rng.normal(size=n)
+    return dataclasses.replace(problem, y=y)
+
+
+@functools.cache
+def _reference_trace():
+    """The cgm chain every sampler is compared with (computed once per session)."""
+    return _trace("cgm", None, 20_000, 1, _agreement_problem())
+
+
+def _trace(sampler, options, sweeps, seed, problem):
+    """Per sweep after 500 of tuning: tau at row 0, mu0 at row 0, sigma^2 and the tau forest's leaves, read
+    from the chain's state sweep by sweep (rung 0 for ``tempered``)."""
+    chain = CausalChain(problem, check_multi_forest_sampler(sampler), np.random.default_rng(seed), sampler=sampler,
+                        options=options)
+    chain.allocate(sweeps)
+    out = np.empty((sweeps, 4))
+    cs = chain.causal
+    for it in range(500 + sweeps):
+        chain.run(it, 1, 500, 1)
+        if it >= 500:
+            b0, b1, sm = cs.params[0], cs.params[1], cs.params[2]
+            leaves = (chain.tau.forest.var[:, :] == _tree.LEAF).sum()
+            out[it - 500] = ((b1 - b0) * cs.tfit[0], sm * cs.mfit[0] + b0 * cs.tfit[0],
+                             chain.mu.state.target.sigma2[0], leaves)
+    return out
+
+
+@pytest.mark.parametrize("sampler,options", [("pg", None), ("ctmc", None), ("tempered", None),
+                                             ({"mu": "pg", "tau": "ctmc"}, None)])
+def test_posterior_agrees_with_the_mh_chain(sampler, options):
+    """With the likelihood on and trees that split (n = 24, a treatment effect on x0 > 0), each sampler's
+    posterior means of tau(x_0), mu0(x_0), sigma^2 and the tau forest's leaf count over 6,000 sweeps agree
+    with a cgm chain of 20,000 within 4.5 combined batch-means standard errors (4 statistics x 4 samplers: a z above
+    4.5 by chance has probability ~1e-4). A forest update that scored basis leaves wrongly, a particle weight,
+    a CT-MCMC rate or a swap ratio, moves these means (the tau forest's basis b_z differs from 1)."""
+    reference = _reference_trace()
+    got = _trace(sampler, options, 6_000, 2, _agreement_problem())
+    for k, name in enumerate(("tau(x0)", "mu0(x0)", "sigma^2", "tau leaves")):
+        se = math.hypot(_batch_se(got[:, k]), _batch_se(reference[:, k]))
+        z = (got[:, k].mean() - reference[:, k].mean()) / se
+        assert abs(z) < 4.5, (name, got[:, k].mean(), reference[:, k].mean(), z)
 
 
 # -- Geweke (spec 8.3) --------------------------------------------------------------------------------
@@ -350,7 +414,7 @@ def test_geweke_joint_distribution(sampler, options):
 
 # -- the user contract ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("sampler", ["pg", "ctmc", {"mu": "grow_prune", "tau": "pg"}])
+@pytest.mark.parametrize("sampler", ["pg", "ctmc", "tempered", {"mu": "grow_prune", "tau": "pg"}])
 def test_bcf_runs_every_forest_sampler(sampler):
     """``bps.bcf(..., sampler=...)`` with pg, ctmc and a per-forest choice: effects are finite with ordered
     intervals, the sampler is recorded in the configuration, the data are not modified, and the MH move
@@ -366,19 +430,25 @@ def test_bcf_runs_every_forest_sampler(sampler):
     assert np.isfinite(ate["mean"]) and ate["lower"] <= ate["mean"] <= ate["upper"]
     assert fit.config["sampler"] == sampler
     assert (fit.n_leaves["mu"] >= 1).all() and (fit.n_leaves["tau"] > 1).any()
-    if isinstance(sampler, str):
+    if sampler in ("pg", "ctmc"):
         assert fit.move_counts.sum() == 0
 
 
 def test_bad_sampler_choices_name_what_works():
-    """A sampler that cannot run a forest (tempered: why; smc: CART only) names the ones that can; moves with
-    no MH forest, two different MH samplers, a dict without both forests and a bad option are errors that
-    say what to do."""
+    """A sampler that cannot run a forest (smc: CART only) names the ones that can; tempered per forest, moves
+    with no MH forest, two different MH samplers, a dict without both forests and a bad option are errors
+    that say what to do."""
     df, _ = _hmc20(30, 1)
     kw = dict(treatment="z", propensity="ps", mu_trees=3, tau_trees=2, chains=1, draws=2, tune=2)
-    with pytest.raises(ArgumentError, match=r"sampler 'tempered' cannot run a model of several forests \(bcf\) yet "
-                                            r"\(its ladder.*'grow_prune', 'cgm', 'pg', 'ctmc'"):
-        bps.bcf("y ~ x1", df, sampler="tempered", **kw)
+    with pytest.raises(ArgumentError, match=r"sampler 'smc' cannot run a model of several forests \(bcf\) yet; "
+                                            r"samplers that can: 'grow_prune', 'cgm', 'pg', 'ctmc', 'tempered'"):
+        bps.bcf("y ~ x1", df, sampler="smc", **kw)
+    with pytest.raises(ArgumentError, match=r"'tempered' runs the whole chain.*give sampler='tempered'"):
+        bps.bcf("y ~ x1", df, sampler={"mu": "tempered", "tau": "cgm"}, **kw)
+    with pytest.raises(ArgumentError, match=r"'rungs' \(3\) and 'temperatures' \(2 values\) disagree"):
+        check_forest_options("tempered", {"rungs": 3, "temperatures": [1.0, 0.0]})
+    with pytest.raises(ArgumentError, match=r"no option 'ladder'"):
+        check_forest_options("tempered", {"ladder": "geometric"})
     with pytest.raises(ArgumentError, match=r"sampler 'smc' for the tau forest cannot run.*'pg', 'ctmc'"):
         bps.bcf("y ~ x1", df, sampler={"mu": "pg", "tau": "smc"}, **kw)
     with pytest.raises(ArgumentError, match=r"moves set the move mix of the MH samplers.*leave moves out"):

@@ -14,6 +14,8 @@ Import rule: imports ``_kernels``, ``_validation``, ``errors`` and the modules o
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -51,19 +53,26 @@ from .ctmc import CTMC, event_rates
 from .forest import BART_MAX_NODES, INITIAL_NODES_PER_TREE, new_forest
 from .mh import CGM_MOVES, GROW_PRUNE_MOVES, move_flags, move_vector
 from .particle import PG, new_particles, new_work
+from .tempered import _check_rungs, _check_temperatures, default_temperatures
 
-#: The MH samplers a multi-forest chain runs, with their default move mixes.
-MULTI_FOREST_SAMPLERS = {"grow_prune": GROW_PRUNE_MOVES, "cgm": CGM_MOVES}
+#: The samplers whose forest update is an MH move per tree, with their default move mixes (``tempered``:
+#: the move mix within each rung, cgm's as for tempered BART).
+MULTI_FOREST_SAMPLERS = {"grow_prune": GROW_PRUNE_MOVES, "cgm": CGM_MOVES, "tempered": CGM_MOVES}
 #: Every sampler that updates a forest of a multi-forest chain, and its ``multi_forest_update`` code.
-FOREST_SAMPLERS = {"grow_prune": UPDATE_MH, "cgm": UPDATE_MH, "pg": UPDATE_PG, "ctmc": UPDATE_CTMC}
+FOREST_SAMPLERS = {"grow_prune": UPDATE_MH, "cgm": UPDATE_MH, "pg": UPDATE_PG, "ctmc": UPDATE_CTMC,
+                   "tempered": UPDATE_MH}
+#: Samplers that run the whole chain (both forests and every other block) under their scheme: one name for
+#: both forests only.
+CHAIN_SAMPLERS = ("tempered",)
 #: The forests of the BCF chain, in sweep order.
 FORESTS = ("mu", "tau")
 #: Why a sampler of BART does not run a forest of a multi-forest chain (yet).
-REFUSED = {
-    "tempered": "its ladder tempers one forest's likelihood with sigma alone; tempering a BCF chain needs a "
-                "ladder of whole BCF chains whose coding, scale and sigma^2 updates are tempered too, which is "
-                "not built",
-}
+REFUSED: dict[str, str] = {}
+#: Rungs of a tempered BCF chain unless ``rungs`` or ``temperatures`` say otherwise: each rung costs a whole
+#: BCF sweep (not tuned).
+TEMPERED_RUNGS = 4
+#: A hot rung's chain is never recorded: its tuning never ends.
+NEVER_KEPT = 2 ** 62
 #: Names of the kept scalar parameters, the columns of ``out_params``.
 PARAM_NAMES = ("sigma", "b0", "b1", "mu_scale", "delta_mu")
 #: Names of the per-draw statistics of a forest's sampler, by ``multi_forest_update`` code.
@@ -80,6 +89,10 @@ def forest_samplers(sampler) -> dict:
         dict whose keys are not the forests.
     """
     if isinstance(sampler, Mapping):
+        chained = [k for k in FORESTS if sampler.get(k) in CHAIN_SAMPLERS]
+        if chained:
+            raise ArgumentError(f"sampler {sampler[chained[0]]!r} runs the whole chain (every forest and block): "
+                                f"give sampler={sampler[chained[0]]!r}, not one per forest")
         keys = set(sampler)
         if keys != set(FORESTS):
             raise ArgumentError(f"sampler by forest must name each of {', '.join(map(repr, FORESTS))} once (got "
@@ -148,6 +161,9 @@ def check_forest_options(sampler, options: Mapping | None = None) -> dict:
     names = forest_samplers(sampler)
     if options is not None and not isinstance(options, Mapping):
         raise ArgumentError(f"sampler options must be a dict (got {type(options).__name__})")
+    if isinstance(sampler, str) and sampler in CHAIN_SAMPLERS:
+        tempered_ladder(options)  # checked here, used by the chain
+        return dict.fromkeys(FORESTS, {})
     options = dict(options or {})
     per_forest = bool(options) and set(options) <= set(FORESTS)
     out = {}
@@ -171,6 +187,46 @@ def check_forest_options(sampler, options: Mapping | None = None) -> dict:
                                 "them to its default")
         out[forest] = checked
     return out
+
+
+def tempered_ladder(options: Mapping | None = None) -> np.ndarray:
+    """The inverse temperatures 1 = t_0 > t_1 > ... >= 0 of a tempered BCF chain from its options
+    ``rungs`` (default ``TEMPERED_RUNGS``) or ``temperatures`` (explicit; as the ``tempered`` sampler of BART:
+    default K - 1 values spaced geometrically from 1 to 10^-3, then 0).
+
+    Raises
+    ------
+    ArgumentError
+        An unknown option, a bad value, or both options given.
+    """
+    options = dict(options or {})
+    unknown = sorted(set(options) - {"rungs", "temperatures"})
+    if unknown:
+        raise ArgumentError(f"sampler 'tempered' of bcf has no option {unknown[0]!r}; its options are: 'rungs', "
+                            "'temperatures'")
+    rungs = _check_rungs("rungs", options.get("rungs"))
+    temps = _check_temperatures("temperatures", options.get("temperatures"))
+    if rungs is not None and temps is not None and len(temps) != rungs:
+        raise ArgumentError(f"sampler options 'rungs' ({rungs}) and 'temperatures' ({len(temps)} values) disagree; "
+                            "give one of them")
+    if temps is not None:
+        return np.array(temps, dtype=np.float64)
+    return default_temperatures(TEMPERED_RUNGS if rungs is None else rungs)
+
+
+def _tempered_problem(problem: CausalProblem, t: float) -> CausalProblem:
+    """The problem of a rung at inverse temperature ``t`` (``CausalChain.run``): weights t w and the sigma^2
+    prior's nu - (1 - t) n+ with nu lam kept (read only by the sigma^2 draw, whose shape (nu + n+) / 2 then
+    becomes (nu + t n+) / 2; at t = 0 every weight is 0, n+ drops out of that draw and nu stays)."""
+    prior = problem.mu.prior
+    n_pos = int(np.count_nonzero(np.asarray(problem.w) > 0))
+    # with the likelihood off every rung samples the prior: nu stays
+    nu_t = prior.nu - (1.0 - t) * n_pos if t > 0 and prior.likelihood else prior.nu
+    if nu_t == 0.0:
+        raise ArgumentError(f"tempered bcf: the inverse temperature {t} makes nu - (1 - t) n+ exactly 0 (nu "
+                            f"{prior.nu}, {n_pos} rows); move it slightly")
+    mu = dataclasses.replace(problem.mu, prior=prior._replace(nu=nu_t, lam=prior.nu * prior.lam / nu_t))
+    return dataclasses.replace(problem, w=np.asarray(problem.w, dtype=np.float64) * t, mu=mu)
 
 
 @dataclass
@@ -285,6 +341,8 @@ class CausalChain:
         self.rng = rng
         names = forest_samplers(sampler)
         forest_options = check_forest_options(sampler, options)
+        tempered = isinstance(sampler, str) and sampler == "tempered"
+        self.temperatures = tempered_ladder(options) if tempered else np.ones(1)
         y = np.ascontiguousarray(problem.y, dtype=np.float64)
         z = np.ascontiguousarray(problem.z, dtype=np.int64)
         w = np.ascontiguousarray(problem.w, dtype=np.float64)
@@ -307,6 +365,19 @@ class CausalChain:
                                             forest_options["tau"], "tau")
         self.causal = CausalState(y, z, w, mfit, tfit, params, float(problem.mu_scale2), 2.0)
         self.out = None
+        # Tempering (``run``): rung r is this chain with every weight multiplied by t_r; rung 0 (this object)
+        # is the posterior. The hot rungs' generators are spawned only when tempering, so that an untempered
+        # chain's draws are unchanged.
+        self.weights = w.copy()
+        self.likelihood = bool(problem.mu.prior.likelihood)
+        self.hot = []
+        if tempered:
+            streams = rng.spawn(len(self.temperatures))
+            self.swap_rng = streams[0]
+            self.hot = [CausalChain(_tempered_problem(problem, t), moves, g, sampler="cgm")
+                        for t, g in zip(self.temperatures[1:], streams[1:])]
+            k = len(self.temperatures) - 1
+            self.swap_counts = np.zeros((2, k), dtype=np.int64)  # proposed, accepted per adjacent pair
 
     @property
     def moves(self) -> Moves:
@@ -315,7 +386,9 @@ class CausalChain:
 
     def allocate(self, draws: int) -> None:
         """Buffers for ``draws`` kept draws (scalars, move counts, both forests' sizes, stores and sampler
-        statistics)."""
+        statistics); a tempered chain's hot rungs keep none."""
+        for rung in self.hot:
+            rung.allocate(1)
         self.out = {"params": np.full((draws, len(PARAM_NAMES)), np.nan),
                     "counts": np.zeros((draws, self.move_probs.shape[0], 2), dtype=np.int64)}
         for attr in ("mu", "tau"):
@@ -330,7 +403,88 @@ class CausalChain:
                                              np.zeros(cap, dtype=np.int32), np.empty(cap, dtype=np.int32)))
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
-        """Advance ``n_iter`` sweeps, recording kept draws (the stores grow on demand)."""
+        """Advance ``n_iter`` sweeps, recording kept draws (the stores grow on demand).
+
+        Tempered: each iteration is one sweep of every rung (rung 0's kept draws recorded), then one round of
+        swaps of adjacent rungs' whole states, the even pairs at even iterations and the odd ones at odd
+        iterations (DEO, as tempered BART). Rung r targets the posterior with the likelihood raised to t_r,
+        pi_r(x) ∝ p(x) L(x)^t_r, L(x) = prod_{w_i > 0} N(y_i; f_i(x), sigma^2 / w_i) (t = 0: the prior). Since
+
+            L(x)^t ∝ prod_{w_i > 0} N(y_i; f_i, sigma^2 / (t w_i)) x (sigma^2)^((1 - t) n+ / 2)
+
+        (n+ the rows with w_i > 0), rung r is an ordinary BCF chain with the weights t_r w and the sigma^2
+        prior's nu replaced by nu - (1 - t_r) n+ with nu lam unchanged (``_tempered_problem``): its sigma^2
+        draw then has the tempered conditional IG((nu + t n+) / 2, (nu lam + t sum w r^2) / 2) and every other
+        block is exact for pi_r as it stands, so no block needs a tempered twin. A swap of the states x (rung
+        r) and x' (rung r + 1) is accepted with log a = (t_r - t_{r+1}) (log L(x') - log L(x)), as tempered
+        BART's. Rung 0 records its state after the sweeps, before the swaps: both are invariant for the joint
+        law.
+        """
+        if self.hot:
+            for step in range(n_iter):
+                it = first_iter + step
+                self._advance(it, 1, tune, thin)
+                for rung in self.hot:
+                    rung._advance(it, 1, NEVER_KEPT, 1)
+                self._swap_round(it, it >= tune)
+            return
+        self._advance(first_iter, n_iter, tune, thin)
+
+    def _rung_chain(self, r: int) -> CausalChain:
+        return self if r == 0 else self.hot[r - 1]
+
+    def _log_lik(self, w: np.ndarray) -> float:
+        """log prod_{w_i > 0} N(y_i; f_i, sigma^2 / w_i) of this chain's current state up to a constant (``w``
+        the model's weights, rung 0's), from the residual y - fit left by its last sweep."""
+        sigma2 = float(self.mu.state.target.sigma2[0])
+        r = self.mu.state.resid
+        return -0.5 * int(np.count_nonzero(w > 0)) * math.log(sigma2) - float(np.dot(w * r, r)) / (2.0 * sigma2)
+
+    def _swap_round(self, it: int, count: bool) -> None:
+        temps, w = self.temperatures, self.weights
+        for r in range(it % 2, len(temps) - 1, 2):
+            a, b = self._rung_chain(r), self._rung_chain(r + 1)
+            log_a = (temps[r] - temps[r + 1]) * (b._log_lik(w) - a._log_lik(w)) if self.likelihood else 0.0
+            accept = math.log(self.swap_rng.random()) < log_a
+            if count:
+                self.swap_counts[0, r] += 1
+                self.swap_counts[1, r] += int(accept)
+            if accept:
+                a._exchange_state(b)
+
+    def _state_arrays(self) -> list:
+        """Every array of the chain's state that a swap moves: both forests (trees, row maps, leaf variance
+        cells), the residual, the raw forest sums, the scalar parameters and sigma^2."""
+        arrays = []
+        for part in (self.mu, self.tau):
+            arrays += list(part.forest) + [part.state.leaf_of, part.state.target.tau2]
+        cs = self.causal
+        return arrays + [self.mu.state.resid, cs.mfit, cs.tfit, cs.params, self.mu.state.target.sigma2]
+
+    def _exchange_state(self, other: CausalChain) -> None:
+        """Swap the states of two rungs in place (the rungs keep their weights), then rebuild each one's bases
+        from its new s_m and coding and its own weights, as the sweep's ``set_bases`` does."""
+        for x, y in zip(self._state_arrays(), other._state_arrays()):
+            tmp = x.copy()
+            x[...] = y
+            y[...] = tmp
+        for chain in (self, other):
+            cs = chain.causal
+            sm = cs.params[2]
+            bz = np.where(cs.z == 1, cs.params[1], cs.params[0])
+            mb, tb = chain.mu.state.target.basis, chain.tau.state.target.basis
+            mb[0], mb[1], mb[2] = sm, cs.w * sm, cs.w * sm * sm
+            tb[0], tb[1], tb[2] = bz, cs.w * bz, cs.w * bz * bz
+
+    def swap_rates(self) -> dict:
+        """A tempered chain's ladder and its swaps proposed and accepted per adjacent pair since tuning
+        ended (empty for other samplers)."""
+        if not self.hot:
+            return {}
+        return {"temperatures": self.temperatures.copy(), "swap_proposed": self.swap_counts[0].copy(),
+                "swap_accepted": self.swap_counts[1].copy()}
+
+    def _advance(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
         done = 0
         while done < n_iter:
             steps, pending, which = run_causal_chain(
@@ -367,5 +521,7 @@ class CausalChain:
         for name, fo in zip(("mu", "tau"), self.forest_out):
             out[name] = {"n_leaves": fo.leaves[:kept].copy(), "depth": fo.depth[:kept].copy(),
                          "store": trim_store(fo.store, kept), "sampler_stats": self.sampler_stats(name, kept)}
+        out["tempering"] = self.swap_rates()
+        self.hot = []
         self.out = self.forest_out = None
         return out
