@@ -5,7 +5,7 @@ by a registry package, the ATE with interval beside the published experimental b
 Command (from the repository root):
 
     PYTHONPATH=$PWD python3 benchmarks/bcf_nsw.py [--chains 2] [--draws 1000] [--tune 1000] [--seed 2026]
-        [--samplers grow_prune pg ctmc] [--observational-samplers grow_prune] [--no-observational]
+        [--samplers grow_prune pg ctmc tempered] [--observational-samplers grow_prune] [--no-observational]
 
 writes ``benchmarks/results/bcf_nsw.md`` and ``.json``.
 
@@ -97,7 +97,8 @@ def fit_bps(df: pd.DataFrame, sampler: str, args) -> tuple[dict, np.ndarray, dic
     cate = fit.cate_draws()  # (samples, rows), dollars
     treated = fit.z == 1
     support = fit.common_support()
-    notes = {"r_hat_ATE": float(fit.summary()["r_hat"]["ATE"]),
+    r_hat = fit.summary()["r_hat"]
+    notes = {"r_hat_ATE": float(r_hat["ATE"]), "r_hat_ATT": float(r_hat["ATT"]),
              "support_below": int(support["below"]), "support_above": int(support["above"]),
              "warnings": sorted({type(w.message).__name__ for w in caught})}
     return {"ATE": summarise(cate.mean(axis=1)), "ATT": summarise(cate[:, treated].mean(axis=1))}, fit.propensity, notes
@@ -121,7 +122,7 @@ def main(argv=None) -> int:
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--tune", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=2026)
-    parser.add_argument("--samplers", nargs="+", default=["grow_prune", "pg", "ctmc"])
+    parser.add_argument("--samplers", nargs="+", default=["grow_prune", "pg", "ctmc", "tempered"])
     parser.add_argument("--observational-samplers", nargs="+", default=["grow_prune"])
     parser.add_argument("--no-observational", dest="observational", action="store_false")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "bcf_nsw"))
@@ -138,9 +139,12 @@ def main(argv=None) -> int:
     rows, records = [], []
 
     def add(sample, method, estimand, est, seconds, notes=None):
+        # only the experimental sample's estimates and the observational ATT target the benchmark's quantity
+        comparable = sample.startswith("experimental") or estimand == "ATT"
         row = {"sample": sample, "method": method, "estimand": estimand, "mean": est["mean"],
                "95% lower": est["lower"], "95% upper": est["upper"],
-               "covers 1,794?": bool(est["lower"] <= benchmark["mean"] <= est["upper"]), "s/fit": seconds}
+               "covers 1,794?": bool(est["lower"] <= benchmark["mean"] <= est["upper"]) if comparable else "n/a",
+               "s/fit": seconds}
         rows.append(row)
         records.append({**row, **(notes or {})})
         print(pd.DataFrame([row]).to_string(index=False, header=len(rows) == 1, float_format="%.1f"), flush=True)
@@ -180,15 +184,18 @@ def main(argv=None) -> int:
               f"{benchmark['mean']:,.2f} dollars (Welch 95% interval {benchmark['lower']:,.0f} to "
               f"{benchmark['upper']:,.0f}), computed from `nsw_mixtape`. In the observational sample (NSW treated "
               f"+ CPS controls) only the ATT estimates the same quantity; its raw difference in means is "
-              f"confounded. Effects in dollars of 1978 earnings; 95% equal-tailed posterior intervals; "
-              f"\"covers 1,794?\": whether the interval holds the benchmark's point value.\n\n")
+              f"confounded, and its ATE averages over the CPS men, another population (\"n/a\"). Effects in "
+              f"dollars of 1978 earnings; 95% equal-tailed posterior intervals; \"covers 1,794?\": whether the "
+              f"interval holds the benchmark's point value; s/fit is wall time, bps.bcf's including its probit "
+              f"BART propensity model (stochtree is given that propensity).\n\n")
     cells = [[f"{v:,.0f}" if isinstance(v, float) and k not in ("s/fit",) else
               (f"{v:.1f}" if isinstance(v, float) else ("yes" if v is True else "no" if v is False else v))
               for k, v in zip(table.columns, row)] for row in table.itertuples(index=False)]
     notes = [r for r in records if "r_hat_ATE" in r]
     footer = "\n\nbps.bcf diagnostics: " + "; ".join(
-        f"{r['sample'].split(' ')[0]} {r['method']}: split R-hat of the ATE {r['r_hat_ATE']:.3f}, "
-        f"{r['support_below'] + r['support_above']} rows with propensity outside [0.05, 0.95]"
+        f"{r['sample'].split(' ')[0]} {r['method']}: split R-hat of the ATE {r['r_hat_ATE']:.3f} and of the ATT "
+        f"{r['r_hat_ATT']:.3f}, {r['support_below'] + r['support_above']} rows with propensity outside "
+        f"[0.05, 0.95]{', warnings: ' + ', '.join(r['warnings']) if r['warnings'] else ''}"
         for r in notes if r["estimand"] == "ATE") + ".\n"
     Path(args.out + ".md").write_text(header + "\n".join(markdown_table(list(table.columns), cells)) + footer)
     Path(args.out + ".json").write_text(json.dumps({"benchmark": benchmark, "rows": records}, indent=1, default=float))
