@@ -101,9 +101,10 @@ def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, p
         Rows each child of a split needs (all rows, treated or not).
     max_cuts : int
         Most cut points per numeric predictor.
-    sampler : {"grow_prune", "cgm", "pg", "ctmc"} or dict
+    sampler : {"grow_prune", "cgm", "pg", "ctmc", "tempered"} or dict
         The tree update of both forests (MH moves, particle Gibbs or the continuous-time process, each
-        with its default options), or ``{"mu": name, "tau": name}``, one per forest.
+        with its default options), or ``{"mu": name, "tau": name}``, one per forest; ``"tempered"``: a
+        ladder of 4 whole BCF chains (likelihood powers 1, 10^-1.5, 10^-3, 0) with swaps, cgm moves.
     moves : dict, optional
         Move probabilities by name of the MH sampler (default the sampler's mix).
     chains, draws, tune, thin : int

@@ -6,8 +6,10 @@ The samplers that run inside BART update either forest (``_kernels/multi_forest_
 samplers ``grow_prune`` and ``cgm`` (one move per tree), ``pg`` (a conditional SMC update of each tree,
 PG-BART Algorithm 2) and ``ctmc`` (the birth-death process run for a fixed time per tree), each with its
 registered options (``samplers/particle.py``, ``samplers/ctmc.py``). One sampler may serve both forests or
-each forest its own (``{"mu": "pg", "tau": "grow_prune"}``). Other samplers are refused by
-``check_multi_forest_sampler`` with the names of those that work and why.
+each forest its own (``{"mu": "pg", "tau": "grow_prune"}``). ``tempered`` runs a ladder of whole BCF chains
+with swaps (``CausalChain.run``; options ``rungs``, ``temperatures``), each rung's forests updated by cgm's
+MH moves. Other samplers (those of CART or soft trees only) are refused by ``check_multi_forest_sampler``
+with the names of those that work.
 
 Import rule: imports ``_kernels``, ``_validation``, ``errors`` and the modules of this package.
 """
@@ -66,8 +68,6 @@ FOREST_SAMPLERS = {"grow_prune": UPDATE_MH, "cgm": UPDATE_MH, "pg": UPDATE_PG, "
 CHAIN_SAMPLERS = ("tempered",)
 #: The forests of the BCF chain, in sweep order.
 FORESTS = ("mu", "tau")
-#: Why a sampler of BART does not run a forest of a multi-forest chain (yet).
-REFUSED: dict[str, str] = {}
 #: Rungs of a tempered BCF chain unless ``rungs`` or ``temperatures`` say otherwise: each rung costs a whole
 #: BCF sweep (not tuned).
 TEMPERED_RUNGS = 4
@@ -85,8 +85,8 @@ def forest_samplers(sampler) -> dict:
     Raises
     ------
     ArgumentError
-        A sampler that cannot update these forests, naming the ones that can (and why it cannot), or a
-        dict whose keys are not the forests.
+        A sampler that cannot update these forests, naming the ones that can; a dict whose keys are not the
+        forests, or that gives a whole-chain sampler (``tempered``) to one forest.
     """
     if isinstance(sampler, Mapping):
         chained = [k for k in FORESTS if sampler.get(k) in CHAIN_SAMPLERS]
@@ -102,10 +102,9 @@ def forest_samplers(sampler) -> dict:
         names = dict.fromkeys(FORESTS, sampler)
     for forest, name in names.items():
         if not isinstance(name, str) or name not in FOREST_SAMPLERS:
-            why = f" ({REFUSED[name]})" if isinstance(name, str) and name in REFUSED else ""
             where = f" for the {forest} forest" if isinstance(sampler, Mapping) else ""
             raise ArgumentError(
-                f"sampler {name!r}{where} cannot run a model of several forests (bcf) yet{why}; samplers that can: "
+                f"sampler {name!r}{where} cannot run a model of several forests (bcf) yet; samplers that can: "
                 f"{', '.join(repr(s) for s in FOREST_SAMPLERS)}"
             )
     return names
