@@ -258,8 +258,8 @@ def test_bcf_bad_input():
         bps.bcf("y ~ x1", df.assign(z=1), treatment="z", propensity="ps")
     with pytest.raises(ArgumentError, match=r"treatment 'z' may not be a predictor"):
         bps.bcf("y ~ x1 + z", df, treatment="z", propensity="ps")
-    with pytest.raises(ArgumentError, match=r"sampler 'pg' cannot run a model of several forests.*'grow_prune', 'cgm'"):
-        bps.bcf("y ~ x1", df, treatment="z", propensity="ps", sampler="pg")
+    with pytest.raises(ArgumentError, match=r"sampler 'smc' cannot run a model of several forests.*'grow_prune', 'cgm'"):
+        bps.bcf("y ~ x1", df, treatment="z", propensity="ps", sampler="smc")
     with pytest.raises(ArgumentError, match=r"'zz' is not a column"):
         bps.bcf("y ~ x1", df, treatment="zz")
     with pytest.raises(DataError, match=r"propensity column 'x1' must lie strictly between 0 and 1"):

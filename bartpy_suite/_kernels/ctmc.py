@@ -75,9 +75,11 @@ import numpy as np
 
 from .jit import helper
 from .likelihood import (
+    MODEL_BASIS_NORMAL,
     MODEL_CLASSIFICATION,
     MODEL_MEAN_SHIFT,
     MODEL_NORMAL_KNOWN_VARIANCE,
+    leaf_log_marginal_basis,
     leaf_log_marginal_dirichlet,
     leaf_log_marginal_mean_variance,
     leaf_log_marginal_normal_known_variance,
@@ -211,13 +213,17 @@ def _pow2(n: int) -> int:
 @helper
 def stats_leaf_terms(n, s1, s2, cls, target, model):
     """The (lm, b) of ``tree.leaf_terms`` from a leaf's row count, response sum and square sum
-    (or class counts ``cls``); ``model`` is the chain's ``tree.model_tag``."""
+    (or class counts ``cls``; for basis leaves c and A in place of the sums, ``_bin_rows``);
+    ``model`` is the chain's ``tree.model_tag``."""
     if not target.prior.likelihood:
         return 0.0, 0.0
     if len(model) == MODEL_CLASSIFICATION:
         return leaf_log_marginal_dirichlet(cls[:target.prior.n_classes], target.prior.class_alpha), 0.0
     if len(model) == MODEL_NORMAL_KNOWN_VARIANCE:
         return leaf_log_marginal_normal_known_variance(n, s1, target.sigma2[0], target.prior.tau2), s1
+    if len(model) == MODEL_BASIS_NORMAL:
+        # basis leaves (``records.BasisTarget``): ``_bin_rows`` sums s1 = c = sum w b R and s2 = A = sum w b^2
+        return leaf_log_marginal_basis(s2, s1, target.sigma2[0], target.tau2[0]), s1
     ybar = s1 / n
     ssd = max(s2 - s1 * ybar, 0.0)
     if len(model) == MODEL_MEAN_SHIFT:
@@ -259,7 +265,8 @@ def _rate(log_ratio):
 @helper
 def _bin_rows(tree, node, xt, v, nb, y, ycls, target, cs, model):
     """Counting sort of the leaf's rows by the code of v into ``cs.sorted_rows[:n]``; binned
-    counts, sums and class counts; ``cs.bin_n[k]`` ends as the rows with code < k."""
+    counts, sums and class counts (basis leaves: c and A, ``stats_leaf_terms``); ``cs.bin_n[k]``
+    ends as the rows with code < k."""
     s = tree.start[node]
     e = tree.end[node]
     n_cls = cs.bin_cls.shape[1]
@@ -277,8 +284,13 @@ def _bin_rows(tree, node, xt, v, nb, y, ycls, target, cs, model):
         c = row[r]
         cs.bin_n[c + 1] += 1
         yr = y[r]
-        cs.bin_s1[c] += yr
-        cs.bin_s2[c] += yr * yr
+        if len(model) == MODEL_BASIS_NORMAL:
+            # the statistics of ``tree.leaf_terms`` for basis leaves: c = sum w b R and A = sum w b^2
+            cs.bin_s1[c] += target.basis[1, r] * yr
+            cs.bin_s2[c] += target.basis[2, r]
+        else:
+            cs.bin_s1[c] += yr
+            cs.bin_s2[c] += yr * yr
         if len(model) == MODEL_CLASSIFICATION:
             cs.bin_cls[c, ycls[r]] += 1.0
     for k in range(nb):

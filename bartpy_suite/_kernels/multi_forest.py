@@ -8,8 +8,9 @@ On the standardised response y (spec 3.1):
 with m the mu forest (leaves N(0, c_mu^2 / (delta M_mu))), t the tau forest (leaves N(0, tau2_tau)),
 s_m ~ N(0, 1), delta ~ Gamma(1/2, rate 1/2), b_0, b_1 ~ N(0, 1/2) and sigma^2 ~ nu lam / chi^2_nu.
 Both forests are basis forests (``basis.py``): the mu forest's basis is s_m on every row, the tau
-forest's b_{z_i}. One sweep, in bcf's order (spec 3.5): every mu tree, every tau tree (each an MH move
-against the one shared residual), the raw sums m_i and t_i, the coding b_0, b_1 (3.4c), s_m (3.4d), delta
+forest's b_{z_i}. One sweep, in bcf's order (spec 3.5): every mu tree, every tau tree (each against the one
+shared residual, by its forest's sampler, ``multi_forest_update``: an MH move, a conditional SMC update or
+a fixed-time run of the CT-MCMC process), the raw sums m_i and t_i, the coding b_0, b_1 (3.4c), s_m (3.4d), delta
 (3.4e, the exact conditional, not bcf's variant), the bases and the residual recomputed from scratch
 (spec 1.2: no drift), then sigma^2 (3.4f). With the likelihood off every block draws from its prior
 (delta from its conditional given the mu leaves, a Gibbs step of the prior).
@@ -23,12 +24,13 @@ from typing import NamedTuple
 import numpy as np
 
 from .backfit import record_forest
-from .basis import mh_basis_forest, raw_forest_fit
+from .basis import raw_forest_fit
 from .cart_moves import N_MOVES
 from .causal_re import causal_re_block, record_causal_re
 from .jit import helper, kernel
 from .kept import kept_draw
 from .likelihood import draw_inverse_gamma
+from .multi_forest_update import after_sweep, record_update, update_forest
 from .tree import LEAF, M_SPAN, copy_into
 
 # Indices into ``CausalState.params`` (the chain's scalar parameters) and the columns of the kept
@@ -43,12 +45,16 @@ N_PARAMS = 4
 class ForestPart(NamedTuple):
     """One forest of a multi-forest chain: its stacked trees (``TreeArrays``), backfitting state
     (``backfit.BackfitState`` with a ``records.BasisTarget`` and 2 N_ACC rows of ``sums``), the data its
-    trees split (``records.Data`` whose ``y`` is the shared residual) and its move scratch."""
+    trees split (``records.Data`` whose ``y`` is the shared residual), its move scratch, and the sampler
+    that updates its trees (``multi_forest_update``: ``kind``, a ``update_tag``, and that sampler's state
+    ``update``, None for MH)."""
 
     forest: tuple
     state: tuple
     data: tuple
     scratch: tuple
+    kind: tuple
+    update: object
 
 
 class CausalState(NamedTuple):
@@ -164,8 +170,8 @@ def draw_sigma2(rng, cs, resid, target):
 @helper(inline=True)
 def causal_sweep(rng, mu, tau, cs, moves, counts):
     """One BCF sweep (module docstring)."""
-    mh_basis_forest(rng, mu.forest, mu.state, mu.data, moves, mu.scratch, counts)
-    mh_basis_forest(rng, tau.forest, tau.state, tau.data, moves, tau.scratch, counts)
+    update_forest(rng, mu, mu.kind, moves, counts)
+    update_forest(rng, tau, tau.kind, moves, counts)
     raw_forest_fit(mu.forest, mu.state.leaf_of, cs.mfit)
     raw_forest_fit(tau.forest, tau.state.leaf_of, cs.tfit)
     target = mu.state.target
@@ -182,7 +188,9 @@ def causal_sweep(rng, mu, tau, cs, moves, counts):
 @kernel
 def run_causal_chain(rng, mu, tau, cs, moves, window, out_params, out_counts, out_mu, out_tau):
     """Advance one BCF chain by up to ``window.n_iter`` sweeps (``causal_sweep``), recording kept draws:
-    ``out_params[d]`` = (sigma, b_0, b_1, s_m, delta), the move counts and both forests.
+    ``out_params[d]`` = (sigma, b_0, b_1, s_m, delta), the move counts (MH forests), both forests and
+    their samplers' statistics (``multi_forest_update.record_update``; the CT-MCMC clocks adapt after each
+    tuning sweep, ``after_sweep``).
 
     Returns ``(iterations done, pending draw, forest)``: when a forest's store has no room the chain stops
     after that sweep and returns the draw and the forest (0 mu, 1 tau) from which recording is left to the
@@ -194,9 +202,13 @@ def run_causal_chain(rng, mu, tau, cs, moves, window, out_params, out_counts, ou
         it = first_iter + step
         counts[:, :] = 0
         causal_sweep(rng, mu, tau, cs, moves, counts)
+        after_sweep(mu, mu.kind, it, tune)
+        after_sweep(tau, tau.kind, it, tune)
         d = kept_draw(it, tune, thin, out_params.shape[0])
         if d < 0:
             continue
+        record_update(mu, mu.kind, d)
+        record_update(tau, tau.kind, d)
         out_params[d, 0] = math.sqrt(mu.state.target.sigma2[0])
         for k in range(N_PARAMS):
             out_params[d, 1 + k] = cs.params[k]

@@ -111,10 +111,12 @@ def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, p
         Rows each child of a split needs (all rows, treated or not).
     max_cuts : int
         Most cut points per numeric predictor.
-    sampler : {"grow_prune", "cgm"}
-        The MH tree update of both forests.
+    sampler : {"grow_prune", "cgm", "pg", "ctmc", "tempered"} or dict
+        The tree update of both forests (MH moves, particle Gibbs or the continuous-time process, each
+        with its default options), or ``{"mu": name, "tau": name}``, one per forest; ``"tempered"``: a
+        ladder of 4 whole BCF chains (likelihood powers 1, 10^-1.5, 10^-3, 0) with swaps, cgm moves.
     moves : dict, optional
-        Move probabilities by name (default the sampler's mix).
+        Move probabilities by name of the MH sampler (default the sampler's mix).
     chains, draws, tune, thin : int
         Chains; kept draws per chain; discarded first sweeps; keep every ``thin``-th sweep.
     seed : int or numpy.random.SeedSequence, optional
@@ -286,7 +288,7 @@ def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, p
                   tau_leaf_sd=c_tau / np.sqrt(tau_trees), mu_leaf_sd=sd_control / np.sqrt(mu_trees))
 
     # -- the chains ------------------------------------------------------------------------------
-    chain_list = [CausalChain(problem, move_mix, rng) for rng in ss[:chains]]
+    chain_list = [CausalChain(problem, move_mix, rng, sampler=sampler) for rng in ss[:chains]]
     for chain in chain_list:
         chain.allocate(draws)
 
