@@ -15,7 +15,7 @@ from ._validation import NaAction
 from .formula import Design
 from .models import MODELS
 from .models.bcf import bcf
-from .posterior import file_check
+from .posterior import bcf_file, file_check
 from .posterior.bcf import CausalFit
 from .posterior.fit import Fit
 
@@ -69,7 +69,8 @@ soft_tree = _formula_alias("soft_tree")
 
 
 def load(path, log_likelihood: bool | None = None) -> Fit | CausalFit:
-    """Read a fit written by ``Fit.to_netcdf`` (or a ``bps.bcf`` fit written by ``CausalFit.save``).
+    """Read a fit written by ``Fit.to_netcdf`` (or a ``bps.bcf`` fit written by ``CausalFit.save``, netCDF, or
+    the ``.npz`` archive of the first bcf release).
 
     Every stored array and attribute is checked before it is used (``posterior/file_check.py``),
     so a damaged or edited file gives an error rather than a crash or wrong predictions.
@@ -96,6 +97,8 @@ def load(path, log_likelihood: bool | None = None) -> Fit | CausalFit:
         When the file is truncated, not a fit, or holds a damaged or edited array or attribute;
         the message names the file, the first bad array and what is wrong.
     """
-    if zipfile.is_zipfile(path):  # a bcf fit (``CausalFit.save``): an .npz archive, not netCDF
-        return CausalFit.read(path, Design.from_json, lambda p: file_check.load_fit(p, Design.from_json))
+    if zipfile.is_zipfile(path):  # a bcf fit saved by the first release: an .npz archive, not netCDF
+        return bcf_file.read_npz(path, Design.from_json, lambda p: file_check.load_fit(p, Design.from_json))
+    if bcf_file.is_causal_file(path):  # a bcf fit (``CausalFit.save``)
+        return bcf_file.load_causal(path, Design.from_json)
     return file_check.load_fit(path, Design.from_json, log_likelihood=log_likelihood)

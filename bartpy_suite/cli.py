@@ -181,6 +181,15 @@ def build_parser() -> argparse.ArgumentParser:
                                           "by probit BART)")
     fit.add_argument("--tau-formula", dest="tau_formula", metavar="'~ x1 + x2'",
                      help="--model bcf: the moderators of the treatment effect (default: the formula's predictors)")
+    fit.add_argument("--weights", metavar="COLUMN",
+                     help="--model bart, numeric response: a column of observation (precision) weights w >= 0, "
+                          "Var(e) = sigma^2 / w")
+    fit.add_argument("--offset", metavar="COLUMN",
+                     help="--model bart, numeric response: a column of known offsets, y = offset + f(x) + e (predict "
+                          "then needs the column in the new data)")
+    fit.add_argument("--variance", metavar="'~ x1 + x2'",
+                     help="--model bart, numeric response: a variance forest on these predictors (heteroskedastic "
+                          "BART: predictive intervals follow sigma(x))")
     fit.add_argument("--sampler", help="sampler name (default: the model's); by model: " + "; ".join(
         f"{name}: {', '.join(samplers_for(sampler_kind(cls)))} (default {cls.run_defaults['sampler']})"
         for name, cls in MODELS.items()))
@@ -743,7 +752,8 @@ def _fit(args: argparse.Namespace, session: _Session) -> None:
         if getattr(args, keyword) is not None:
             raise CommandError(f"{option} applies to --model bcf only")
     # options that only some models take: which ones is read from their keywords, not listed here
-    for option, keyword in (("--trees", "trees"), ("--sparse", "sparse"), ("--init", "init")):
+    for option, keyword in (("--trees", "trees"), ("--sparse", "sparse"), ("--init", "init"),
+                            ("--weights", "weights"), ("--offset", "offset"), ("--variance", "variance")):
         if getattr(args, keyword) is not None and keyword not in {p.name for p in
                                                                   MODELS[args.model].keyword_parameters()}:
             raise CommandError(f"{option} applies to --model {_models_taking(keyword)} only")
@@ -763,7 +773,8 @@ def _fit(args: argparse.Namespace, session: _Session) -> None:
             raise CommandError("--levels makes the response ordered, which only ordinal BART uses: add --model bart "
                                f"(--model {args.model} would fit an unordered classification)")
         data = _ordered_response(data, args.formula, args.levels)
-    kwargs: dict[str, Any] = {**run, **{key: getattr(args, key) for key in ("trees", "sparse")
+    kwargs: dict[str, Any] = {**run, **{key: getattr(args, key) for key in ("trees", "sparse", "weights", "offset",
+                                                                            "variance")
                                         if getattr(args, key) is not None}}
     if args.na_action is not None:
         kwargs["na_action"] = args.na_action
@@ -790,7 +801,8 @@ def _fit_bcf(args: argparse.Namespace, session: _Session, out) -> None:
         raise CommandError("--model bcf needs --treatment, the 0/1 treatment column")
     for option, keyword in (("--trees", "trees"), ("--sparse", "sparse"), ("--init", "init"),
                             ("--init-sweeps", "init_sweeps"), ("--levels", "levels"),
-                            ("--sampler-option", "sampler_options"), ("--no-check-mixing", "check_mixing")):
+                            ("--sampler-option", "sampler_options"), ("--no-check-mixing", "check_mixing"),
+                            ("--weights", "weights"), ("--offset", "offset"), ("--variance", "variance")):
         if getattr(args, keyword) is not None:
             raise CommandError(f"{option} does not apply to --model bcf (its trees are 200 mu and 50 tau, "
                                "as HMC20; set others from Python, bps.bcf)")

@@ -23,6 +23,7 @@ from . import _validation as check
 from ._kernels.predict import sum_of_trees
 from ._kernels.tree import CUT_MASK, NA_SHIFT
 from .errors import ArgumentError
+from .posterior.bcf import CausalFit
 from .posterior.weighted import weighted_quantiles
 
 __all__ = ["plot_partial_dependence", "plot_predicted_vs_observed", "plot_rank", "plot_trace", "plot_tree",
@@ -53,19 +54,34 @@ def _interval_bars(ax, table, color: str):
     return ax
 
 
-def plot_variable_activity(fit, level: float = 0.95, ax=None):
+def _refuse_causal(fit, what: str) -> None:
+    """A bcf fit (``CausalFit``) has two forests and a treatment: these plots read one forest's f(x)."""
+    if isinstance(fit, CausalFit):
+        raise ArgumentError(f"{what} draws a CART, BART or soft-tree fit; a bcf fit has two forests: print one tree "
+                            "with fit.tree(forest='mu' or 'tau'), plot fit.cate(new) or fit.predict(new), or use "
+                            "plot_trace and plot_variable_activity(fit, forest=...)")
+
+
+def plot_variable_activity(fit, level: float = 0.95, ax=None, forest: str | None = None):
     """Horizontal bars of each predictor's posterior mean share of split rules, with the
     equal-tailed interval as error bars (``fit.variable_activity(level)``).
+
+    ``forest`` ("mu" or "tau") picks the forest of a bcf fit (``CausalFit.variable_activity(level,
+    forest=...)``; default "mu"); other fits have one forest and take no ``forest``.
 
     Returns
     -------
     matplotlib.axes.Axes
-        Bar i (``ax.patches[i]``) is predictor i of ``fit.predictors``.
+        Bar i (``ax.patches[i]``) is predictor i of ``fit.predictors`` (of the forest's predictors).
     """
-    table = fit.variable_activity(level=level)
+    if forest is not None or isinstance(fit, CausalFit):  # a bcf fit: one forest at a time
+        forest = "mu" if forest is None else forest
+        table = fit.variable_activity(level=level, forest=forest)
+    else:
+        table = fit.variable_activity(level=level)
     ax = _interval_bars(_axes(ax), table, "C0")
     ax.set_xlabel(f"share of split rules (mean, {level:.0%} interval)")
-    ax.set_title("Variable activity")
+    ax.set_title("Variable activity" if forest is None else f"Variable activity, {forest} forest")
     return ax
 
 
@@ -189,6 +205,7 @@ def partial_dependence(fit, predictors, grid: int | None = None, level: float = 
         ``bins``, ``mean``, ``lower``, ``upper`` (shape (n1,) or (n1, n2)) and ``samples``
         (draws, n1[, n2]).
     """
+    _refuse_causal(fit, "partial_dependence")
     names = [predictors] if isinstance(predictors, str) else list(predictors)
     if not 1 <= len(names) <= 2:
         raise ArgumentError(f"predictors must name one or two predictors, got {len(names)}")
@@ -406,6 +423,7 @@ def plot_predicted_vs_observed(fit, level: float = 0.95, kind: str = "mean", ax=
         probability, y observed frequency, one point per non-empty bin, labelled with the class),
         and ``ax.collections[k]`` the intervals of curve k.
     """
+    _refuse_causal(fit, "plot_predicted_vs_observed")
     kind = check.check_choice("kind", kind, ("mean", "predictive"))
     level = check.check_open_unit("level", level)
     bins = check.check_int_at_least("bins", bins, 1)
@@ -562,6 +580,7 @@ def plot_tree(fit, chain: int | None = None, draw: int | None = None, tree: int 
         label per node in preorder; gid ``"edge"``: "yes"/"no" at the middle of each edge;
         gid ``"note"``: what the leaf numbers are.
     """
+    _refuse_causal(fit, "plot_tree")
     level = check.check_open_unit("level", level)
     if chain is None and draw is None:
         text = fit.map_tree(tree=tree)
@@ -704,6 +723,7 @@ def plot_importance(fit, data=None, level: float = 0.9, max_draws: int | None = 
     matplotlib.axes.Axes
         Bar i (``ax.patches[i]``) is the predictor ranked i + 1 (the top bar).
     """
+    _refuse_causal(fit, "plot_importance")
     table = _shap_class(fit.importance(data, level=level, max_draws=max_draws), cls)
     ax = _interval_bars(_axes(ax), table, "C1")
     ax.set_xlabel(f"mean |SHAP| over the rows (posterior mean, {level:.0%} interval)")
@@ -762,6 +782,7 @@ def plot_shap(fit, new=None, level: float = 0.9, max_draws: int | None = None, c
         slot, 0 for the top one, plus the swarm offset within +-0.4), predictors in the order of the
         y tick labels; with ``intervals``, ``ax.collections[1]`` the interval bars.
     """
+    _refuse_causal(fit, "plot_shap")
     summary = fit.shap_summary(new, level=level, max_draws=max_draws)
     rows = summary.rows
     importance = summary.importance

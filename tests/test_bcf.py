@@ -316,8 +316,12 @@ def test_bcf_calls_no_helper_from_python(monkeypatch):
 
 
 def test_save_and_load_give_the_same_effects(tmp_path):
-    """``CausalFit.save`` and ``bps.load``: the loaded fit gives the same ATE, CATE on new rows (through the
-    stored propensity model) and predictions, exactly; a damaged file is a ``FitFileError`` naming it."""
+    """``CausalFit.save`` (netCDF) and ``bps.load``: the loaded fit gives the same ATE, CATE on new rows (through
+    the stored propensity model) and predictions, exactly; a damaged file is a ``FitFileError`` naming it, and an
+    edited tree (a leaf turned into a split) is refused naming the variable, before a prediction kernel could walk
+    past the tree's nodes."""
+    import xarray as xr
+
     from bartpy_suite.errors import FitFileError
 
     df, _ = _hmc20(50, 4)
@@ -327,35 +331,33 @@ def test_save_and_load_give_the_same_effects(tmp_path):
         fit = bps.bcf("y ~ x1 + x2 + C(xc)", df.drop(columns=["ps"]), treatment="z", mu_trees=6, tau_trees=3,
                       chains=2, draws=8, tune=8, seed=2,
                       propensity_options={"trees": 10, "draws": 20, "tune": 20})
-    path = tmp_path / "fit.npz"
+    path = tmp_path / "fit.nc"
     fit.save(path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["fit.npz"]  # nothing else left behind
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fit.nc"]  # nothing else left behind
     back = bps.load(path)
     new = df.drop(columns=["y", "z"]).tail(6)
     pd.testing.assert_series_equal(back.ate(), fit.ate())
     pd.testing.assert_frame_equal(back.cate(new), fit.cate(new))
     pd.testing.assert_frame_equal(back.predict(df.head(4)), fit.predict(df.head(4)))
     pd.testing.assert_frame_equal(back.params, fit.params)
-    bad = tmp_path / "bad.npz"
+    bad = tmp_path / "bad.nc"
     raw = bytearray(path.read_bytes())
     raw[len(raw) // 2: len(raw) // 2 + 64] = b"\0" * 64
     bad.write_bytes(bytes(raw))
-    with pytest.raises(FitFileError, match="bad.npz"):
+    with pytest.raises(FitFileError, match="bad.nc"):
         bps.load(bad)
-    # an edit that leaves the archive readable but a tree malformed (a leaf turned into a split): refused at
-    # load, before a prediction kernel could walk past the tree's nodes
-    with np.load(path, allow_pickle=False) as data:
-        arrays = {k: data[k].copy() for k in data.files}
-    leaf = int(np.flatnonzero(arrays["mu_var"] == -1)[0])
-    arrays["mu_var"][leaf] = 0
-    edited = tmp_path / "edited.npz"
-    np.savez(edited, **arrays)
-    with pytest.raises(FitFileError, match="not a whole binary tree"):
+    tree = xr.open_datatree(path, engine="netcdf4").load()
+    var = tree["mu_forest"]["node_var"].values.copy()
+    var[int(np.flatnonzero(var == -1)[0])] = 0
+    tree["mu_forest"] = tree["mu_forest"].to_dataset().assign(node_var=(("node",), var))
+    edited = tmp_path / "edited.nc"
+    tree.to_netcdf(edited, engine="netcdf4")
+    with pytest.raises(FitFileError, match=r"mu_forest/node_var.*not a complete preorder tree"):
         bps.load(edited)
 
 
 def test_cli_fit_and_predict_bcf(tmp_path):
-    """``fit --model bcf --treatment z --out f.npz`` prints the ATE rows and saves the fit; ``predict`` writes
+    """``fit --model bcf --treatment z --out f.nc`` prints the ATE rows and saves the fit; ``predict`` writes
     the CATE per row (and E[y] where the treatment column is given), the same as the loaded fit's."""
     import contextlib
     import io
@@ -376,13 +378,13 @@ def test_cli_fit_and_predict_bcf(tmp_path):
 
     status, out, err = run(["fit", "y ~ x1 + x2", str(data), "--model", "bcf", "--treatment", "z", "--propensity",
                             "ps", "--chains", "1", "--draws", "5", "--tune", "5", "--seed", "1", "--no-progress",
-                            "--out", str(tmp_path / "f.npz")])
+                            "--out", str(tmp_path / "f.nc")])
     assert status == 0, err
     assert "ATE" in out and "ATT" in out
-    status, out, err = run(["predict", str(tmp_path / "f.npz"), str(new)])
+    status, out, err = run(["predict", str(tmp_path / "f.nc"), str(new)])
     assert status == 0, err
     got = pd.read_csv(io.StringIO(out))
-    expected = bps.load(tmp_path / "f.npz").cate(pd.read_csv(new))
+    expected = bps.load(tmp_path / "f.nc").cate(pd.read_csv(new))
     np.testing.assert_allclose(got[["cate_mean", "cate_lower", "cate_upper"]].to_numpy(), expected.to_numpy(),
                                rtol=1e-12)
     status, _, err = run(["fit", "y ~ x1", str(data), "--model", "bcf", "--no-progress"])

@@ -85,7 +85,7 @@ def test_check_bool_none_is_refused():
 # ---------------------------------------------------------------------------------------------
 
 COUNTS = {"cart": ("chains", "draws", "tune", "thin", "threads", "min_leaf_size", "max_cuts"),
-          "bart": ("chains", "draws", "tune", "thin", "threads", "min_leaf_size", "max_cuts", "trees"),
+          "bart": ("chains", "draws", "tune", "thin", "threads", "min_leaf_size", "max_cuts", "trees", "variance_trees"),
           "soft_tree": ("chains", "draws", "tune", "thin", "threads")}
 COUNT_CASES = [(m, kw) for m, kws in COUNTS.items() for kw in kws]
 

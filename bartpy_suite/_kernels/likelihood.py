@@ -21,6 +21,10 @@ MODEL_LOG_GAMMA = 4  # log-linear BART: leaf factor gamma ~ Gamma(c, d), Poisson
 # Basis / weighted leaves (issue 30; spec multi_forest.md 2.1-2.2): row i of a leaf has mean b_i theta and
 # precision w_i / sigma^2, theta ~ N(0, tau2); the rows' (b_i, w_i b_i, w_i b_i^2) are in ``BasisTarget.basis``
 MODEL_BASIS_NORMAL = 5
+# Log-linear variance leaves (issue 30; spec multi_forest.md 5.3): a variance tree's leaf holds lambda = log s,
+# s ~ IG(lg_shape, lg_rate), row i's noise variance V_{-j,i} s / w_i; ``Data.y`` holds u_i = w_i r_i^2 / V_{-j,i}
+# and ``Data.ycls`` 1 for the rows with w_i > 0 (``variance_forest.py``)
+MODEL_LOG_VARIANCE = 6
 
 LOG_PI = math.log(math.pi)
 
@@ -149,6 +153,19 @@ def leaf_log_marginal_basis(a_sum, c_sum, sigma2, tau2):
     """
     prec = 1.0 + a_sum * tau2 / sigma2
     return -0.5 * math.log(prec) + 0.5 * tau2 * c_sum * c_sum / (sigma2 * (sigma2 + a_sum * tau2))
+
+
+@helper
+def leaf_log_marginal_log_variance(n_pos, s_sum, shape, rate):
+    """log p(r_leaf) of a variance leaf (spec multi_forest.md 5.3) with s ~ IG(shape, rate) integrated out,
+    where r_i ~ N(0, V_i s / w_i): ``n_pos`` rows with w_i > 0, ``s_sum`` = S = sum_i w_i r_i^2 / V_i.
+
+    ``shape log(rate) - lgamma(shape) + lgamma(shape + n/2) - (shape + n/2) log(rate + S/2)``: the
+    log-gamma marginal of ``leaf_log_marginal_log_gamma`` in the precision 1/s with count n/2 and rate sum
+    S/2. It leaves out ``sum_i 1/2 log(w_i / (2 pi V_i))`` (rows with w_i > 0), which depends on the other
+    trees only and cancels in every move of this tree (spec 5.3).
+    """
+    return leaf_log_marginal_log_gamma(0.5 * n_pos, 0.5 * s_sum, shape, rate)
 
 
 @helper

@@ -25,6 +25,7 @@ import numpy as np
 from .backfit import record_forest
 from .basis import mh_basis_forest, raw_forest_fit
 from .cart_moves import N_MOVES
+from .causal_re import causal_re_block, record_causal_re
 from .jit import helper, kernel
 from .kept import kept_draw
 from .likelihood import draw_inverse_gamma
@@ -61,6 +62,7 @@ class CausalState(NamedTuple):
     params: np.ndarray  # float64[N_PARAMS]: b_0, b_1, s_m, delta
     mu_scale2: float  # c_mu^2 / M_mu: the mu leaf prior variance at delta = 1
     coding_prec: float  # prior precision of b_0 and b_1 (2: b ~ N(0, 1/2))
+    re: tuple  # causal_re.CausalRe: the random effects (K = 0 terms without them); y is then y0 - gamma
 
 
 @helper
@@ -173,6 +175,7 @@ def causal_sweep(rng, mu, tau, cs, moves, counts):
     update_mu_scale(rng, cs, sigma2, use_lik)
     update_delta(rng, mu.forest, cs, target.tau2)
     set_bases(cs, target.basis, tau.state.target.basis, mu.state.resid)
+    causal_re_block(rng, cs, mu.state.resid, sigma2, use_lik, mu.forest, target.tau2[0])  # spec 3.5: before sigma
     draw_sigma2(rng, cs, mu.state.resid, target)
 
 
@@ -199,6 +202,7 @@ def run_causal_chain(rng, mu, tau, cs, moves, window, out_params, out_counts, ou
             out_params[d, 1 + k] = cs.params[k]
         for k in range(N_MOVES):  # not out_counts[d] = counts: see tree.copy_into
             copy_into(out_counts[d, k], counts[k])
+        record_causal_re(cs.re, d)
         if not record_forest(mu.forest, out_mu.store, d, out_mu.leaves, out_mu.depth, out_mu.nodes, out_mu.order,
                              mu.scratch.stack):
             return step + 1, d, 0

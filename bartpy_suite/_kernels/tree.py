@@ -50,11 +50,13 @@ from .likelihood import (
     MODEL_BASIS_NORMAL,
     MODEL_CLASSIFICATION,
     MODEL_LOG_GAMMA,
+    MODEL_LOG_VARIANCE,
     MODEL_MEAN_SHIFT,
     MODEL_NORMAL_KNOWN_VARIANCE,
     leaf_log_marginal_basis,
     leaf_log_marginal_dirichlet,
     leaf_log_marginal_log_gamma,
+    leaf_log_marginal_log_variance,
     leaf_log_marginal_mean_variance,
     leaf_log_marginal_normal_known_variance,
     mean_shift_global_term,
@@ -950,6 +952,12 @@ def leaf_terms(tree, node, y, ycls, target, class_counts, model):
     if len(model) == MODEL_NORMAL_KNOWN_VARIANCE:
         # b carries the leaf's residual sum, which the backfitting leaf draw needs.
         return leaf_log_marginal_normal_known_variance(n, total, target.sigma2[0], target.prior.tau2), total
+    if len(model) == MODEL_LOG_VARIANCE:
+        # variance leaves (``variance_forest.py``): y holds u_i = w_i r_i^2 / V_{-j,i}, ycls 1 for rows with w_i > 0
+        n_pos = 0
+        for i in range(s, e):
+            n_pos += ycls[perm[i]]
+        return leaf_log_marginal_log_variance(n_pos, total, target.prior.lg_shape, target.prior.lg_rate), 0.0
     if len(model) == MODEL_LOG_GAMMA:
         # y holds the rows' rate weights, ycls 1 for the rows of the tree's class
         count = 0

@@ -31,7 +31,8 @@ from .._binning import BinnedPredictors
 from .._kernels.likelihood import MODEL_BASIS_NORMAL
 from .._kernels.records import make_prior
 from ..errors import ArgumentError, DataError, MixingWarning
-from ..posterior.bcf import CausalFit, ForestStore, treatment_codes
+from ..posterior.bcf import CausalFit, build_causal_idata, treatment_codes
+from ..posterior.random_effects import attach_random_effects
 from ..priors import calibrate_lambda
 from ..samplers.multi_forest import (
     CausalChain,
@@ -49,6 +50,11 @@ PROPENSITY_CLIP = (0.01, 0.99)
 PROPENSITY_DEFAULTS = {"trees": 200, "chains": 1, "draws": 500, "tune": 500, "check_mixing": False}
 #: Split R-hat of the ATE or sigma above which ``bcf`` warns that the chains have not mixed.
 RHAT_WARN = 1.05
+#: The random effects' prior (``_kernels/random_effects.py``, as BART's): sigma2_k ~ IG(a, b), alpha_k ~
+#: N(0, alpha_var); the effective sd |alpha_k| sigma_k is half-t_2 of scale one sd of y (spec 4.1).
+RE_PRIOR = {"a": 1.0, "b": 1.0, "alpha_var": 1.0}
+#: The random intercept's name among the terms (``formula.random_effects.INTERCEPT``).
+INTERCEPT = "(Intercept)"
 #: 0.6745 = Phi^-1(0.75): the median of a half-normal of scale 1.
 HALF_NORMAL_MEDIAN = float(stats.norm.ppf(0.75))
 
@@ -72,7 +78,11 @@ def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, p
     formula : str
         ``"y ~ x1 + x2 + C(g)"``: the response and the predictors of the prognostic (mu) forest (and of
         the treatment forest unless ``tau_formula`` is given). ``"y ~ ."`` takes every column but the
-        response, the treatment and the propensity column. The treatment may not be a predictor.
+        response, the treatment and the propensity column. The treatment may not be a predictor. One lme4
+        random-effect term, ``"y ~ x1 + (1 | g)"`` (a random intercept per level of g) or ``(x1 | g)`` (and a
+        slope on x1), adds Gaussian group effects to the prognostic part (BART's prior and Gibbs block, spec
+        multi_forest.md 4): the grouping factor is in neither forest unless it is also a term, the CATE
+        does not include the effects, ``predict`` adds a known group's; not with ``weights``.
     data : pandas.DataFrame
         The data; never modified.
     treatment : str
@@ -127,18 +137,23 @@ def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, p
     -------
     CausalFit
         ``ate()``, ``att()``, ``atc()``, ``cate(new)``, ``predict(new)``, ``summary()``,
-        ``common_support()``.
+        ``common_support()``, ``variable_activity(forest=)``, ``tree(forest=)``, ``save(path)`` (netCDF);
+        the draws in ``idata`` (an ArviZ-layout DataTree, one group per forest).
 
     Raises
     ------
     DataError
         A treatment that is not 0/1, constant or missing; a propensity column outside (0, 1).
     ArgumentError
-        A bad keyword, the treatment among the predictors, or a sampler that cannot run two forests.
+        A bad keyword, the treatment among the predictors, a sampler that cannot run two forests, or
+        random effects with weights or in ``tau_formula``.
+    FormulaError
+        A malformed random-effect term, several of them, or a numeric grouping factor.
     """
     import pandas as pd
 
     from ..formula import build_design
+    from ..formula.random_effects import has_random_effects
 
     if not isinstance(data, pd.DataFrame):
         raise ArgumentError(f"data must be a pandas DataFrame (got {type(data).__name__})")
@@ -180,7 +195,12 @@ def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, p
                             "(estimate it with probit BART)")
     treatment_codes(data[treatment], treatment)  # a bad treatment is reported before any model is built
     visible = data.drop(columns=hidden)
-    design, x_mu, y, index = build_design(formula, visible, na_action=na_action, return_index=True)
+    re_data = None
+    if has_random_effects(formula):
+        design, x_mu, y, index, re_data = _random_effects_design(formula, visible, na_action, weights, tau_formula)
+        rhs = design.expanded_formula.split("~", 1)[1]  # the trees' predictors: without the bar term
+    else:
+        design, x_mu, y, index = build_design(formula, visible, na_action=na_action, return_index=True)
     if design.response_kind != "numeric":
         raise DataError(f"bcf needs a numeric response; {design.response!r} is {design.response_kind}")
     tau_rhs = rhs if tau_formula is None else tau_formula.split("~", 1)[-1]
@@ -189,7 +209,11 @@ def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, p
     tau_design, x_tau, _, tau_index = build_design(f"{design.response} ~ {tau_rhs}", visible.loc[index],
                                                    na_action=na_action, return_index=True)
     if len(tau_index) < len(index):  # tau_formula's columns miss values the formula's do not
-        design, x_mu, y, index = build_design(formula, visible.loc[tau_index], na_action="raise", return_index=True)
+        if re_data is not None:
+            keep = index.get_indexer(tau_index)
+            re_data = type(re_data)(re_data.spec, re_data.group[keep], re_data.basis[keep])
+        design, x_mu, y, index = build_design(design.expanded_formula if re_data is not None else formula,
+                                              visible.loc[tau_index], na_action="raise", return_index=True)
     z = treatment_codes(data.loc[index, treatment], treatment)
     y = np.asarray(y, dtype=np.float64)
     n = y.shape[0]
@@ -253,6 +277,11 @@ def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, p
                        make_prior(alpha=alpha_tau, beta=beta_tau, **common), tau_trees, c_tau ** 2 / tau_trees,
                        1.0 / tau_trees),
         mu_scale2=sd_control ** 2 / mu_trees, sigma2=1.0)
+    if re_data is not None:  # the prior of BART's random effects (models/bart.py, spec 4.1)
+        terms = list(re_data.spec.terms)
+        problem.random_effects = {"group": re_data.group, "basis": re_data.basis, "n_groups": len(re_data.spec.levels),
+                                  **RE_PRIOR, "intercept": terms.index(INTERCEPT) if INTERCEPT in terms else -1}
+        config["random_effects"] = {**re_data.spec.to_config(), **RE_PRIOR}
     config.update(center=center, scale=scale, sigma_hat=s_hat * scale, lam=lam * scale * scale,
                   tau_leaf_sd=c_tau / np.sqrt(tau_trees), mu_leaf_sd=sd_control / np.sqrt(mu_trees))
 
@@ -270,14 +299,21 @@ def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, p
         raise KeyboardInterrupt("sampling was interrupted before the first kept draw")
     collected = [chain.collect(kept) for chain in chain_list]
     del chain_list
-    fit = CausalFit(
-        params=np.concatenate([c["params"] for c in collected]), chains=chains,
-        mu=ForestStore([c["mu"]["store"] for c in collected], mu_binned, list(design.predictors) + ["propensity"]),
-        tau=ForestStore([c["tau"]["store"] for c in collected], tau_binned, list(tau_design.predictors)),
-        n_leaves={k: np.concatenate([c[k]["n_leaves"] for c in collected]) for k in ("mu", "tau")},
-        counts=np.concatenate([c["counts"] for c in collected]), center=center, scale=scale, y=y, z=z,
-        propensity=pi, propensity_fit=propensity_fit, designs={"mu": design, "tau": tau_design}, config=config,
-        index=index)
+    forests = {}
+    for name, binned, names in (("mu", mu_binned, list(design.predictors) + ["propensity"]),
+                                ("tau", tau_binned, list(tau_design.predictors))):
+        stores = [c[name]["store"] for c in collected]
+        forests[name] = (np.concatenate([s.var for s in stores]), np.concatenate([s.cut for s in stores]),
+                         np.concatenate([s.value for s in stores]), np.concatenate([s.tree_nodes for s in stores]),
+                         binned, names)
+    idata = build_causal_idata(
+        params=np.concatenate([c["params"] for c in collected]), chains=chains, forests=forests,
+        counts=np.concatenate([c["counts"] for c in collected]), y=y, z=z, w=w, propensity=pi, index=index,
+        designs={"mu": design, "tau": tau_design}, config=config)
+    fit = CausalFit(idata, {"mu": design, "tau": tau_design}, propensity_fit)
+    if re_data is not None:
+        taken = {k: np.stack([c["re"][k] for c in collected]) for k in ("re_alpha", "re_xi", "re_sigma_xi")}
+        attach_random_effects(fit, taken, re_data.group, re_data.basis)
     fit.warn_common_support(stacklevel=3)  # the caller of bcf()
     if check_mixing and chains > 1 and likelihood:
         r_hat = fit.summary()["r_hat"]
@@ -287,6 +323,37 @@ def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, p
                           f"(above {RHAT_WARN}); run longer (larger tune and draws) before trusting the effects",
                           MixingWarning, stacklevel=2)
     return fit
+
+
+def _random_effects_design(formula: str, visible, na_action: str, weights, tau_formula):
+    """The mu design, X, y, row index and random effects of a formula with a bar term (``y ~ x1 + (1 | g)``):
+    the grouping factor is a tree predictor only when it is also a term of its own.
+
+    Raises
+    ------
+    ArgumentError
+        Random effects with ``weights`` (the random-effects block has no observation weights) or a bar term
+        in ``tau_formula`` (the effects are prognostic).
+    """
+    from ..formula import build_design
+    from ..formula.random_effects import build_random_effects_design
+
+    if weights is not None:
+        raise ArgumentError(f"weights={weights!r} cannot be combined with random effects in bcf yet (the random-"
+                            "effects block has no observation weights): drop the weights or the (... | g) term")
+    if tau_formula is not None and "|" in tau_formula:
+        raise ArgumentError(f"tau_formula={tau_formula!r} may not hold a random-effect term: the random effects are "
+                            "prognostic (part of mu); put (1 | g) in the formula")
+    design, x_mu, y, re_data = build_random_effects_design(formula, visible, na_action=na_action)
+    # the rows kept: those with a group (and slopes) and, among them, those the fixed design keeps
+    keep = visible[[re_data.spec.group, *re_data.spec.slopes]].notna().all(axis=1).to_numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the dropped rows were reported by build_random_effects_design
+        _, _, _, index = build_design(design.expanded_formula, visible[keep], na_action=na_action, return_index=True)
+    if len(index) != len(y):  # pragma: no cover - the two builders agree on the rows
+        raise DataError("the rows of the random-effect term and of the predictors do not match; drop the rows with "
+                        "missing values first")
+    return design, x_mu, y, index, re_data
 
 
 def _quoted(name: str) -> str:

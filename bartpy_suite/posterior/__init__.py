@@ -6,6 +6,7 @@ object is duck-typed (``transform``, ``to_json``).
 """
 
 from . import random_effects  # noqa: F401, E402, I001  (registers the leaf model normal_re)
+from . import variance  # noqa: F401, E402, I001  (registers the leaf model normal_hetero)
 from .coda_ess import coda_ess
 from .fit import Fit
 

@@ -1,5 +1,6 @@
-"""The posterior of a Bayesian causal forest fit (``bps.bcf``; issue 30, "Causal"; spec
-multi_forest.md 3.7): treatment effects computed draw by draw from the two forests' stored trees.
+"""The posterior of a Bayesian causal forest fit (``bps.bcf``; issue 30, "Causal" and "Engine"; spec
+multi_forest.md 1, 3.7, 4): an ArviZ-layout DataTree like a BART ``Fit``'s, with the treatment effects
+computed draw by draw from the two forests' stored trees.
 
 Per kept draw s, on the original scale (spec 3.7, bcf's ``tau`` and ``mu``):
 
@@ -7,34 +8,56 @@ Per kept draw s, on the original scale (spec 3.7, bcf's ``tau`` and ``mu``):
 
 and ``ATE = mean_i CATE_i``, ``ATT`` over the treated rows, ``ATC`` over the controls; a summary is the
 mean over draws with equal-tailed quantile intervals. Only these identified functions are reported:
-t, m, b_k and s_m alone flip sign and drift (spec 7).
+t, m, b_k and s_m alone flip sign and drift (spec 7). Random effects (``y ~ x1 + (1 | g)``) are
+prognostic: they enter mu_0 (and ``predict``) for a known group, never the CATE.
 
-Import rule: imports numpy, pandas, ``_kernels``, ``errors`` and ``_binning`` only (the propensity
-model is a ``Fit`` held by duck typing).
+The DataTree (``CausalFit.idata``):
+
+* ``posterior``: ``sigma`` (original scale), the working parameters ``b0``, ``b1``, ``mu_scale`` (s_m),
+  ``delta_mu`` (chain, draw); ``variable_activity_mu`` (chain, draw, mu_predictor) and
+  ``variable_activity_tau`` (chain, draw, tau_predictor), each forest's share of split rules per
+  predictor; with random effects the ``re_*`` variables of ``posterior/random_effects.py``;
+* ``sample_stats``: ``n_proposed``, ``n_accepted`` (chain, draw, move) over both forests, ``weight``;
+* ``mu_forest`` and ``tau_forest``, one group per forest: its trees (``tree_nodes`` (chain, draw, tree),
+  flat preorder ``node_var``, ``node_cut``, ``node_value`` over ``node``: leaf values on the working
+  scale, NaN at internal nodes) and its binned training predictors (``x_codes``, ``cuts``, ``nbins``,
+  ``is_categorical`` over ``predictor``); the mu forest's last predictor is ``propensity``;
+* ``observed_data``: ``y``; ``constant_data``: ``z``, ``propensity``, ``w`` (precision weights) and
+  ``row_index`` (obs), the configuration and both designs as JSON attributes (and the random effects'
+  ``re_group_code``, ``re_basis``);
+* in a file only, ``propensity``: the probit BART propensity fit's own groups (``posterior/bcf_file.py``).
+
+Import rule: numpy, pandas, xarray, ``_kernels``, ``errors``, ``_binning`` and this package's
+``posterior`` modules (the propensity model is a ``Fit`` held by duck typing).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import warnings
-import zipfile
-import zlib
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 
 from .._binning import BinnedPredictors
 from .._kernels.predict import sum_of_trees
-from .._kernels.record import right_children, tree_roots
-from ..errors import ArgumentError, BartpySuiteWarning, DataError, FitFileError
-from .file_check import preorder_problem
+from .._kernels.record import right_children, split_shares, tree_roots
+from ..errors import ArgumentError, BartpySuiteWarning, DataError
+from .fit import CONFIG_ATTR
 
 #: Propensity bounds of the common-support diagnostic (rows outside are counted and warned about).
 SUPPORT_LOW = 0.05
 SUPPORT_HIGH = 0.95
+#: The forests and the DataTree group of each.
+FORESTS = ("mu", "tau")
+FOREST_GROUPS = {"mu": "mu_forest", "tau": "tau_forest"}
+#: The scalar posterior variables (sigma on the response's scale, the others on the working scale).
+PARAM_VARS = ("sigma", "b0", "b1", "mu_scale", "delta_mu")
+#: constant_data attributes holding each forest's formula design as JSON.
+DESIGN_ATTRS = {"mu": "bartpy_suite_design_mu", "tau": "bartpy_suite_design_tau"}
+#: Move names of the MH samplers (columns of ``sample_stats/n_proposed``).
+MOVE_NAMES = ("grow", "prune", "change", "swap", "rotate", "perturb")
 
 
 class CommonSupportWarning(BartpySuiteWarning):
@@ -47,41 +70,74 @@ def _check_level(level) -> float:
     return float(level)
 
 
+def _check_forest(forest) -> str:
+    if forest not in FORESTS:
+        raise ArgumentError(f"forest must be 'mu' (the prognostic forest) or 'tau' (the treatment-effect forest); "
+                            f"got {forest!r}")
+    return forest
+
+
+def binned_from_group(ds) -> BinnedPredictors:
+    """The binned training predictors stored in a forest group (``x_codes``, ``cuts`` padded with NaN,
+    ``nbins``, ``is_categorical``), as ``Fit.binned`` reads constant_data."""
+    nbins = np.asarray(ds["nbins"].values, dtype=np.int64)
+    is_cat = np.asarray(ds["is_categorical"].values).astype(bool)
+    cuts = np.asarray(ds["cuts"].values, dtype=np.float64)
+    grids = tuple(cuts[v, : nbins[v] - 1] if not is_cat[v] else np.zeros(0) for v in range(len(nbins)))
+    return BinnedPredictors(np.asarray(ds["x_codes"].values, dtype=np.int32), grids, nbins, is_cat)
+
+
+def forest_dataset(var, cut, value, counts: np.ndarray, binned, names: list[str]) -> xr.Dataset:
+    """One forest's group: its flat tree store (``counts`` (chain, draw, tree)) and binned predictors."""
+    p = len(names)
+    max_cuts = max([len(c) for c in binned.cuts] + [1])
+    cuts = np.full((p, max_cuts), np.nan)
+    for v, grid in enumerate(binned.cuts):
+        cuts[v, : len(grid)] = grid
+    return xr.Dataset({
+        "tree_nodes": (("chain", "draw", "tree"), np.asarray(counts, dtype=np.int64)),
+        "node_var": (("node",), np.asarray(var, dtype=np.int32)),
+        "node_cut": (("node",), np.asarray(cut, dtype=np.int64)),
+        "node_value": (("node",), np.asarray(value, dtype=np.float64)),
+        "x_codes": (("predictor", "obs"), np.asarray(binned.codes, dtype=np.int32)),
+        "cuts": (("predictor", "cut"), cuts),
+        "nbins": (("predictor",), np.asarray(binned.nbins, dtype=np.int64)),
+        "is_categorical": (("predictor",), np.asarray(binned.is_categorical).astype(np.int8)),
+    })
+
+
 class ForestStore:
-    """One forest's kept trees over all chains, in the prediction kernels' dtypes (draws chain-major)."""
+    """One forest's kept trees over all chains, in the prediction kernels' dtypes (draws chain-major),
+    read from its DataTree group.
 
-    def __init__(self, stores: list, binned, names: list[str]):
-        self.var = np.ascontiguousarray(np.concatenate([s.var for s in stores]), dtype=np.int32)
-        self.cut = np.ascontiguousarray(np.concatenate([s.cut for s in stores]), dtype=np.int64)
-        self.value = np.ascontiguousarray(np.concatenate([s.value for s in stores]), dtype=np.float64)
-        counts = np.concatenate([s.tree_nodes for s in stores]).astype(np.int64)
-        self._finish(counts, binned, names)
+    Attributes
+    ----------
+    var, cut, value : numpy.ndarray
+        Flat preorder node arrays (split variable, -1 at leaves; cut index or level mask; leaf value on
+        the working scale).
+    counts : numpy.ndarray
+        Nodes per (sample, tree).
+    binned : BinnedPredictors
+        The forest's training predictors on its cut grids.
+    names : list of str
+        The forest's predictors.
+    """
 
-    @classmethod
-    def from_arrays(cls, var, cut, value, counts, binned, names) -> ForestStore:
-        """A store from its flat node arrays and node counts (samples, trees), e.g. read from a file."""
-        store = cls.__new__(cls)
-        store.var = np.ascontiguousarray(var, dtype=np.int32)
-        store.cut = np.ascontiguousarray(cut, dtype=np.int64)
-        store.value = np.ascontiguousarray(value, dtype=np.float64)
-        counts = np.asarray(counts, dtype=np.int64)
-        if counts.ndim != 2 or int(counts.sum()) != store.var.shape[0] or store.cut.shape != store.var.shape \
-                or store.value.shape != store.var.shape or (counts < 1).any():
-            raise ValueError("the node arrays do not match the node counts")
-        if store.var.size and (store.var.max() >= binned.nbins.shape[0] or store.var.min() < -1):
-            raise ValueError("a split variable is out of range")
-        problem = preorder_problem(store.var, counts.reshape(-1))
-        if problem:  # the prediction kernels would walk into another tree's nodes or past the array
-            raise ValueError(f"a stored tree is not a whole binary tree in preorder ({problem})")
-        store._finish(counts, binned, names)
-        return store
-
-    def _finish(self, counts, binned, names) -> None:
-        self.counts = counts
-        self.right = right_children(self.var, counts)
-        self.roots = tree_roots(counts)
-        self.binned = binned
+    def __init__(self, ds, names: list[str]):
+        self.var = np.ascontiguousarray(ds["node_var"].values, dtype=np.int32)
+        self.cut = np.ascontiguousarray(ds["node_cut"].values, dtype=np.int64)
+        self.value = np.ascontiguousarray(ds["node_value"].values, dtype=np.float64)
+        counts = np.asarray(ds["tree_nodes"].values, dtype=np.int64)
+        self.counts = counts.reshape(counts.shape[0] * counts.shape[1], -1)
+        self.right = right_children(self.var, self.counts)
+        self.roots = tree_roots(self.counts)
+        self.binned = binned_from_group(ds)
         self.names = list(names)
+
+    @property
+    def n_leaves(self) -> np.ndarray:
+        """Leaves per (sample, tree): a binary tree of k nodes has (k + 1) / 2."""
+        return (self.counts + 1) // 2
 
     def raw_sum(self, codes: np.ndarray) -> np.ndarray:
         """The forest's raw sum of leaf values (samples, rows) at binned rows ``codes`` (p, m)."""
@@ -91,45 +147,147 @@ class ForestStore:
         return out
 
 
+def build_causal_idata(*, params: np.ndarray, chains: int, forests: dict, counts: np.ndarray, y: np.ndarray,
+                       z: np.ndarray, w: np.ndarray, propensity: np.ndarray, index, designs: dict,
+                       config: dict) -> xr.DataTree:
+    """The DataTree of a bcf fit (module docstring) from the chains' stacked draws.
+
+    Parameters
+    ----------
+    params : ndarray
+        (samples, 5), chain-major: sigma on the working scale, b_0, b_1, s_m, delta.
+    chains : int
+    forests : dict
+        ``{"mu": (var, cut, value, counts (samples, trees), binned, names), "tau": ...}``.
+    counts : ndarray
+        Move counts (samples, moves, 2): proposals and acceptances.
+    y, z, w, propensity : ndarray
+        The training response (original scale), treatment codes, weights and propensities.
+    index : pandas.Index
+        The training rows' labels (integers or text).
+    designs : dict
+        ``{"mu": Design, "tau": Design}`` (their ``to_json`` is stored).
+    config : dict
+        The settings (JSON-serialisable); ``scale`` rescales sigma.
+    """
+    samples = params.shape[0]
+    if samples % chains:
+        raise ValueError(f"{samples} draws do not split into {chains} chains")
+    draws = samples // chains
+    shape = (chains, draws)
+    coords = {"chain": np.arange(chains), "draw": np.arange(draws)}
+    scale = float(config["scale"])
+    post = {"sigma": (("chain", "draw"), (params[:, 0] * scale).reshape(shape))}
+    for k, name in enumerate(PARAM_VARS[1:], start=1):
+        post[name] = (("chain", "draw"), params[:, k].reshape(shape))
+    groups = {}
+    for name in FORESTS:
+        var, cut, value, tree_counts, binned, names = forests[name]
+        tree_counts = np.asarray(tree_counts, dtype=np.int64)
+        share = np.empty((samples, len(names)))
+        split_shares(np.ascontiguousarray(var, dtype=np.int32), tree_counts, len(names), share)
+        post[f"variable_activity_{name}"] = (("chain", "draw", f"{name}_predictor"), share.reshape(shape + (-1,)))
+        coords[f"{name}_predictor"] = list(names)
+        groups[f"/{FOREST_GROUPS[name]}"] = forest_dataset(var, cut, value, tree_counts.reshape(shape + (-1,)),
+                                                           binned, names)
+    counts = np.asarray(counts, dtype=np.int64)
+    stats = xr.Dataset({"n_proposed": (("chain", "draw", "move"), counts[:, :, 0].reshape(shape + (-1,))),
+                        "n_accepted": (("chain", "draw", "move"), counts[:, :, 1].reshape(shape + (-1,))),
+                        "weight": (("chain", "draw"), np.ones(shape))},
+                       coords={"chain": coords["chain"], "draw": coords["draw"]})
+    stats.attrs["move_names"] = json.dumps(list(MOVE_NAMES[: counts.shape[1]]))
+    index = pd.Index(index)
+    row_index = np.asarray(index, dtype=np.int64) if pd.api.types.is_integer_dtype(index.dtype) else \
+        np.asarray(index.astype(str), dtype=str)
+    const = xr.Dataset({"z": (("obs",), np.asarray(z, dtype=np.int64)),
+                        "propensity": (("obs",), np.asarray(propensity, dtype=np.float64)),
+                        "w": (("obs",), np.asarray(w, dtype=np.float64)), "row_index": (("obs",), row_index)})
+    const.attrs[CONFIG_ATTR] = json.dumps({**config, "index_kind": "int" if row_index.dtype.kind == "i" else "str"})
+    for name in FORESTS:
+        const.attrs[DESIGN_ATTRS[name]] = designs[name].to_json()
+    groups.update({"/posterior": xr.Dataset(post, coords=coords), "/sample_stats": stats,
+                   "/observed_data": xr.Dataset({"y": (("obs",), np.asarray(y, dtype=np.float64))}),
+                   "/constant_data": const})
+    return xr.DataTree.from_dict(groups)
+
+
 class CausalFit:
-    """A fitted Bayesian causal forest (``bps.bcf``).
+    """A fitted Bayesian causal forest (``bps.bcf``), or one read by ``bps.load``.
 
     Attributes
     ----------
-    params : pandas.DataFrame
-        Per kept draw (chain-major, column ``chain``): ``sigma`` (original scale) and the working
-        parameters ``b0``, ``b1``, ``mu_scale`` (s_m), ``delta_mu``.
-    propensity : numpy.ndarray
-        The propensity of each training row used by the mu forest (clipped to [0.01, 0.99] when
-        estimated).
+    idata : xarray.DataTree
+        The posterior in ArviZ's layout (module docstring): ``posterior``, ``sample_stats``,
+        ``mu_forest``, ``tau_forest``, ``observed_data``, ``constant_data``.
     propensity_fit : Fit or None
-        The probit BART fit of the treatment that estimated it (None for a user column).
+        The probit BART fit of the treatment that estimated the propensity (None for a user column).
+    designs : dict
+        The formula designs of the mu and tau forests.
     treatment : str
         The treatment column.
     config : dict
         The settings of the fit.
+    mu, tau : ForestStore
+        Each forest's trees, as the prediction kernels read them.
     """
 
-    def __init__(self, *, params: np.ndarray, chains: int, mu: ForestStore, tau: ForestStore, n_leaves: dict,
-                 counts: np.ndarray, center: float, scale: float, y: np.ndarray, z: np.ndarray,
-                 propensity: np.ndarray, propensity_fit, designs: dict, config: dict, index):
-        self._params = params  # (samples, 5) on the working scale
-        self.chains = int(chains)
-        self.mu = mu
-        self.tau = tau
-        self.n_leaves = n_leaves
-        self.move_counts = counts
-        self.center = float(center)
-        self.scale = float(scale)
-        self.y = y
-        self.z = z
-        self.propensity = propensity
-        self.propensity_fit = propensity_fit
+    def __init__(self, idata: xr.DataTree, designs: dict, propensity_fit=None):
+        self.idata = idata
+        const = idata["constant_data"]
+        self.config = json.loads(const.attrs[CONFIG_ATTR])
         self.designs = designs
-        self.config = config
-        self.treatment = config["treatment"]
-        self.index = index
+        self.propensity_fit = propensity_fit
+        self.treatment = self.config["treatment"]
+        post = idata["posterior"]
+        self.chains = int(post.sizes["chain"])
+        self.center = float(self.config["center"])
+        self.scale = float(self.config["scale"])
+        self.y = np.asarray(idata["observed_data"]["y"].values, dtype=np.float64)
+        self.z = np.asarray(const["z"].values, dtype=np.int64)
+        self.propensity = np.asarray(const["propensity"].values, dtype=np.float64)
+        rows = const["row_index"].values
+        self.index = pd.Index(rows.astype(np.int64) if self.config.get("index_kind") == "int" else rows.astype(object))
+        names = {name: post[f"{name}_predictor"].values.astype(str).tolist() for name in FORESTS}
+        self.mu = ForestStore(idata[FOREST_GROUPS["mu"]], names["mu"])
+        self.tau = ForestStore(idata[FOREST_GROUPS["tau"]], names["tau"])
+        # (samples, 5) chain-major: sigma on the response's scale, then b_0, b_1, s_m, delta
+        self._params = np.column_stack([post[v].values.reshape(-1) for v in PARAM_VARS])
         self._train = None
+
+    # -- groups ----------------------------------------------------------------------------------
+    @property
+    def posterior(self) -> xr.DataTree:
+        """The posterior group (dims chain, draw, ...)."""
+        return self.idata["posterior"]
+
+    @property
+    def sample_stats(self) -> xr.DataTree:
+        """The sampler's statistics per draw (moves proposed and accepted, weight)."""
+        return self.idata["sample_stats"]
+
+    @property
+    def weights(self) -> xr.DataArray:
+        """Weight of each draw (chain, draw): uniform, normalised to sum to one."""
+        w = self.sample_stats["weight"]
+        return w / w.sum()
+
+    @property
+    def n_leaves(self) -> dict:
+        """Leaves per (sample, tree) of each forest (``{"mu": ..., "tau": ...}``)."""
+        return {"mu": self.mu.n_leaves, "tau": self.tau.n_leaves}
+
+    @property
+    def move_counts(self) -> np.ndarray:
+        """Moves proposed and accepted per (sample, move, 0 proposed / 1 accepted), both forests."""
+        s = self.sample_stats
+        prop = s["n_proposed"].values.reshape(-1, s.sizes["move"])
+        acc = s["n_accepted"].values.reshape(-1, s.sizes["move"])
+        return np.stack([prop, acc], axis=2)
+
+    def to_arviz(self) -> xr.DataTree:
+        """The DataTree (``idata``), ArviZ's layout: ``arviz_stats.summary(fit.to_arviz(),
+        var_names=["sigma"])`` and the ArviZ plots read it."""
+        return self.idata
 
     # -- draws -----------------------------------------------------------------------------------
     @property
@@ -137,7 +295,7 @@ class CausalFit:
         """The kept scalar draws (module docstring); ``sigma`` on the response's scale."""
         p = self._params
         per_chain = p.shape[0] // self.chains
-        return pd.DataFrame({"chain": np.repeat(np.arange(self.chains), per_chain), "sigma": p[:, 0] * self.scale,
+        return pd.DataFrame({"chain": np.repeat(np.arange(self.chains), per_chain), "sigma": p[:, 0],
                              "b0": p[:, 1], "b1": p[:, 2], "mu_scale": p[:, 3], "delta_mu": p[:, 4]})
 
     def _draws_at(self, mu_codes: np.ndarray, tau_codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -251,7 +409,9 @@ class CausalFit:
 
     def predict(self, new=None, level: float = 0.95) -> pd.DataFrame:
         """E[y | x, z] = mu_0(x) + z CATE(x) per row with its interval; ``new`` must hold the treatment
-        column (0/1). None: the training rows.
+        column (0/1). None: the training rows. With random effects (``y ~ x1 + (1 | g)``) a row of a group
+        seen in training adds its effect W' beta_g draw by draw, and needs the group (and slope) columns; a
+        row of a new group gets the population mean, 0 (spec 4.3 a).
 
         Returns
         -------
@@ -270,10 +430,31 @@ class CausalFit:
             z = treatment_codes(new[self.treatment], self.treatment, allow_constant=True)
             cate, mu0 = self._draws_at(*self._codes(new))
             index = new.index
-        f = mu0 + z[None, :] * cate
+        f = mu0 + z[None, :] * cate + self._group_effects(new)
         a = (1.0 - level) / 2.0
         return pd.DataFrame({"mean": f.mean(axis=0), "lower": np.quantile(f, a, axis=0),
                              "upper": np.quantile(f, 1.0 - a, axis=0)}, index=index)
+
+    def _group_effects(self, new) -> np.ndarray | float:
+        """W' beta_g per (sample, row) of the training rows (``new`` None) or of ``new`` on the response's
+        scale: 0 without random effects, and for a row whose group was not seen in training (spec 4.3 a)."""
+        spec = self.config.get("random_effects")
+        if spec is None:
+            return 0.0
+        from .random_effects import new_group_rows
+
+        if new is None:
+            const = self.idata["constant_data"]
+            codes, basis = const["re_group_code"].values, const["re_basis"].values
+        else:
+            codes, basis, _ = new_group_rows(spec, new)
+        eff = self.posterior["re_effect"].values
+        beta = eff.reshape(-1, *eff.shape[2:])
+        out = np.zeros((beta.shape[0], codes.size))
+        known = codes >= 0
+        if known.any():
+            out[:, known] = np.einsum("smk,mk->sm", beta[:, codes[known], :], basis[known])
+        return out
 
     def common_support(self) -> dict:
         """Rows whose propensity lies below ``SUPPORT_LOW`` or above ``SUPPORT_HIGH`` (their count, and
@@ -295,10 +476,12 @@ class CausalFit:
                 CommonSupportWarning, stacklevel=stacklevel)
 
     def summary(self, level: float = 0.95) -> pd.DataFrame:
-        """ATE, ATT, ATC and sigma: mean, sd, equal-tailed interval and split R-hat over the chains."""
+        """ATE, ATT, ATC and sigma (and with random effects ``sd[<term> | <group>]``, the sd of each
+        random-effect term across groups, as a BART fit's): mean, sd, equal-tailed interval and split R-hat
+        over the chains."""
         level = _check_level(level)
         rows = {"ATE": self.ate_draws(), "ATT": self._training_draws()[0][:, self.z == 1].mean(axis=1),
-                "ATC": self._training_draws()[0][:, self.z == 0].mean(axis=1), "sigma": self._params[:, 0] * self.scale}
+                "ATC": self._training_draws()[0][:, self.z == 0].mean(axis=1), "sigma": self._params[:, 0]}
         out = {}
         for name, d in rows.items():
             if not np.all(np.isfinite(d)):
@@ -306,119 +489,122 @@ class CausalFit:
             mean, lower, upper = self._interval(d, level)
             out[name] = {"mean": mean, "sd": float(np.std(d, ddof=1)), "lower": lower, "upper": upper,
                          "r_hat": split_r_hat(d.reshape(self.chains, -1))}
+        spec = self.config.get("random_effects")
+        if spec is not None:  # the sd of each random-effect term across groups, on the response's scale
+            sd = self.posterior["re_sd"].values.reshape(-1, len(spec["terms"]))
+            for k, term in enumerate(spec["terms"]):
+                d = sd[:, k]
+                mean, lower, upper = self._interval(d, level)
+                out[f"sd[{term} | {spec['group']}]"] = {"mean": mean, "sd": float(np.std(d, ddof=1)), "lower": lower,
+                                                        "upper": upper,
+                                                        "r_hat": split_r_hat(d.reshape(self.chains, -1))}
         return pd.DataFrame(out).T
 
-    # -- files -----------------------------------------------------------------------------------
-    def save(self, path) -> None:
-        """Write the fit to one file (a NumPy ``.npz`` archive: the draws, both forests' trees and cut
-        grids, the designs and settings as JSON, and the propensity model's netCDF bytes), read back by
-        ``bps.load``. Written to a temporary name in the same folder and renamed, so a failure leaves
-        nothing half-written.
+
+    # -- forests ---------------------------------------------------------------------------------
+    def variable_activity(self, level: float = 0.95, forest: str | None = None) -> pd.DataFrame:
+        """Each predictor's share of a forest's split rules, per draw, summarised (as ``Fit.variable_activity``).
 
         Parameters
         ----------
-        path : str or os.PathLike
-        """
-        path = Path(path)
-        arrays = {"params": self._params, "move_counts": self.move_counts, "y": self.y, "z": self.z,
-                  "propensity": self.propensity, "index": np.asarray(self.index)}
-        for name, forest in (("mu", self.mu), ("tau", self.tau)):
-            b = forest.binned
-            arrays.update({f"{name}_var": forest.var, f"{name}_cut": forest.cut, f"{name}_value": forest.value,
-                           f"{name}_counts": forest.counts, f"{name}_codes": b.codes, f"{name}_nbins": b.nbins,
-                           f"{name}_is_cat": b.is_categorical, f"{name}_n_leaves": self.n_leaves[name],
-                           f"{name}_cuts": np.concatenate([np.asarray(c, float) for c in b.cuts] or [np.zeros(0)]),
-                           f"{name}_cut_sizes": np.array([len(c) for c in b.cuts], dtype=np.int64)})
-        meta = {"format": "bartpy_suite.bcf/1", "config": self.config, "center": self.center, "scale": self.scale,
-                "chains": self.chains, "designs": {k: d.to_json() for k, d in self.designs.items()},
-                "names": {"mu": self.mu.names, "tau": self.tau.names}}
-        arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-        with tempfile.TemporaryDirectory(dir=path.parent or ".") as tmp:
-            if self.propensity_fit is not None:
-                nc = Path(tmp) / "propensity.nc"
-                self.propensity_fit.to_netcdf(nc)
-                arrays["propensity_fit"] = np.frombuffer(nc.read_bytes(), dtype=np.uint8)
-            part = Path(tmp) / "fit.npz"
-            with open(part, "wb") as fh:
-                np.savez_compressed(fh, **arrays)
-            os.replace(part, path)
-
-    @classmethod
-    def read(cls, path, design_from_json, fit_loader) -> CausalFit:
-        """Read a file written by ``save`` (``bps.load`` calls this with the formula's
-        ``Design.from_json`` and its own loader of the propensity model's netCDF).
-
-        Raises
-        ------
-        FitFileError
-            A file that is not a bcf fit or holds inconsistent arrays, naming the file and what is wrong.
-        """
-        path = Path(path)
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                arrays = {k: data[k] for k in data.files}
-            meta = json.loads(bytes(arrays.pop("meta")).decode())
-            if meta.get("format") != "bartpy_suite.bcf/1":
-                raise ValueError(f"unknown format {meta.get('format')!r}")
-            forests = {}
-            for name in ("mu", "tau"):
-                sizes = arrays[f"{name}_cut_sizes"]
-                flat = arrays[f"{name}_cuts"]
-                cuts = tuple(np.split(flat, np.cumsum(sizes)[:-1])) if sizes.size else ()
-                binned = BinnedPredictors(arrays[f"{name}_codes"].astype(np.int32), cuts,
-                                          arrays[f"{name}_nbins"].astype(np.int64),
-                                          arrays[f"{name}_is_cat"].astype(bool))
-                forests[name] = ForestStore.from_arrays(arrays[f"{name}_var"], arrays[f"{name}_cut"],
-                                                        arrays[f"{name}_value"], arrays[f"{name}_counts"], binned,
-                                                        meta["names"][name])
-            params = arrays["params"]
-            if params.ndim != 2 or params.shape[1] != 5 or params.shape[0] != forests["mu"].counts.shape[0] \
-                    or forests["tau"].counts.shape[0] != params.shape[0]:
-                raise ValueError("the scalar draws do not match the stored trees")
-        except (OSError, ValueError, KeyError, TypeError, EOFError, zlib.error, zipfile.BadZipFile) as exc:
-            raise FitFileError(f"{path} is not a readable bcf fit: {exc}") from None
-        propensity_fit = None
-        if "propensity_fit" in arrays:
-            with tempfile.TemporaryDirectory() as tmp:
-                nc = Path(tmp) / "propensity.nc"
-                nc.write_bytes(arrays["propensity_fit"].tobytes())
-                propensity_fit = fit_loader(nc)
-                propensity_fit.idata.load()  # the temporary file goes away
-        return cls(params=params, chains=int(meta["chains"]), mu=forests["mu"], tau=forests["tau"],
-                   n_leaves={"mu": arrays["mu_n_leaves"], "tau": arrays["tau_n_leaves"]},
-                   counts=arrays["move_counts"], center=meta["center"], scale=meta["scale"], y=arrays["y"],
-                   z=arrays["z"], propensity=arrays["propensity"], propensity_fit=propensity_fit,
-                   designs={k: design_from_json(v) for k, v in meta["designs"].items()}, config=meta["config"],
-                   index=pd.Index(arrays["index"]))
-
-    def variable_activity(self) -> pd.DataFrame:
-        """Per forest, each predictor's share of the split rules, averaged over the kept draws (draws
-        without a split count as 0); the mu forest's predictors include ``propensity``.
+        level : float
+            Probability of the equal-tailed interval (with ``forest``).
+        forest : {None, "mu", "tau"}
+            ``"mu"`` (the prognostic forest, whose predictors include ``propensity``) or ``"tau"`` (the
+            treatment-effect forest): columns ``mean``, ``lower``, ``upper`` indexed by predictor, as a BART
+            fit's. None: both forests' posterior mean shares side by side.
 
         Returns
         -------
         pandas.DataFrame
-            One column per forest (``mu``, ``tau``), one row per predictor of either forest (NaN where a
-            forest does not have the predictor).
+            With ``forest``: indexed by that forest's predictors, columns mean, lower, upper. Without: one
+            column per forest (``mu``, ``tau``), one row per predictor of either forest (NaN where a forest
+            does not have the predictor). Draws without a split count as 0.
         """
-        out = {}
-        for name, forest in (("mu", self.mu), ("tau", self.tau)):
-            per_draw = forest.counts.sum(axis=1)
-            draw_of_node = np.repeat(np.arange(per_draw.shape[0]), per_draw)
-            split = forest.var >= 0
-            p = len(forest.names)
-            counts = np.zeros((per_draw.shape[0], p))
-            np.add.at(counts, (draw_of_node[split], forest.var[split]), 1.0)
-            totals = counts.sum(axis=1, keepdims=True)
-            shares = np.divide(counts, totals, out=np.zeros_like(counts), where=totals > 0)
-            out[name] = pd.Series(shares.mean(axis=0), index=forest.names)
-        return pd.DataFrame(out)
+        level = _check_level(level)
+        if forest is None:
+            return pd.DataFrame({name: pd.Series(self._activity(name).mean(axis=0),
+                                                 index=getattr(self, name).names) for name in FORESTS})
+        forest = _check_forest(forest)
+        act = self._activity(forest)
+        a = (1.0 - level) / 2.0
+        return pd.DataFrame({"mean": act.mean(axis=0), "lower": np.quantile(act, a, axis=0),
+                             "upper": np.quantile(act, 1.0 - a, axis=0)},
+                            index=pd.Index(getattr(self, forest).names, name="predictor"))
+
+    def _activity(self, forest: str) -> np.ndarray:
+        da = self.posterior[f"variable_activity_{forest}"]
+        return da.values.reshape(-1, da.shape[2])
 
     def mean_leaves(self) -> pd.DataFrame:
         """Mean leaf count per tree of each forest, per draw (a forest-level diagnostic only: the forests
         can trade the control-arm surface, spec 7)."""
         return pd.DataFrame({k: v.mean(axis=1) for k, v in self.n_leaves.items()})
 
+    def tree(self, chain: int = 0, draw: int = 0, tree: int = 0, forest: str = "mu"):
+        """One stored tree of a forest, printed like R's rpart (as ``Fit.tree``).
+
+        A leaf shows the tree's term in that draw on the response's scale: s_y s_m theta for a mu tree
+        (its part of mu_0 before the tau forest's b_0 t), s_y (b_1 - b_0) theta for a tau tree (its part
+        of the CATE). A split shows the mean response of its training rows.
+
+        Parameters
+        ----------
+        chain, draw : int
+            Which kept draw.
+        tree : int
+            Which tree of the forest.
+        forest : {"mu", "tau"}
+
+        Returns
+        -------
+        TreeText
+        """
+        from .tree_text import format_tree
+
+        forest = _check_forest(forest)
+        store = getattr(self, forest)
+        draws = self._params.shape[0] // self.chains
+        sizes = {"chain": self.chains, "draw": draws, "tree": store.counts.shape[1]}
+        for name, value in (("chain", chain), ("draw", draw), ("tree", tree)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < sizes[name]:
+                raise ArgumentError(f"{name} must be an integer in 0..{sizes[name] - 1}; got {value!r}")
+        sample = chain * draws + draw
+        p = self._params[sample]
+        factor = self.scale * (p[3] if forest == "mu" else p[2] - p[1])
+        root = int(store.roots[sample, tree])
+        count = int(store.counts[sample, tree])
+        nodes = slice(root, root + count)
+        var = store.var[nodes]
+        arrays = {"split_var": var, "split_cut": store.cut[nodes],
+                  "left_child": np.where(var >= 0, np.arange(count) + 1, -1),
+                  "right_child": np.where(var >= 0, store.right[nodes] - root, -1),
+                  "leaf_value": store.value[nodes] * factor}
+        config = {"response_kind": "numeric", "leaf_model": "normal", "model_type": "bart"}
+        what = "s_y s_m theta, its term of mu_0" if forest == "mu" else "s_y (b1 - b0) theta, its term of the CATE"
+        title = f"{forest} tree {tree} of chain {chain}, draw {draw} (leaf: {what})"
+        return format_tree(arrays, store.binned, store.names, config, self.designs[forest], self.y, title, tree=tree)
+
+    # -- files -----------------------------------------------------------------------------------
+    def save(self, path) -> None:
+        """Write the fit to one netCDF file (``posterior/bcf_file.py``): the DataTree, with the propensity
+        model's groups under ``propensity``; read back by ``bps.load``. Written to a temporary name in the
+        same folder and renamed, so a failure leaves nothing half-written.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+        """
+        from .bcf_file import save_causal
+
+        save_causal(self, path)
+
+    to_netcdf = save
+
+    def __repr__(self) -> str:
+        return (f"<bartpy_suite.CausalFit: bcf, treatment={self.treatment!r}, sampler={self.config['sampler']!r}, "
+                f"{self.chains} chains x {self._params.shape[0] // self.chains} draws, "
+                f"{self.mu.counts.shape[1]} mu and {self.tau.counts.shape[1]} tau trees>")
 
 def split_r_hat(draws: np.ndarray) -> float:
     """Split R-hat (Gelman et al. 2013) of draws shaped (chains, draws); NaN with fewer than 4 draws."""

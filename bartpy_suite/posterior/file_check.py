@@ -178,6 +178,38 @@ def load_fit(path, design_from_json: Callable[[str], object] | None = None,
     return fit
 
 
+def check_fit_tree(idata: xr.DataTree, path, design_from_json: Callable[[str], object] | None = None,
+                   where: str = "") -> Fit:
+    """Check and rebuild a fit from a DataTree already in memory, as ``load_fit`` does from a file (a bcf
+    file holds its propensity model's fit as the groups under ``/propensity``); the error names ``path``
+    and the bad array under ``where``. The log-likelihood group is not recomputed.
+
+    Raises
+    ------
+    FitFileError
+        When the tree fails :func:`check_fit` (or its design cannot be read).
+    """
+    prefix = f"{where}/" if where else ""
+    try:
+        const = _group(idata, "constant_data")
+        if CONFIG_ATTR not in const.attrs:
+            _fail("constant_data.attrs", f"no model configuration ({CONFIG_ATTR!r}): not a bartpy_suite fit")
+        checker = _Checker(idata)
+        checker.run()
+        idata = checker.idata
+    except _Bad as bad:
+        raise _error(os.fspath(path), prefix + bad.where, bad.what) from None
+    attrs = idata["constant_data"].attrs
+    attrs.pop(LOG_LIKELIHOOD_ATTR, None)
+    design = None
+    if DESIGN_ATTR in attrs and design_from_json is not None:
+        try:
+            design = design_from_json(attrs[DESIGN_ATTR])
+        except Exception as exc:  # whatever the reader makes of a damaged design, the file is at fault
+            raise _error(os.fspath(path), f"{prefix}constant_data.attrs[{DESIGN_ATTR!r}]", str(exc)) from None
+    return Fit(idata, design=design)
+
+
 def _expand_leaves(idata: xr.DataTree, leaf: np.ndarray) -> xr.DataTree:
     """The DataTree with the trees group's leaf parameters back on the node axis (NaN at internal
     nodes), as ``Fit.to_netcdf`` stores them over the leaves only (``leaf``: which nodes are
@@ -592,41 +624,42 @@ class _Checker:
             if name not in held:
                 _fail(f"posterior/{name}", "variable missing (config['sparse'] says the fit is DART)")
 
-    def constant(self, config: dict) -> dict:
-        """Binned training predictors: is_categorical, nbins, cut grids and codes."""
+    def constant(self, config: dict, group: str = "constant_data") -> dict:
+        """Binned training predictors: is_categorical, nbins, cut grids and codes (in ``group``: a bcf fit
+        keeps each forest's in its forest group)."""
         split = config.get("na_action") == "split"
-        is_cat = self.array("constant_data", "is_categorical", "int", ("predictor",))
+        is_cat = self.array(group, "is_categorical", "int", ("predictor",))
         if ((is_cat != 0) & (is_cat != 1)).any():
-            _fail("constant_data/is_categorical", f"predictor {self.first((is_cat != 0) & (is_cat != 1))} is "
+            _fail(f"{group}/is_categorical", f"predictor {self.first((is_cat != 0) & (is_cat != 1))} is "
                                                   "neither 0 nor 1")
         is_cat = is_cat.astype(bool)
-        nbins = self.array("constant_data", "nbins", "int", ("predictor",))
-        cuts = self.array("constant_data", "cuts", "float", ("predictor", "cut"))
+        nbins = self.array(group, "nbins", "int", ("predictor",))
+        cuts = self.array(group, "cuts", "float", ("predictor", "cut"))
         bad = (nbins < 1) | (is_cat & (nbins > MAX_LEVELS)) | (~is_cat & (nbins - 1 > cuts.shape[1]))
         if bad.any():
             v = self.first(bad)
-            _fail("constant_data/nbins", f"predictor {v} has {nbins[v]} bins, expected 1..{MAX_LEVELS} levels for a "
+            _fail(f"{group}/nbins", f"predictor {v} has {nbins[v]} bins, expected 1..{MAX_LEVELS} levels for a "
                                          f"factor or at most {cuts.shape[1] + 1} for a numeric predictor")
         # numeric grid v: cuts[v, :nbins[v] - 1] finite and strictly increasing (searchsorted needs it)
         inside = np.arange(cuts.shape[1])[None, :] < (nbins - 1)[:, None]
         inside &= ~is_cat[:, None]
         if (inside & ~np.isfinite(cuts)).any():
-            _fail("constant_data/cuts", f"predictor {self.first((inside & ~np.isfinite(cuts)).any(axis=1))} has a "
+            _fail(f"{group}/cuts", f"predictor {self.first((inside & ~np.isfinite(cuts)).any(axis=1))} has a "
                                         "non-finite cut point")
         if cuts.shape[1] > 1:
             step = np.diff(np.where(inside, cuts, 0.0), axis=1)
             down = inside[:, 1:] & ~(step > 0)
             if down.any():
-                _fail("constant_data/cuts", f"the cut points of predictor {self.first(down.any(axis=1))} are not "
+                _fail(f"{group}/cuts", f"the cut points of predictor {self.first(down.any(axis=1))} are not "
                                             "strictly increasing")
-        codes = self.array("constant_data", "x_codes", "int", ("predictor", "obs"), native=True)
+        codes = self.array(group, "x_codes", "int", ("predictor", "obs"), native=True)
         top = nbins - 1 + (1 if split else 0)  # na_action="split": missing values have code nbins
         bad = (codes < 0) | (codes > top[:, None])
         if bad.any():
             v = self.first(bad.any(axis=1))
-            _fail("constant_data/x_codes", f"predictor {v} holds codes outside 0..{top[v]}")
+            _fail(f"{group}/x_codes", f"predictor {v} holds codes outside 0..{top[v]}")
         if self.sizes["obs"] < 1:
-            _fail("constant_data/x_codes", "no training rows")
+            _fail(f"{group}/x_codes", "no training rows")
         return {"is_cat": is_cat, "nbins": nbins}
 
     def observed(self, config: dict) -> int:

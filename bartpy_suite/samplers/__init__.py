@@ -18,6 +18,7 @@ from .registry import SAMPLERS, Chain, Option, SamplerSpec, Statistic, get_sampl
 from .tempered import TEMPERED as _TEMPERED  # noqa: F401  (registers tempered)
 from . import gfr  # noqa: F401, E402, I001  (registers gfr)
 from . import random_effects  # noqa: F401, E402, I001  (cgm and grow_prune fit bart_re)
+from . import hetero  # noqa: F401, E402, I001  (cgm and grow_prune fit bart_hetero)
 
 __all__ = [
     "SAMPLERS", "BartProblem", "CartProblem", "SoftTreeProblem", "Chain", "Option", "SamplerSpec", "Statistic",

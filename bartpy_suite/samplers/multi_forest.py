@@ -16,6 +16,7 @@ import numpy as np
 
 from .._kernels import tree as _tree
 from .._kernels.backfit import N_ACC, SIGMA_SAMPLED, BackfitState, record_forest_now
+from .._kernels.causal_re import collect_re, new_causal_re, no_random_effects, with_draws
 from .._kernels.likelihood import MODEL_BASIS_NORMAL
 from .._kernels.multi_forest import N_PARAMS, CausalState, ForestPart, run_causal_chain
 from .._kernels.record import grow_store, new_store, nodes_of_trees, trim_store
@@ -83,6 +84,8 @@ class CausalProblem:
     mu_scale2: float
     sigma2: float
     model: str = "bcf"
+    #: ``causal_re.CausalRe`` arguments (group codes, basis, groups, prior) or None: no random effects
+    random_effects: dict | None = None
 
 
 def _part(spec: ForestSpec, resid: np.ndarray, sigma2: np.ndarray, basis: np.ndarray):
@@ -124,7 +127,7 @@ class CausalChain:
 
     def __init__(self, problem: CausalProblem, moves: dict, rng: np.random.Generator):
         self.rng = rng
-        y = np.ascontiguousarray(problem.y, dtype=np.float64)
+        y = np.array(problem.y, dtype=np.float64)  # a copy: with random effects the chain writes y - gamma
         z = np.ascontiguousarray(problem.z, dtype=np.int64)
         w = np.ascontiguousarray(problem.w, dtype=np.float64)
         n = y.shape[0]
@@ -142,7 +145,8 @@ class CausalChain:
         self.mu, self.mu_capacity = _part(ForestSpec(**{**problem.mu.__dict__, "tau2": mu_tau2}), resid, sigma2,
                                           mu_basis)
         self.tau, self.tau_capacity = _part(problem.tau, resid, sigma2, tau_basis)
-        self.causal = CausalState(y, z, w, mfit, tfit, params, float(problem.mu_scale2), 2.0)
+        re = no_random_effects(n) if problem.random_effects is None else new_causal_re(y, **problem.random_effects)
+        self.causal = CausalState(y, z, w, mfit, tfit, params, float(problem.mu_scale2), 2.0, re)
         self.out = None
 
     @property
@@ -160,6 +164,7 @@ class CausalChain:
             self.forest_out.append(ForestOut(np.zeros((draws, t), dtype=np.int32), np.zeros((draws, t), dtype=np.int32),
                                              new_store(draws, t, INITIAL_NODES_PER_TREE * t * min(draws, 256)),
                                              np.zeros(cap, dtype=np.int32), np.empty(cap, dtype=np.int32)))
+        self.causal = self.causal._replace(re=with_draws(self.causal.re, draws))
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
         """Advance ``n_iter`` sweeps, recording kept draws (the stores grow on demand)."""
@@ -188,5 +193,6 @@ class CausalChain:
         for name, fo in zip(("mu", "tau"), self.forest_out):
             out[name] = {"n_leaves": fo.leaves[:kept].copy(), "depth": fo.depth[:kept].copy(),
                          "store": trim_store(fo.store, kept)}
+        out["re"] = collect_re(self.causal.re, kept)
         self.out = self.forest_out = None
         return out
