@@ -207,10 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="DART: the sparsity-inducing Dirichlet prior on the split variables (Linero 2018; "
                           f"--model {_models_taking('sparse')} with the samplers {' or '.join(SPARSE_SAMPLERS)}); "
                           "the summary and the saved fit then hold split_probs")
-    fit.add_argument("--init", choices=("gfr",),
-                     help="warm start: 'gfr' runs a few grow-from-root sweeps and starts each chain from a "
-                          f"different GFR forest (--model {_models_taking('init')} regression, samplers grow_prune, "
-                          "cgm, gfr); give it a short --tune, e.g. 100")
+    fit.add_argument("--init", choices=("auto", "gfr", "none"),
+                     help=f"how the chains start (--model {_models_taking('init')}): 'gfr' runs a few grow-from-root "
+                          "sweeps and starts each chain from a different GFR forest (regression, samplers grow_prune, "
+                          "cgm, gfr; --tune then defaults to 300); 'none' starts every tree as a stump; 'auto' "
+                          "(default) is 'gfr' for a regression fit of 10,000 rows or more, else 'none'")
     fit.add_argument("--init-sweeps", dest="init_sweeps", type=int, metavar="K",
                      help="GFR sweeps of --init gfr (default max(5, chains); at least --chains)")
     fit.add_argument("--level", type=float, help="credible level of the summary intervals")
@@ -825,15 +826,16 @@ def _fit_bcf(args: argparse.Namespace, session: _Session, out) -> None:
 
 def _warm_start_keywords(args: argparse.Namespace, chains: int) -> dict[str, Any]:
     """``init`` / ``init_options`` from ``--init`` and ``--init-sweeps``, checked before the data are read."""
+    init = None if args.init == "none" else args.init
     if args.init_sweeps is None:
-        return {} if args.init is None else {"init": args.init}
-    if args.init is None:
+        return {} if args.init is None else {"init": init}
+    if init is None or init == "auto":
         raise CommandError("--init-sweeps sets the number of GFR sweeps of the warm start: add --init gfr, or leave "
                            "--init-sweeps out")
     if args.init_sweeps < chains:
         raise CommandError(f"--init-sweeps {args.init_sweeps} is fewer than the {chains} chains: each chain starts "
                            f"from a different GFR sweep; give --init-sweeps {chains} or more")
-    return {"init": args.init, "init_options": {"sweeps": args.init_sweeps}}
+    return {"init": init, "init_options": {"sweeps": args.init_sweeps}}
 
 
 def _ordered_response(data: pd.DataFrame, formula: str, levels: str) -> pd.DataFrame:

@@ -71,4 +71,14 @@ def test_init_is_for_bart_only(data_csv):
 def test_init_in_fit_help(capsys):
     assert main(["fit", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert "--init {gfr}" in text and "--init-sweeps K" in text and "at least --chains" in text
+    assert "--init {auto,gfr,none}" in text and "--init-sweeps K" in text and "at least --chains" in text
+
+
+def test_init_none_and_auto(data_csv, tmp_path):
+    """--init none is init=None (stumps); --init auto, the default, is init='auto' (stumps at 120 rows)."""
+    path, df = data_csv
+    expected = bps.bart("y ~ .", data=df, progress=False, **SETTINGS, init=None).posterior["sigma"].to_numpy()
+    for choice in ("none", "auto"):
+        status, _, err = run(["fit", "y ~ .", str(path), *ARGS, "--init", choice, "--out", str(tmp_path / "f.nc")])
+        assert status == 0, err
+        np.testing.assert_array_equal(bps.load(tmp_path / "f.nc").posterior["sigma"].to_numpy(), expected)

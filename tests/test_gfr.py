@@ -281,7 +281,7 @@ def test_warm_start_through_bart_is_deterministic_and_fits():
     (dict(init="gfr", sampler="pg"), "'grow_prune', 'cgm', 'gfr'"),
     (dict(init="gfr", init_options={"sweeps": 1}, chains=2), "fewer than the 2 chains"),
     (dict(init="gfr", init_options={"particles": 3}), "init_options: .*no option 'particles'"),
-    (dict(init_options={"sweeps": 5}), "give init='gfr'"),
+    (dict(init=None, init_options={"sweeps": 5}), "give init='gfr'"),
     (dict(init="gfr", sparse=True), "DART"),
 ])
 def test_bad_settings_raise_clear_errors(kwargs, match):

@@ -3,6 +3,7 @@ sampled by Bayesian backfitting (PG-BART paper, Algorithm 1)."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 
@@ -34,6 +35,17 @@ from .registry import register
 from .settings import with_run_keywords
 
 LINKS = ("auto", "probit", "logit", "ordinal")
+#: The default run of regression BART (``init``, ``tune`` and ``draws`` "auto", issue 32): from this many
+#: rows on, the chains start from GFR forests (``init="gfr"``) and run ``AUTO_WARM_TUNE`` tuning and
+#: ``AUTO_WARM_DRAWS`` kept sweeps; below it, or for a fit a warm start does not support, they start from
+#: stumps with ``AUTO_TUNE`` + ``AUTO_DRAWS``. The numbers come from ``benchmarks/calibration.py``
+#: (``benchmarks/results/calibration.md``: coverage of f, RMSE and CPU time against n).
+AUTO_WARM_MIN_ROWS = 10_000
+AUTO_WARM_TUNE = 300
+AUTO_WARM_DRAWS = 500
+AUTO_TUNE = 1000
+AUTO_DRAWS = 1000
+
 #: Prior sd of log v(x) of a variance forest (stochtree's ``leaf_prior_calibration_param``, spec multi_forest.md 5.2).
 VARIANCE_A0 = 1.5
 
@@ -257,15 +269,18 @@ class BART(TreeModel):
         response's levels. "auto" (default): probit for two classes; for more, ordinal when the
         formula's response is an ordered pandas Categorical (``pd.Categorical(..., ordered=True)``),
         logit otherwise (an unordered factor stays multinomial).
-    init : {None, "gfr"}
-        How the chains start. None (default): every tree a stump, sigma at ``sigma_hat``.
+    init : {"auto", None, "gfr"}
+        How the chains start. "auto" (default): ``"gfr"`` for a fit it supports (below) with at
+        least ``AUTO_WARM_MIN_ROWS`` (10,000) rows, else None. None: every tree a stump, sigma at
+        ``sigma_hat``.
         ``"gfr"``: warm start (Krantsevich, He & Hahn 2023; stochtree's default): k grow-from-root
         sweeps (the ``gfr`` sampler, run with a generator of its own spawned from ``seed``) under
         the same prior, and chain c starts from the forest and sigma of sweep k - 1 - c; those
         sweeps are not kept as draws. The chains' sampler is unchanged, so they target the same
         posterior; they need far fewer tuning sweeps (``tune``). Regression BART with
         ``sampler`` "grow_prune", "cgm" or "gfr", without ``executor``, ``sparse`` and
-        ``na_action="split"``.
+        ``na_action="split"`` ("auto" also needs ``likelihood=True``, ``sigma=None`` and no random
+        effects, and never warm-starts the ``gfr`` sampler itself).
     init_options : dict or None
         Settings of ``init="gfr"``: ``sweeps`` (k, default ``max(5, chains)``, at least
         ``chains``) and the ``gfr`` sampler's options (``weights``, ``max_depth``,
@@ -310,7 +325,7 @@ class BART(TreeModel):
     """
 
     model_type = "bart"
-    run_defaults = {"sampler": "grow_prune"}
+    run_defaults = {"sampler": "grow_prune", "tune": "auto", "draws": "auto"}
     #: problem kinds of this model whose samplers the docstring lists besides ``bart``'s
     sampler_variants = {"bart_multinomial": "multinomial (logit) BART", "bart_ordinal": "ordinal BART",
                         "bart_re": "BART with random effects"}
@@ -318,11 +333,17 @@ class BART(TreeModel):
         "The sampler is the single-tree update inside Bayesian backfitting. ``grow_prune`` is the default "
         "because it gave more effective draws of sigma and f(x) per CPU second than ``cgm`` on Friedman #1, the "
         "hypercube, Wu and CGM data (``benchmarks/results/bart_default_mixing.md``); a single tree "
-        "(``bps.cart``) defaults to ``tempered``.")}
+        "(``bps.cart``) defaults to ``tempered``."),
+        "tune": "\"auto\": 300 when the chains start from GFR forests (``init``), else 1000.",
+        "draws": "\"auto\": 500 when the chains start from GFR forests and the data have 10,000 rows or more, else "
+                 "1000. What this default costs and gives against 1000 + 1000 sweeps from stumps (coverage of f's "
+                 "95% intervals, RMSE, CPU time at 10^3 to 10^6 rows): ``benchmarks/results/calibration.md`` and "
+                 "the samplers guide.",
+    }
 
     def __init__(self, *, trees=200, alpha=0.95, beta=2.0, k=2.0, nu=3.0, q=0.9, sigma_hat=None, max_cuts=100,
                  min_leaf_size=5, sigma=None, link="auto", sparse=False, sparse_a=0.5, sparse_b=1.0,
-                 sparse_rho=None, cutpoint_sd=10.0, init=None, init_options=None, weights=None, offset=None,
+                 sparse_rho=None, cutpoint_sd=10.0, init="auto", init_options=None, weights=None, offset=None,
                  variance=None, variance_trees=50, **run):
         self._init_run(run)
         self._init_tree_prior(alpha, beta, min_leaf_size, max_cuts)
@@ -352,18 +373,20 @@ class BART(TreeModel):
         if (self.weights is not None or variance is not None) and self.spec.name not in able:
             raise ArgumentError(f"weights= and variance= are fitted by the samplers {', '.join(map(repr, able))}; "
                                 f"sampler={self.spec.name!r} is not one of them")
-        if (self.weights is not None or variance is not None) and (self._sparse is not None or self.init is not None):
+        if (self.weights is not None or variance is not None) and (self._sparse is not None or self.init == "gfr"):
             raise ArgumentError("weights= and variance= are not available with sparse=True (DART) or init='gfr' yet; "
                                 "leave those out")
 
     def _check_init(self, init, init_options):
         """Validated ``init`` and ``init_options`` (``samplers/gfr.py``)."""
+        if isinstance(init, str) and init == "auto":
+            return init, None if init_options is None else check_init_options(init_options, self.chains)
         if init is None:
             if init_options is not None:
                 raise ArgumentError("init_options= sets the warm start of init='gfr'; give init='gfr' or leave "
                                     "init_options out")
             return None, None
-        init = check.check_choice("init", init, ("gfr",))
+        init = check.check_choice("init", init, ("auto", "gfr"))
         if self.spec.name not in WARM_STARTABLE:
             raise ArgumentError(f"init='gfr' starts chains of the samplers {', '.join(map(repr, WARM_STARTABLE))}; "
                                 f"sampler={self.spec.name!r} is not one of them (use init=None with it)")
@@ -378,7 +401,7 @@ class BART(TreeModel):
     def _run(self, chains: list, problem=None) -> int:
         """Warm-start the chains of ``problem`` (``init="gfr"``) and run them. The problem is passed
         in, not kept on the model, so that fits of one model in several threads stay apart."""
-        if self.init is not None and isinstance(problem, BartProblem):
+        if self.init == "gfr" and isinstance(problem, BartProblem):
             rng = spawn_generators(self.seed, self.chains + 1)[self.chains]  # after the chains' own
             warm_start(chains, problem, rng, self.init_options)
         return super()._run(chains, problem)
@@ -406,6 +429,15 @@ class BART(TreeModel):
         bartpy_suite.posterior.Fit
         """
         na_action = check_na_action(na_action)
+        if "auto" in (self.init, self.tune, self.draws):
+            warm_ok = (class_labels is None and random_effects is None and na_action is not NaAction.SPLIT
+                       and self.likelihood and self.sigma is None and sample_weight is None and sample_offset is None
+                       and self.weights is None and self.offset is None and self.variance is None)
+            return self._resolved(np.shape(y)[0], warm_ok).fit(
+                X, y, is_categorical=is_categorical, n_levels=n_levels, class_labels=class_labels,
+                predictor_names=predictor_names, design=design, na_action=na_action, random_effects=random_effects,
+                sample_weight=sample_weight, sample_offset=sample_offset, mean_predictors=mean_predictors,
+                variance_predictors=variance_predictors)
         if self.variance is None and (mean_predictors is not None or variance_predictors is not None):
             raise ArgumentError("mean_predictors= and variance_predictors= split the predictors between the mean and "
                                 "the variance trees: give variance= too")
@@ -422,7 +454,7 @@ class BART(TreeModel):
                                 "are fitted (na_action='drop' dropped rows with missing predictors): drop them first")
         check_link_for_response(self.link, class_labels)
         sparse = sparse_settings(self._sparse, names, self.spec.name)
-        if self.init is not None and (self.link == "ordinal" or (class_labels is not None and (
+        if self.init == "gfr" and (self.link == "ordinal" or (class_labels is not None and (
                 self.link == "logit" or (self.link == "auto" and len(class_labels) > 2)))):
             raise ArgumentError(f"init='gfr' fits {SUPPORTED} only, not ordinal or multinomial BART; use init=None")
         if self.link == "ordinal":
@@ -495,7 +527,7 @@ class BART(TreeModel):
         if weights is not None:
             problem, attach = self._with_hetero(problem, weights, offset, (wname, oname), names, na_action, config,
                                                 (mean_predictors, variance_predictors))
-        if self.init is not None:
+        if self.init == "gfr":
             check_problem(problem)  # a probit response: say what init='gfr' fits
             config.update(init=self.init, init_options=self.init_options)
 
@@ -506,6 +538,23 @@ class BART(TreeModel):
                 del posterior["sigma"]  # a variance forest's sigma0 is fixed: sigma(x) is the variance trees'
 
         return self._sample(problem, binned=binned, y=y, config=config, design=design, derived=derived, attach=attach)
+
+    def _resolved(self, n_rows: int, warm_ok: bool) -> BART:
+        """A copy of this model with the "auto" run settings decided for a fit of ``n_rows`` rows
+        (``AUTO_*`` above); ``warm_ok``: the response and options allow a GFR warm start. The
+        model itself is not changed (fits of one model may run in several threads)."""
+        warm = self.init == "gfr" or (
+            self.init == "auto" and warm_ok and n_rows >= AUTO_WARM_MIN_ROWS and self.spec.name in ("grow_prune", "cgm")
+            and self._sparse is None and self.executor is None)
+        model = copy.copy(self)
+        model.run = dataclasses.replace(
+            self.run,
+            tune=(AUTO_WARM_TUNE if warm else AUTO_TUNE) if self.tune == "auto" else self.tune,
+            draws=(AUTO_WARM_DRAWS if warm and n_rows >= AUTO_WARM_MIN_ROWS else AUTO_DRAWS) if self.draws == "auto"
+            else self.draws)
+        model.init = "gfr" if warm else None
+        model.init_options = check_init_options(self.init_options, self.chains) if warm else None
+        return model
 
     def _check_hetero(self, sample_weight, sample_offset, class_labels, random_effects, n_rows: int):
         """The rows' weights and offsets as float64 arrays (None, None when the fit has neither; weights 1
@@ -590,7 +639,7 @@ class BART(TreeModel):
         if class_labels is not None:
             raise ArgumentError("random effects (1 | g) are fitted for a numeric response only (Gaussian BART); this "
                                 "response is categorical")
-        if self._sparse is not None or self.init is not None:
+        if self._sparse is not None or self.init == "gfr":
             raise ArgumentError("random effects (1 | g) are not available with sparse=True (DART) or init='gfr' yet; "
                                 "leave those out")
         if random_effects.group.shape[0] != n_rows:
@@ -650,7 +699,7 @@ class BART(TreeModel):
                                     f"...' formula; got {', '.join(f'{k}={v!r}' for k, v in dart.items())}); leave "
                                     "the sparse keywords out")
             keywords.pop("sparse", None)
-            if keywords.pop("init", None) is not None or keywords.pop("init_options", None) is not None:
+            if keywords.pop("init", None) not in (None, "auto") or keywords.pop("init_options", None) is not None:
                 raise ArgumentError(f"init='gfr' fits {SUPPORTED} only, not survival BART (a 'Surv(time, event) ~ "
                                     "...' formula); leave init out")
             return SurvivalBART.from_formula(formula, data, na_action=na_action, **keywords)

@@ -38,8 +38,8 @@ class RunSettings:
 
     sampler: str
     chains: int = 4
-    draws: int = 1000
-    tune: int = 1000
+    draws: int | str = 1000  # "auto" only where a model's run_defaults say so (BART: models/bart.py)
+    tune: int | str = 1000
     thin: int = 1
     seed: Any = None  # None, an int >= 0 or a numpy SeedSequence
     moves: Mapping | None = None
@@ -113,8 +113,8 @@ def check_run_settings(kind: str, keywords: Mapping[str, Any],
                             f"{', '.join(map(repr, samplers_for(kind)))})")
     spec = get_sampler(given["sampler"], kind)
     chains = check.check_int_at_least("chains", given["chains"], 1)
-    draws = check.check_int_at_least("draws", given["draws"], 1)
-    tune = check.check_int_at_least("tune", given["tune"], 0)
+    draws = _count_or_auto("draws", given["draws"], 1, overrides)
+    tune = _count_or_auto("tune", given["tune"], 0, overrides)
     thin = check.check_int_at_least("thin", given["thin"], 1)
     seed = check.check_seed("seed", given["seed"])
     moves, options = given["moves"], given["sampler_options"]
@@ -146,6 +146,14 @@ def check_run_settings(kind: str, keywords: Mapping[str, Any],
         raise ArgumentError("threads= sets the threads of the default run; with executor= the executor decides "
                             "where chains run: give one of them")
     return settings, spec
+
+
+def _count_or_auto(name: str, value: Any, low: int, overrides: Mapping[str, Any] | None) -> int | str:
+    """An iteration count >= ``low``, or ``"auto"`` where the model's defaults have it (the model
+    then picks the count when it sees the data, e.g. BART from the number of rows)."""
+    if isinstance(value, str) and value == "auto" and (overrides or {}).get(name) == "auto":
+        return value
+    return check.check_int_at_least(name, value, low)
 
 
 # --- documentation ---------------------------------------------------------------------------------
@@ -221,7 +229,10 @@ def run_parameters_doc(model: type) -> str:
                                                    getattr(model, "sampler_variants", None))
         else:
             kind, text = _ENTRIES[name]
-            text = text.format(default=defaults.get(name))
+            if defaults.get(name) == "auto":  # the model picks the count from the data (see its note)
+                kind, text = f'{kind} or "auto"', text.format(default='"auto"')
+            else:
+                text = text.format(default=defaults.get(name))
         if name in notes:
             text += " " + notes[name]
         out.append(_entry(name, kind, text))
