@@ -23,6 +23,13 @@ sweep are timed on the same chain: the full sweep; the sweep without the MH tree
 the sum of squares); ``map_leaves`` of every tree (charged per accepted move, the trees whose
 partition changed). The MH moves' share is the rest.
 
+The cost of one exchange pass (``--pass-calls``): ``row_parallel.exchange_fits_blocks`` called
+from Python on 7 leaves over n rows (random leaves and values, seed 0), ``reps`` calls per round,
+1 and 2 threads in alternation, 3 rounds, median per call; in child processes with
+``OMP_WAIT_POLICY=PASSIVE`` (what ``row_parallel`` sets unless the user set it) and with
+``OMP_WAIT_POLICY=`` (an empty value, which libgomp rejects with a warning and then uses its
+default: threads spin a while before they sleep).
+
 The machine has 2 cores shared with other work: the load average (``os.getloadavg``) is recorded
 at the start and the end of each n.
 
@@ -35,9 +42,11 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from unittest import mock
@@ -47,7 +56,7 @@ import numpy as np
 
 from bartpy_suite._kernels.backfit import begin_sweep, draw_noise, finish_tree, map_leaves, prepare_tree, tree_view
 from bartpy_suite._kernels.jit import kernel
-from bartpy_suite._kernels.row_parallel import set_threads
+from bartpy_suite._kernels.row_parallel import block_layout, exchange_fits_blocks, set_threads
 from bartpy_suite.models.bart import BART
 from bartpy_suite.samplers.forest import ROW_BLOCKS_ENV
 
@@ -155,6 +164,47 @@ def profile(chain, sweeps: int, threads: int) -> dict:
     return out
 
 
+PASS_CALLS = {100_000: 200, 1_000_000: 30}  # n: calls per round
+
+
+def pass_calls_child(n: int) -> dict:
+    """Per-call CPU and wall microseconds of the exchange pass on 1 and 2 threads (median of 3
+    rounds), in this process."""
+    cap = 31
+    rng = np.random.default_rng(0)
+    leaf_in = rng.integers(1, 8, n).astype(np.uint8)
+    leaf_out = rng.integers(1, 8, n).astype(np.uint8)
+    value_in, value_out, resid = rng.normal(size=cap), rng.normal(size=cap), rng.normal(size=n)
+    sums, cursor = block_layout(n, cap)
+    perm = np.zeros(0, np.int32)
+    reps = PASS_CALLS.get(n, 30)
+    times = {1: [], 2: []}
+    for _ in range(3):
+        for count in (1, 2):
+            set_threads(count)
+            exchange_fits_blocks(resid, leaf_out, value_out, leaf_in, value_in, 8, sums, perm, cursor)
+            c0, w0 = time.process_time(), time.perf_counter()
+            for _ in range(reps):
+                exchange_fits_blocks(resid, leaf_out, value_out, leaf_in, value_in, 8, sums, perm, cursor)
+            times[count].append(((time.process_time() - c0) / reps * 1e6, (time.perf_counter() - w0) / reps * 1e6))
+    return {str(k): (statistics.median(c for c, _ in v), statistics.median(w for _, w in v)) for k, v in times.items()}
+
+
+def pass_calls(sizes: list) -> list:
+    """``pass_calls_child`` in child processes, under both wait policies (module docstring)."""
+    rows = []
+    for n in sizes:
+        for policy in ("PASSIVE", ""):
+            env = dict(os.environ, OMP_WAIT_POLICY=policy)
+            load = os.getloadavg()[0]
+            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child-pass-calls", str(n)], env=env,
+                                 capture_output=True, text=True, check=True)
+            rows.append({"n": n, "policy": policy or "libgomp default", "load": load,
+                         "times": json.loads(out.stdout.strip().splitlines()[-1])})
+            print(rows[-1], file=sys.stderr, flush=True)
+    return rows
+
+
 def measure(n: int, rounds: int, warm: int, sweeps: int, do_profile: bool) -> dict:
     x, y = friedman(n)
     load0 = os.getloadavg()[0]
@@ -186,7 +236,7 @@ def measure(n: int, rounds: int, warm: int, sweeps: int, do_profile: bool) -> di
     return result
 
 
-def report(results: list, argv: list) -> str:
+def report(results: list, argv: list, calls: list | None = None) -> str:
     lines = [
         "# One BART chain on 1 and 2 threads (row-block passes, issue 32)",
         "",
@@ -233,6 +283,15 @@ def report(results: list, argv: list) -> str:
                   "sequential pass of every tree timed separately, times the accepted moves of one sweep; the "
                   "blocks' parallel `map_leaves` runs inside the full sweep only, so on 2 threads that column "
                   "over-states it.", ""]
+    if calls:
+        lines += ["## One exchange pass (`--pass-calls`)", "",
+                  "| n | OMP_WAIT_POLICY | load at start | threads | CPU us / call | wall us / call |",
+                  "|---:|---|---:|---:|---:|---:|"]
+        for row in calls:
+            for count, (cpu, wall) in row["times"].items():
+                lines.append(f"| {row['n']:,} | {row['policy']} | {row['load']:.1f} | {count} | {cpu:.0f} "
+                             f"| {wall:.0f} |")
+        lines += ["", "CPU is the process's over all threads (a spinning thread counts).", ""]
     return "\n".join(lines) + "\n"
 
 
@@ -242,14 +301,21 @@ def main(argv: list | None = None) -> None:
     parser.add_argument("--sizes", default="100000,1000000")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument("--pass-calls", action="store_true", help="also time one exchange pass per wait policy")
+    parser.add_argument("--child-pass-calls", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
+    if args.child_pass_calls is not None:
+        print(json.dumps(pass_calls_child(args.child_pass_calls)))
+        return
+    sizes = [int(s) for s in args.sizes.split(",")]
+    calls = pass_calls(sizes) if args.pass_calls else None
     results = []
-    for i, n in enumerate(int(s) for s in args.sizes.split(",")):
+    for i, n in enumerate(sizes):
         warm, sweeps = SWEEPS.get(n, (5, 2))
         results.append(measure(n, args.rounds, warm, sweeps, do_profile=i == 0 and not args.no_profile))
         print(results[-1], file=sys.stderr, flush=True)
-    text = report(results, argv)
+    text = report(results, argv, calls)
     if args.out:
         tmp = args.out + ".tmp"
         with open(tmp, "w") as fh:

@@ -236,3 +236,17 @@ def test_layout_follows_the_threshold(monkeypatch):
             bps.BART(trees=2, chains=1, progress=False).fit(rng.uniform(size=(40, 2)), y)
         problem_sums[setting] = chains[0].state.sums.shape[0]
     assert problem_sums == {"1": backfit.N_ACC * (1 + n_blocks(40)), "1000": backfit.N_ACC}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("count", [1, 2])
+def test_exact_bart_posterior_by_row_blocks(monkeypatch, threads, count):
+    """One tree, sigma fixed, 18 rows in 4 row blocks: the tree distribution still matches the
+    enumerated posterior (``test_bart_exact``'s test and tolerances), with the serial block
+    driver (1 thread) and the parallel one (2 threads)."""
+    import test_bart_exact
+
+    monkeypatch.setenv(forest_module.ROW_BLOCKS_ENV, "1")
+    threads(count)
+    assert n_blocks(18) == 4
+    test_bart_exact.test_one_tree_fixed_sigma_matches_exact_posterior("grow_prune", False)

@@ -6,13 +6,14 @@ collected; with a shared ``perm`` also its rows are written back leaf by leaf), 
 each tree whose partition changed, and the sum of squared residuals of ``draw_noise``. Here each is
 split over a fixed number of contiguous row blocks, ``n_blocks(n)``, a function of n alone:
 
-* every block collects its own leaf sums (``N_ACC`` accumulators per leaf, by row index as in
-  ``backfit.exchange_fits``) and its own squared residuals; the blocks' partial sums are then added
-  in block order by one thread. The rounding therefore depends on n only, never on how many
-  threads ran the blocks or in what order they finished: **the same seed gives the same draws with
-  1, 2 or 64 threads**. (They differ from the one-block pass of ``backfit.py`` in the last bits
-  of the leaf sums, hence a different but equally valid chain; that is why the block layout is
-  chosen by the row count, ``samplers/forest.py``, and small problems keep the old pass.)
+* every block collects its own leaf sums (``N_ACC`` accumulators per leaf, by the row's index
+  within the block, as ``backfit.exchange_fits`` does by row index) and its own squared
+  residuals; the blocks' partial sums are then added in block order by one thread. The rounding
+  therefore depends on n only, never on how many threads ran the blocks or in what order they
+  finished: **the same seed gives the same draws with 1, 2 or 64 threads**. (They differ from
+  the one-block pass of ``backfit.py`` in the last bits of the leaf sums, hence a different but
+  equally valid chain; that is why the block layout is chosen by the row count,
+  ``samplers/forest.py``, and small problems keep the old pass.)
 * the rebuild of a shared ``perm`` is count per block and leaf, a prefix over blocks (in block
   order) from each leaf's ``start``, then a scatter of each block's rows: the same permutation as
   the sequential rebuild (each leaf's rows in row order), whatever the thread count.
@@ -21,9 +22,10 @@ split over a fixed number of contiguous row blocks, ``n_blocks(n)``, a function 
 
 Each pass exists twice, from one block body: a serial driver (``range`` over blocks, compiled
 without numba's parallel machinery) and a parallel driver (``prange``, ``parallel=True``).
-``backfit.py`` calls the parallel one when ``numba.get_num_threads()`` (thread-local, set per
-chain by ``models/_runner.py``) is above 1, so a chain on one thread never starts numba's thread
-pool. Both give bit-identical results (``tests/test_row_parallel.py``).
+The public functions here (which ``backfit.py`` calls) take the parallel one when
+``numba.get_num_threads()`` (thread-local, set per chain by ``models/_runner.py``) is above 1, so
+a chain on one thread enters no parallel region. Both give bit-identical results
+(``tests/test_row_parallel.py``).
 
 The block layout travels in the shapes of arrays the backfitting state already has, so no record
 changes type: ``sums`` has ``N_ACC * (1 + B)`` rows instead of ``N_ACC`` (rows ``N_ACC (1 + b)``
@@ -35,8 +37,9 @@ the layout.
 Waiting threads sleep: numba's ``omp`` threading layer (GNU OpenMP) by default lets the threads
 of a finished parallel loop spin before they sleep, and a sweep starts one parallel loop per tree.
 On a machine whose cores are busy with other work, a spinning thread holds a core the thread it
-waits for needs: one exchange pass over 10^5 rows on 2 threads took 7.5-15.7 ms instead of
-0.2 ms, at a load average of 8 on 2 cores (``benchmarks/results/threads_one_chain.md``). So this
+waits for needs: one exchange pass over 10^5 rows on 2 threads took milliseconds instead of a
+tenth of one at a load average of 8 on 2 cores (``benchmarks/results/threads_one_chain.md``,
+"One exchange pass"). So this
 module sets ``OMP_WAIT_POLICY=PASSIVE`` in the environment when it is imported, unless the user
 set it; OpenMP reads it when it starts, which for numba's pool is at the first BART kernel
 compiled or loaded. It has no effect on the ``tbb`` and ``workqueue`` layers, or on an OpenMP
@@ -142,32 +145,42 @@ def _bounds(b, blocks, n):
 
 
 @njit(**_OPTIONS)
-def _exchange_block(b, blocks, resid, leaf_out, value_out, leaf_in, value_in, span_in, sums, cursor, counting):
-    """Block b of the exchange pass: residual update, its leaf sums into its own accumulators and,
-    if ``counting``, its row count per leaf into its own cursor slots."""
+def _exchange_rows(resid, leaf_out, value_out, leaf_in, value_in, acc, counts, counting):
+    """The rows of one block (views): ``backfit.exchange_fits``'s loop, the leaf sums into the
+    block's accumulators ``acc`` (N_ACC, nodes) by the row's index within the block and, if
+    ``counting``, its rows per leaf into ``counts``. (The loop over views is as fast as the
+    sequential pass; indexing the whole arrays with block offsets was 10-35% slower.)"""
     n = resid.shape[0]
-    lo, hi = _bounds(b, blocks, n)
-    base = _N_ACC * (b + 1)
-    slot = sums.shape[1] * (b + 1)
-    for k in range(_N_ACC):
-        for node in range(span_in):
-            sums[base + k, node] = 0.0
-    if counting:
-        for node in range(span_in):
-            cursor[slot + node] = 0
     has_out = leaf_out.shape[0] == n
     has_in = leaf_in.shape[0] == n
-    for i in range(lo, hi):
+    for i in range(n):
         r = resid[i]
         if has_out:
             r -= value_out[leaf_out[i]]
         if has_in:
             leaf = leaf_in[i]
             r += value_in[leaf]
-            sums[base + (i & (_N_ACC - 1)), leaf] += r
+            acc[i & (_N_ACC - 1), leaf] += r
             if counting:
-                cursor[slot + leaf] += 1
+                counts[leaf] += 1
         resid[i] = r
+
+
+@njit(**_OPTIONS)
+def _exchange_block(b, blocks, resid, leaf_out, value_out, leaf_in, value_in, span_in, sums, cursor, counting):
+    """Block b of the exchange pass: its accumulators (and counts) zeroed, then its rows."""
+    lo, hi = _bounds(b, blocks, resid.shape[0])
+    base = _N_ACC * (b + 1)
+    cap = sums.shape[1]
+    acc = sums[base:base + _N_ACC]
+    counts = cursor[cap * (b + 1):cap * (b + 2)]
+    for k in range(_N_ACC):
+        for node in range(span_in):
+            acc[k, node] = 0.0
+    if counting:
+        for node in range(span_in):
+            counts[node] = 0
+    _exchange_rows(resid[lo:hi], leaf_out[lo:hi], value_out, leaf_in[lo:hi], value_in, acc, counts, counting)
 
 
 @njit(**_OPTIONS)
