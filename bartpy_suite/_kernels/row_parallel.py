@@ -92,7 +92,17 @@ def n_blocks(n_rows: int) -> int:
 
 def block_layout(n_rows: int, capacity: int) -> tuple[np.ndarray, np.ndarray]:
     """Zeroed ``sums`` (float64[N_ACC (1 + B), capacity]) and ``cursor`` (int64[capacity (1 + B)])
-    of a backfitting state that uses the block passes (module docstring), B = ``n_blocks(n_rows)``."""
+    of a backfitting state that uses the block passes (module docstring), B = ``n_blocks(n_rows)``.
+
+    Also starts numba's threading layer, which registers the symbols the block passes call
+    (``get_num_threads``, ``numba_parallel_for``...). A kernel compiled in this process, or one
+    loaded from the cache whose entry asks for it, starts it too; but a kernel compiled against
+    helpers that were themselves loaded from the cache (``link_only.py``) does not record that
+    request, and loaded later in a fresh process it would call unresolved symbols (a
+    segmentation fault was seen in tempered BART on 2 threads)."""
+    from numba.np.ufunc.parallel import _launch_threads
+
+    _launch_threads()
     blocks = n_blocks(n_rows)
     return np.zeros((_N_ACC * (1 + blocks), capacity)), np.zeros(capacity * (1 + blocks), dtype=np.int64)
 
