@@ -47,6 +47,7 @@ from .jit import helper, kernel
 from .likelihood import draw_inverse_gamma, leaf_log_marginal_normal_known_variance
 from .record import record_tree
 from .records import Target
+from .row_parallel import exchange_fits_blocks, map_leaves_blocks, sum_squares_blocks
 from .tree import (
     F_B_SUM,
     F_LM_SUM,
@@ -148,7 +149,10 @@ def exchange_fits(resid, leaf_out, value_out, leaf_in, value_in, span_in, sums, 
     under ``leaf_in`` into ``sums`` (N_ACC, nodes; the incoming tree's node span ``span_in``
     zeroed first), and, given a shared ``perm`` (else an empty one), the rows of each leaf of
     the incoming tree into it from ``cursor[leaf]`` on (``leaf_cursors``). Either tree may be
-    absent (empty map)."""
+    absent (empty map). A state with row blocks (``row_parallel.py``) takes the block pass."""
+    if sums.shape[0] > N_ACC:
+        exchange_fits_blocks(resid, leaf_out, value_out, leaf_in, value_in, span_in, sums, perm, cursor)
+        return
     sums[:, :span_in] = 0.0
     n = resid.shape[0]
     has_out = leaf_out.shape[0] == n
@@ -247,7 +251,10 @@ def finish_tree(rng, state, forest, j, changed):
     """After tree j's update: refresh its leaf map if its partition ``changed``, draw its leaf
     values, and move the residual on to tree j + 1 (or to the full residual after the last)."""
     tree = tree_view(forest, j)
-    if changed:
+    if changed and state.sums.shape[0] > N_ACC:  # row blocks (row_parallel.py): the same map
+        map_leaves_blocks(tree.var, tree.start, tree.end, tree.perm, tree.meta[M_SPAN], state.leaf_of[j],
+                          state.sums.shape[0] // N_ACC - 1)
+    elif changed:
         map_leaves(tree, state.leaf_of[j])
     draw_leaves(rng, tree, state.target)
     if j + 1 < forest.var.shape[0]:
@@ -274,9 +281,12 @@ def draw_noise(rng, state):
         lam = target.prior.lam
         if use_lik:
             resid = state.resid
-            ss = 0.0
-            for i in range(resid.shape[0]):
-                ss += resid[i] * resid[i]
+            if state.sums.shape[0] > N_ACC:  # row blocks (row_parallel.py)
+                ss = sum_squares_blocks(resid, state.sums.shape[0] // N_ACC - 1)
+            else:
+                ss = 0.0
+                for i in range(resid.shape[0]):
+                    ss += resid[i] * resid[i]
             target.sigma2[0] = draw_inverse_gamma(rng, 0.5 * (nu + resid.shape[0]), 0.5 * (nu * lam + ss))
         else:
             target.sigma2[0] = draw_inverse_gamma(rng, 0.5 * nu, 0.5 * nu * lam)
