@@ -23,12 +23,13 @@ sweep are timed on the same chain: the full sweep; the sweep without the MH tree
 the sum of squares); ``map_leaves`` of every tree (charged per accepted move, the trees whose
 partition changed). The MH moves' share is the rest.
 
-The cost of one exchange pass (``--pass-calls``): ``row_parallel.exchange_fits_blocks`` called
-from Python on 7 leaves over n rows (random leaves and values, seed 0), ``reps`` calls per round,
-1 and 2 threads in alternation, 3 rounds, median per call; in child processes with
-``OMP_WAIT_POLICY=PASSIVE`` (what ``row_parallel`` sets unless the user set it) and with
-``OMP_WAIT_POLICY=`` (an empty value, which libgomp rejects with a warning and then uses its
-default: threads spin a while before they sleep).
+The cost of one exchange pass (``--pass-calls``, or ``--pass-calls-only``): ``row_parallel.exchange_fits_blocks``
+called from Python on 7 leaves over n rows (random leaves and values, seed 0), ``reps`` calls per
+round, 1 and 2 threads in alternation, 3 rounds, median per call; in child processes on numba's
+``omp`` layer with ``OMP_WAIT_POLICY`` unset (``row_parallel.start_threads`` then sets PASSIVE
+while numba loads libgomp) and with ``OMP_WAIT_POLICY=`` (an empty value, which counts as the
+user's and which libgomp rejects with a warning and then uses its default: threads spin a while
+before they sleep), and on the ``workqueue`` layer (``NUMBA_THREADING_LAYER``).
 
 The machine has 2 cores shared with other work: the load average (``os.getloadavg``) is recorded
 at the start and the end of each n.
@@ -165,6 +166,8 @@ def profile(chain, sweeps: int, threads: int) -> dict:
 
 
 PASS_CALLS = {100_000: 200, 1_000_000: 30}  # n: calls per round
+#: --pass-calls: numba's threading layer and OMP_WAIT_POLICY of each child (None: not set)
+LAYERS = (("omp", None), ("omp", ""), ("workqueue", None))
 
 
 def pass_calls_child(n: int) -> dict:
@@ -187,20 +190,27 @@ def pass_calls_child(n: int) -> dict:
             for _ in range(reps):
                 exchange_fits_blocks(resid, leaf_out, value_out, leaf_in, value_in, 8, sums, perm, cursor)
             times[count].append(((time.process_time() - c0) / reps * 1e6, (time.perf_counter() - w0) / reps * 1e6))
-    return {str(k): (statistics.median(c for c, _ in v), statistics.median(w for _, w in v)) for k, v in times.items()}
+    out = {str(k): (statistics.median(c for c, _ in v), statistics.median(w for _, w in v)) for k, v in times.items()}
+    out["layer"] = numba.threading_layer()
+    return out
 
 
 def pass_calls(sizes: list) -> list:
     """``pass_calls_child`` in child processes, under both wait policies (module docstring)."""
     rows = []
     for n in sizes:
-        for policy in ("PASSIVE", ""):
-            env = dict(os.environ, OMP_WAIT_POLICY=policy)
+        for layer, policy in LAYERS:
+            env = dict(os.environ, NUMBA_THREADING_LAYER=layer)
+            env.pop("OMP_WAIT_POLICY", None)
+            if policy is not None:
+                env["OMP_WAIT_POLICY"] = policy
             load = os.getloadavg()[0]
             out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child-pass-calls", str(n)], env=env,
                                  capture_output=True, text=True, check=True)
-            rows.append({"n": n, "policy": policy or "libgomp default", "load": load,
-                         "times": json.loads(out.stdout.strip().splitlines()[-1])})
+            child = json.loads(out.stdout.strip().splitlines()[-1])
+            name = "unset (row_parallel sets PASSIVE)" if policy is None else (policy or "empty: libgomp default")
+            rows.append({"n": n, "layer": child.pop("layer"), "policy": name if layer == "omp" else "-",
+                         "load": load, "times": child})
             print(rows[-1], file=sys.stderr, flush=True)
     return rows
 
@@ -236,6 +246,14 @@ def measure(n: int, rounds: int, warm: int, sweeps: int, do_profile: bool) -> di
     return result
 
 
+def _layer() -> str:
+    """numba's threading layer in this process, or a dash when nothing here started it."""
+    try:
+        return numba.threading_layer()
+    except ValueError:
+        return "-"
+
+
 def report(results: list, argv: list, calls: list | None = None) -> str:
     lines = [
         "# One BART chain on 1 and 2 threads (row-block passes, issue 32)",
@@ -244,8 +262,8 @@ def report(results: list, argv: list, calls: list | None = None) -> str:
         f"Settings: Friedman #1, p = {P} (5 noise columns), noise sd 1, data seed {DATA_SEED}; BART, {TREES} trees, "
         f"`grow_prune`, chain seed {CHAIN_SEED}, max_cuts 100; nothing kept.  ",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores (shared with other work: see the load), "
-        f"Python {platform.python_version()}, numba {numba.__version__} (threading layer "
-        f"{numba.threading_layer()}), numpy {np.__version__}.",
+        f"Python {platform.python_version()}, numba {numba.__version__} (threading layer of the sweeps: "
+        f"{_layer()}), numpy {np.__version__}.",
         "",
         "Seconds per sweep, median over rounds (each round: `sweeps` sweeps of each row in turn). CPU is the "
         "process's over all threads. `sequential` is today's pass (the layout below "
@@ -285,12 +303,13 @@ def report(results: list, argv: list, calls: list | None = None) -> str:
                   "over-states it.", ""]
     if calls:
         lines += ["## One exchange pass (`--pass-calls`)", "",
-                  "| n | OMP_WAIT_POLICY | load at start | threads | CPU us / call | wall us / call |",
-                  "|---:|---|---:|---:|---:|---:|"]
+                  "| n | threading layer | OMP_WAIT_POLICY | load at start | threads | CPU us / call "
+                  "| wall us / call |",
+                  "|---:|---|---|---:|---:|---:|---:|"]
         for row in calls:
             for count, (cpu, wall) in row["times"].items():
-                lines.append(f"| {row['n']:,} | {row['policy']} | {row['load']:.1f} | {count} | {cpu:.0f} "
-                             f"| {wall:.0f} |")
+                lines.append(f"| {row['n']:,} | {row['layer']} | {row['policy']} | {row['load']:.1f} | {count} "
+                             f"| {cpu:.0f} | {wall:.0f} |")
         lines += ["", "CPU is the process's over all threads (a spinning thread counts).", ""]
     return "\n".join(lines) + "\n"
 
@@ -302,6 +321,7 @@ def main(argv: list | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-profile", action="store_true")
     parser.add_argument("--pass-calls", action="store_true", help="also time one exchange pass per wait policy")
+    parser.add_argument("--pass-calls-only", action="store_true", help="only time the exchange pass (no sweeps)")
     parser.add_argument("--child-pass-calls", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
@@ -309,9 +329,9 @@ def main(argv: list | None = None) -> None:
         print(json.dumps(pass_calls_child(args.child_pass_calls)))
         return
     sizes = [int(s) for s in args.sizes.split(",")]
-    calls = pass_calls(sizes) if args.pass_calls else None
+    calls = pass_calls(sizes) if args.pass_calls or args.pass_calls_only else None
     results = []
-    for i, n in enumerate(sizes):
+    for i, n in enumerate([] if args.pass_calls_only else sizes):
         warm, sweeps = SWEEPS.get(n, (5, 2))
         results.append(measure(n, args.rounds, warm, sweeps, do_profile=i == 0 and not args.no_profile))
         print(results[-1], file=sys.stderr, flush=True)

@@ -10,7 +10,12 @@ with a shared row permutation the same draws as with one permutation per tree.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 import threading
+from pathlib import Path
 
 import numba
 import numpy as np
@@ -234,8 +239,50 @@ def test_layout_follows_the_threshold(monkeypatch):
         monkeypatch.setattr(bps.BART, "_run", capture)
         with pytest.raises(KeyboardInterrupt):
             bps.BART(trees=2, chains=1, progress=False).fit(rng.uniform(size=(40, 2)), y)
-        problem_sums[setting] = chains[0].state.sums.shape[0]
-    assert problem_sums == {"1": backfit.N_ACC * (1 + n_blocks(40)), "1000": backfit.N_ACC}
+        problem_sums[setting] = chains[0].state.sums.shape[0], chains[0].state.blocks
+    assert problem_sums == {"1": (backfit.N_ACC * (1 + n_blocks(40)), n_blocks(40)), "1000": (backfit.N_ACC, None)}
+
+
+_FRESH_PROCESS = """
+import os, sys
+import numpy as np
+from numba.np.ufunc import parallel
+from bartpy_suite._kernels import backfit, row_parallel
+
+blocked = (row_parallel.exchange_fits_blocks, row_parallel.map_leaves_blocks, row_parallel.sum_squares_blocks)
+before = sys.argv[1] or None  # the user's OMP_WAIT_POLICY ("" for unset)
+assert os.environ.get("OMP_WAIT_POLICY") == before, "importing the kernels changed OMP_WAIT_POLICY"
+# the backfitting passes of a chain without row blocks (BackfitState.blocks None)
+resid = np.arange(6.0)
+assert backfit.sum_of_squares(resid, None) == 55.0
+backfit.exchange_fits(resid, np.zeros(6, np.uint8), np.zeros(4), np.zeros(6, np.uint8), np.ones(4), 2,
+                      np.zeros((4, 4)), np.zeros(0, np.int32), np.zeros(4, np.int64), None)
+assert resid.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+assert [d.signatures for d in blocked] == [[], [], []], "a chain without row blocks compiled the block passes"
+assert not parallel._is_initialized, "a chain without row blocks started numba's threading layer"
+# the first chain with row blocks starts the threading layer; the environment is left as it was
+row_parallel.block_layout(100, 4)
+assert parallel._is_initialized
+assert os.environ.get("OMP_WAIT_POLICY") == before, os.environ.get("OMP_WAIT_POLICY")
+assert backfit.sum_of_squares(resid, 2) == 91.0
+print("OK", row_parallel.threading_layer())
+"""
+
+
+@pytest.mark.parametrize("policy", [None, "ACTIVE"], ids=["unset", "user_set"])
+def test_fresh_process_compiles_and_starts_nothing_without_row_blocks(policy):
+    """In a fresh process (nothing compiled or started by other tests): the passes of a chain
+    without row blocks are compiled without the block passes (numba prunes the ``blocks is None``
+    branches), no thread pool is started, and the first block layout leaves ``OMP_WAIT_POLICY``
+    as the user had it (unset, or set)."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env.pop("OMP_WAIT_POLICY", None)
+    if policy is not None:
+        env["OMP_WAIT_POLICY"] = policy
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(_FRESH_PROCESS), policy or ""], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("OK")
 
 
 @pytest.mark.slow

@@ -27,23 +27,34 @@ The public functions here (which ``backfit.py`` calls) take the parallel one whe
 a chain on one thread enters no parallel region. Both give bit-identical results
 (``tests/test_row_parallel.py``).
 
-The block layout travels in the shapes of arrays the backfitting state already has, so no record
-changes type: ``sums`` has ``N_ACC * (1 + B)`` rows instead of ``N_ACC`` (rows ``N_ACC (1 + b)``
-to ``N_ACC (2 + b) - 1`` are block b's accumulators, rows 0 to ``N_ACC - 1`` the combined sums
-``set_leaf_terms`` reads), and ``cursor`` has ``capacity (1 + B)`` entries (block b's counts and
-then its write places for leaf ``v`` at ``capacity (1 + b) + v``). ``uses_blocks(sums)`` tells
-the layout.
+The block layout travels in the shapes of arrays the backfitting state already has: ``sums`` has
+``N_ACC * (1 + B)`` rows instead of ``N_ACC`` (rows ``N_ACC (1 + b)`` to ``N_ACC (2 + b) - 1`` are
+block b's accumulators, rows 0 to ``N_ACC - 1`` the combined sums ``set_leaf_terms`` reads), and
+``cursor`` has ``capacity (1 + B)`` entries (block b's counts and then its write places for leaf
+``v`` at ``capacity (1 + b) + v``). What switches the passes is ``BackfitState.blocks``: None for a
+chain without blocks, else B. ``backfit.py`` tests it in functions that take it as an argument
+(``exchange_fits``, ``leaf_map``, ``sum_of_squares``), where numba removes a ``blocks is None``
+branch before typing when the argument's type is None: a chain without blocks never types,
+compiles or links anything of this module, nor starts a thread pool, and its kernels are the ones
+it had before this module existed (``benchmarks/results/compile_time_threads.md``: first-fit
+compile CPU s against main). A chain with blocks gets kernels of its own signature, which compile
+the block passes too.
 
-Waiting threads sleep: numba's ``omp`` threading layer (GNU OpenMP) by default lets the threads
-of a finished parallel loop spin before they sleep, and a sweep starts one parallel loop per tree.
-On a machine whose cores are busy with other work, a spinning thread holds a core the thread it
-waits for needs: one exchange pass over 10^5 rows on 2 threads took milliseconds instead of a
-tenth of one at a load average of 8 on 2 cores (``benchmarks/results/threads_one_chain.md``,
-"One exchange pass"). So this
-module sets ``OMP_WAIT_POLICY=PASSIVE`` in the environment when it is imported, unless the user
-set it; OpenMP reads it when it starts, which for numba's pool is at the first BART kernel
-compiled or loaded. It has no effect on the ``tbb`` and ``workqueue`` layers, or on an OpenMP
-runtime another library started earlier in the process.
+Waiting threads: numba's threading layer is process-wide and chosen once per process, in the
+order ``tbb``, ``omp``, ``workqueue`` (``numba.config.THREADING_LAYER_PRIORITY``); ``tbb`` is not
+installed here, so numba takes ``omp`` (GNU OpenMP). libgomp's default lets the threads of a
+finished parallel loop spin a while before they sleep, and a sweep starts one parallel loop per
+tree (and one more per accepted move). On a machine whose cores are busy with other work, the
+spinning thread holds a core that the thread it waits for needs: WAIT_NUMBERS
+(``benchmarks/results/threads_one_chain.md``, "One exchange pass"). Choosing ``workqueue`` would
+need ``numba.config.THREADING_LAYER`` set for the whole process, and that layer aborts the process
+when two threads enter it at once (the user's own parallel numba code, or two chains: the runner
+then gives each chain one thread). So ``start_threads`` sets ``OMP_WAIT_POLICY=PASSIVE`` only
+when the block passes are first used (``block_layout``), only if numba has not started its layer
+yet and the user has not set the variable, and only while numba loads libgomp (which reads it
+then); it removes it right after, so the environment the user and child processes see is
+unchanged. What stays is that libgomp in this process waits passively, also for any other library
+that uses the same libgomp later. Nothing is set at import, nor by a fit without row blocks.
 
 Compilation: the drivers are plain ``numba.njit(cache=True, nogil=True)`` functions (the parallel
 ones with ``parallel=True``), not the package's ``kernel``/``helper``: numba's parallel loops are
@@ -65,11 +76,8 @@ from numba import njit, prange
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-# Before numba starts OpenMP (module docstring; importing numba does not): waiting threads sleep.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 __all__ = ["MAX_BLOCKS", "MIN_BLOCK_ROWS", "n_blocks", "block_layout", "exchange_fits_blocks", "map_leaves_blocks",
-           "sum_squares_blocks", "set_threads", "threading_layer"]
+           "sum_squares_blocks", "set_threads", "start_threads", "threading_layer"]
 
 #: Most row blocks: enough for 64 threads, few enough that adding the blocks' leaf sums (one
 #: thread, blocks x leaves) stays small next to the rows.
@@ -77,6 +85,7 @@ MAX_BLOCKS = 64
 #: Fewest rows per block (below MAX_BLOCKS * MIN_BLOCK_ROWS rows there are fewer blocks).
 MIN_BLOCK_ROWS = 4
 
+_WAIT_POLICY = "OMP_WAIT_POLICY"
 _N_ACC = 4  # = backfit.N_ACC (checked by the tests): leaf-sum accumulators per leaf and block
 _LEAF = -1  # = tree.LEAF (checked by the tests)
 
@@ -100,9 +109,7 @@ def block_layout(n_rows: int, capacity: int) -> tuple[np.ndarray, np.ndarray]:
     helpers that were themselves loaded from the cache (``link_only.py``) does not record that
     request, and loaded later in a fresh process it would call unresolved symbols (a
     segmentation fault was seen in tempered BART on 2 threads)."""
-    from numba.np.ufunc.parallel import _launch_threads
-
-    _launch_threads()
+    start_threads()
     blocks = n_blocks(n_rows)
     return np.zeros((_N_ACC * (1 + blocks), capacity)), np.zeros(capacity * (1 + blocks), dtype=np.int64)
 
@@ -116,11 +123,32 @@ def set_threads(count: int) -> int:
     return previous
 
 
+def start_threads() -> None:
+    """Start numba's threading layer (once per process), with waiting OpenMP threads asleep.
+
+    If numba has not started its layer yet and the user has not set ``OMP_WAIT_POLICY``, the
+    variable is set to ``PASSIVE`` while numba starts it (GNU OpenMP reads it when numba loads it)
+    and removed again right after, so the environment the user and child processes see is
+    unchanged (module docstring, "Waiting threads")."""
+    from numba.np.ufunc import parallel
+
+    if parallel._is_initialized:
+        return
+    ours = _WAIT_POLICY not in os.environ
+    if ours:
+        os.environ[_WAIT_POLICY] = "PASSIVE"
+    try:
+        parallel._launch_threads()
+    finally:
+        if ours:
+            os.environ.pop(_WAIT_POLICY, None)
+
+
 def threading_layer() -> str:
     """The name of numba's threading layer (``"tbb"``, ``"omp"`` or ``"workqueue"``), starting
-    it if needed. ``workqueue`` must not be entered from two threads at once (numba aborts the
-    process), so the runner gives chains more than one thread only on the other two."""
-    _warm(np.zeros(1))
+    it if needed (``start_threads``). ``workqueue`` must not be entered from two threads at once
+    (numba aborts the process), so the runner gives chains more than one thread only on the other two."""
+    start_threads()
     return numba.threading_layer()
 
 
@@ -131,9 +159,7 @@ def _threads(typingctx):
     disk cache of every function linking it. This calls the symbol ``get_num_threads`` that numba
     registers when it starts its thread pool, as numba's parallel loops do (declared with their
     type; the C function returns an int, hence the truncation)."""
-    from numba.np.ufunc.parallel import _launch_threads
-
-    _launch_threads()
+    start_threads()
 
     def codegen(context, builder, signature, args):
         fnty = ir.FunctionType(ir.IntType(types.intp.bitwidth), [])
@@ -141,12 +167,6 @@ def _threads(typingctx):
         return builder.sext(builder.trunc(builder.call(fn, []), ir.IntType(32)), ir.IntType(64))
 
     return types.int64(), codegen
-
-
-@njit(parallel=True, **_OPTIONS)
-def _warm(a):
-    for i in prange(a.shape[0]):
-        a[i] = 0.0
 
 
 @njit(**_OPTIONS)

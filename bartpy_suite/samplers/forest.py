@@ -15,7 +15,7 @@ from .._kernels import tree as _tree
 from .._kernels.backfit import SIGMA_PROBIT, BackfitState, record_forest_now
 from .._kernels.record import grow_store, new_store, nodes_of_trees, trim_store
 from .._kernels.records import Data, ForestOut, Prior, make_target, make_window
-from .._kernels.row_parallel import block_layout
+from .._kernels.row_parallel import block_layout, n_blocks
 from ..errors import ArgumentError
 from .draws import ChainDraws
 from .problems import BartProblem
@@ -169,8 +169,12 @@ class ForestChain(ForestBuffers):
             start = float(np.mean(y))
         self.forest.value[:, 0] = start / n_trees
         target = z if probit else y
-        if uses_row_blocks(n):  # the block layout rides on the shapes of sums and cursor (row_parallel.py)
+        # Row blocks (row_parallel.py): their layout widens sums and cursor, and ``blocks`` (None
+        # otherwise) makes the kernels compile the block passes, for this chain's signature only.
+        blocks = None
+        if uses_row_blocks(n):
             sums, cursor = block_layout(n, self.capacity)
+            blocks = n_blocks(n)
         else:
             sums, cursor = np.zeros((4, self.capacity)), np.zeros(self.capacity, dtype=np.int64)
         self.state = BackfitState(
@@ -185,6 +189,7 @@ class ForestChain(ForestBuffers):
             fstate=np.zeros(2),
             sigma_mode=np.array([problem.sigma_mode], dtype=np.int64),
             cursor=cursor,
+            blocks=blocks,
         )
         # The tree updates read the residual of the state (rewritten in place by the sweep).
         self.data = Data(self.codes, self.is_categorical, self.nbins, self.state.resid, self.state.ycls)
