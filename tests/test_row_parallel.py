@@ -161,6 +161,12 @@ def test_threads_per_chain(monkeypatch):
     assert _runner.threads_per_chain(2, 5) == (2, 2)
     assert _runner.threads_per_chain(3, 1) == (1, 1)
     assert _runner.threads_per_chain(1, 1) == (1, 1)
+    # numba's workqueue layer aborts when two threads enter it: one thread per chain then
+    monkeypatch.setattr(_runner, "running_layer", lambda: "workqueue")
+    assert _runner.threads_per_chain(4) == (4, 1)
+    assert _runner.threads_per_chain(1) == (1, 8)
+    monkeypatch.setattr(_runner, "running_layer", lambda: "omp")
+    assert _runner.threads_per_chain(4) == (4, 2)
 
 
 def test_runner_sets_the_count_in_each_worker_only():
@@ -260,6 +266,9 @@ backfit.exchange_fits(resid, np.zeros(6, np.uint8), np.zeros(4), np.zeros(6, np.
 assert resid.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
 assert [d.signatures for d in blocked] == [[], [], []], "a chain without row blocks compiled the block passes"
 assert not parallel._is_initialized, "a chain without row blocks started numba's threading layer"
+from bartpy_suite.models import _runner
+assert _runner.threads_per_chain(2, 4) == (2, 2)
+assert not parallel._is_initialized, "sharing threads among chains started numba's threading layer"
 # the first chain with row blocks starts the threading layer; the environment is left as it was
 row_parallel.block_layout(100, 4)
 assert parallel._is_initialized

@@ -77,7 +77,8 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 __all__ = ["MAX_BLOCKS", "MIN_BLOCK_ROWS", "n_blocks", "block_layout", "exchange_fits_blocks", "map_leaves_blocks",
-           "sum_squares_blocks", "set_threads", "start_threads", "threading_layer"]
+           "sum_squares_blocks", "set_threads", "start_threads", "running_layer",
+           "threading_layer"]
 
 #: Most row blocks: enough for 64 threads, few enough that adding the blocks' leaf sums (one
 #: thread, blocks x leaves) stays small next to the rows.
@@ -142,6 +143,14 @@ def start_threads() -> None:
     finally:
         if ours:
             os.environ.pop(_WAIT_POLICY, None)
+
+
+def running_layer() -> str | None:
+    """The name of numba's threading layer if it has been started in this process, else None
+    (without starting it: a process whose chains have no row blocks never starts it)."""
+    from numba.np.ufunc import parallel
+
+    return numba.threading_layer() if parallel._is_initialized else None
 
 
 def threading_layer() -> str:

@@ -20,7 +20,7 @@ import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
-from .._kernels.row_parallel import set_threads, threading_layer
+from .._kernels.row_parallel import running_layer, set_threads
 from ..errors import BartpySuiteWarning
 
 CHUNK_SECONDS = 0.1
@@ -113,12 +113,15 @@ def threads_per_chain(chains: int, threads: int | None = None) -> tuple[int, int
         and the threads each of them may use for its row passes (``available_threads()`` or
         ``threads``, divided by the workers, at least 1). numba's ``workqueue`` threading layer
         must not be entered from two threads at once, so with it and more than one worker a chain
-        gets one thread.
+        gets one thread. The layer is asked only if it is running: a chain with row blocks started
+        it when it was built (``row_parallel.block_layout``), and chains without row blocks enter
+        no parallel region whatever their thread count, so a run without row blocks starts no
+        thread pool.
     """
     workers = max(1, chains if threads is None else min(chains, int(threads)))
     total = available_threads() if threads is None else int(threads)
     each = max(1, total // workers)
-    if each > 1 and workers > 1 and threading_layer() == "workqueue":
+    if each > 1 and workers > 1 and running_layer() == "workqueue":
         each = 1
     return workers, each
 
