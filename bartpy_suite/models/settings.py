@@ -23,6 +23,7 @@ from typing import Any
 from .. import _validation as check
 from ..errors import ArgumentError
 from ..samplers import SAMPLERS, get_sampler, samplers_for
+from ..samplers.forest import ROW_BLOCKS_MIN_ROWS
 from ..samplers.registry import SamplerSpec
 from ._remote import check_executor
 
@@ -167,7 +168,8 @@ _ENTRIES: dict[str, tuple[str, str]] = {
     "likelihood": ("bool", "False samples the prior (the test of last resort for a sampler)."),
     "progress": ("bool", "Progress bar in an interactive terminal."),
     "threads": ("int or None", "Threads the chains use: ``min(chains, threads)`` chains run at once, each with "
-                               "``threads // that`` threads for the row passes of a large BART fit "
+                               f"``threads // that`` threads for the row passes of a BART fit of "
+                               f"{ROW_BLOCKS_MIN_ROWS:,} rows or more "
                                "(default: every chain at once, with the cores numba may use, ``NUMBA_NUM_THREADS``, "
                                "shared among them); the draws do not depend on it."),
     "check_mixing": ("bool", "After the fit, check how well the chains mixed on f(x) at 24 training rows (class "

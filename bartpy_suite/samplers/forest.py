@@ -35,8 +35,15 @@ PER_TREE_PERM_BYTES = 1 << 30
 #: layout that lets one chain use several threads with draws that do not depend on how many. Below,
 #: the sequential passes of ``_kernels/backfit.py`` (and their draws) are kept. The environment
 #: variable ``ROW_BLOCKS_ENV`` overrides it (read when a chain is built), e.g. to test the block
-#: passes on small data.
-ROW_BLOCKS_MIN_ROWS = 50_000
+#: passes on small data. Why 300,000 (``benchmarks/results/threads_one_chain.md``, one chain, 200
+#: trees, at a load average of 12-15 on 2 cores): on one thread the blocks cost CPU at 10^5 rows
+#: (0.030 against 0.029 s per sweep; 0.042 against 0.038 in an earlier run) and nothing from
+#: 3 x 10^5 on (0.086 against 0.086; 0.348 against 0.370 at 10^6), and a chain above the threshold
+#: uses them on one thread too (e.g. 4 chains on 2 cores); a chain with row blocks also compiles
+#: kernels of its own, 5.4 CPU s more than a first BART fit without
+#: (``benchmarks/results/compile_time_threads.md``), negligible next to a fit of that size. No wall
+#: gain from a second thread could be measured on that loaded machine at any n (0.89-0.99x).
+ROW_BLOCKS_MIN_ROWS = 300_000
 ROW_BLOCKS_ENV = "BARTPY_SUITE_ROW_BLOCKS_MIN_ROWS"
 
 
