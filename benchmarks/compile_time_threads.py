@@ -1,8 +1,9 @@
 """First-fit compile time with and without the row-block passes in the kernels (issue 32, "One
 chain on all cores"): does a fit that does not use the blocks pay for them?
 
-Two source trees are extracted with ``git archive`` (``--base``, default ``main``, and ``--head``,
-default ``HEAD``) into temporary directories, and each model's first fit is measured with
+Two source trees are extracted with ``git archive`` (``--base``, default the merge base of ``main``
+and the head, so that only the head's own changes are compared while main moves on, and
+``--head``, default ``HEAD``) into temporary directories, and each model's first fit is measured with
 ``benchmarks/compile_time.py``'s child process (a fresh interpreter, an empty ``NUMBA_CACHE_DIR``,
 ``NUMBA_NUM_THREADS=1``; the fit is ``chains=1, draws=5, tune=5`` on 200 simulated rows, 20 trees,
 then a prediction of 5 rows, and is made again in a warm process to subtract the sampling). The
@@ -16,7 +17,7 @@ uses them (a fit above ``samplers/forest.ROW_BLOCKS_MIN_ROWS`` rows).
 
 Run::
 
-    python3 benchmarks/compile_time_threads.py --out benchmarks/results/compile_time_threads.md
+    python3 benchmarks/compile_time_threads.py --forced-blocks --out benchmarks/results/compile_time_threads.md
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def one(label: str, source: str, model: str, timeout: float) -> dict:
 
 
 def report(records: list, forced: list, header: list) -> str:
-    lines = ["# First-fit compile time: main against the row-block branch", ""] + header + [""]
+    lines = ["# First-fit compile time: base against the row-block branch", ""] + header + [""]
     lines += ["## Cold compile CPU s of each model's first fit, in alternation", "",
               "*compile CPU s*: the cold fit's process CPU seconds less the same call in the warm process (its "
               "sampling and prediction). Each pair is base then head, run back to back.", "",
@@ -100,7 +101,7 @@ def report(records: list, forced: list, header: list) -> str:
 def main(argv: list | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--base", default="main", help="git ref of the base source tree")
+    ap.add_argument("--base", default=None, help="git ref of the base source tree (default: git merge-base main HEAD)")
     ap.add_argument("--head", default="HEAD", help="git ref of the changed source tree")
     ap.add_argument("--pairs", type=int, default=2, help="base/head pairs per model")
     ap.add_argument("--forced-blocks", action="store_true", help="also a head BART fit with the row blocks forced")
@@ -111,6 +112,9 @@ def main(argv: list | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="ct_base_") as base_dir, \
             tempfile.TemporaryDirectory(prefix="ct_head_") as head_dir:
+        if args.base is None:
+            args.base = subprocess.run(["git", "-C", str(REPO), "merge-base", "main", args.head], capture_output=True,
+                                       text=True, check=True).stdout.strip()[:7]
         base_commit = extract(args.base, base_dir)
         head_commit = extract(args.head, head_dir)
         load = os.getloadavg()

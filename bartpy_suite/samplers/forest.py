@@ -40,8 +40,8 @@ PER_TREE_PERM_BYTES = 1 << 30
 #: (0.030 against 0.029 s per sweep; 0.042 against 0.038 in an earlier run) and nothing from
 #: 3 x 10^5 on (0.086 against 0.086; 0.348 against 0.370 at 10^6), and a chain above the threshold
 #: uses them on one thread too (e.g. 4 chains on 2 cores); a chain with row blocks also compiles
-#: kernels of its own, 5.4 CPU s more than a first BART fit without
-#: (``benchmarks/results/compile_time_threads.md``), negligible next to a fit of that size. No wall
+#: kernels of its own, about 6 CPU s more than a first BART fit without (20.2 against 13.8-14.4,
+#: ``benchmarks/results/compile_time_threads.md``), negligible next to a fit of that size. No wall
 #: gain from a second thread could be measured on that loaded machine at any n (0.89-0.99x).
 ROW_BLOCKS_MIN_ROWS = 300_000
 ROW_BLOCKS_ENV = "BARTPY_SUITE_ROW_BLOCKS_MIN_ROWS"
