@@ -13,6 +13,7 @@ import numpy as np
 
 from .._kernels import tree as _tree
 from .._kernels.backfit import SIGMA_PROBIT, BackfitState, record_forest_now
+from .._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
 from .._kernels.record import grow_store, new_store, nodes_of_trees, trim_store
 from .._kernels.records import Data, ForestOut, Prior, make_target, make_window
 from .._kernels.row_parallel import block_layout, n_blocks
@@ -179,7 +180,9 @@ class ForestChain(ForestBuffers):
         # Row blocks (row_parallel.py): their layout widens sums and cursor, and ``blocks`` (None
         # otherwise) makes the kernels compile the block passes, for this chain's signature only.
         blocks = None
-        if uses_row_blocks(n):
+        # only chains whose passes are backfit.py's (normal leaves): a basis-leaf chain (basis.py)
+        # replaces sums with its own and has no block passes
+        if prior.model == MODEL_NORMAL_KNOWN_VARIANCE and uses_row_blocks(n):
             sums, cursor = block_layout(n, self.capacity)
             blocks = n_blocks(n)
         else:
