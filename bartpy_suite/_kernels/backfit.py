@@ -47,6 +47,7 @@ from .jit import helper, kernel
 from .likelihood import draw_inverse_gamma, leaf_log_marginal_normal_known_variance
 from .record import record_tree
 from .records import Target
+from .row_parallel import exchange_fits_blocks, map_leaves_blocks, sum_squares_blocks
 from .tree import (
     F_B_SUM,
     F_LM_SUM,
@@ -82,6 +83,10 @@ class BackfitState(NamedTuple):
     fstate: np.ndarray  # float64[2]: F_LM_SUM, F_B_SUM of the tree being updated
     sigma_mode: np.ndarray  # int64[1]: SIGMA_SAMPLED, SIGMA_FIXED or SIGMA_PROBIT
     cursor: np.ndarray  # int64[N]: next free place of each leaf's segment while ``perm`` is rebuilt
+    # None, or the number of row blocks of ``row_parallel.py`` (whose layout then widens ``sums`` and
+    # ``cursor``). A None-typed argument lets numba drop the block passes before typing (``exchange_fits``,
+    # ``leaf_map``, ``sum_of_squares``), so a chain without blocks compiles none of them.
+    blocks: int | None = None
 
 
 @helper(inline=True)
@@ -143,12 +148,16 @@ def set_leaf_terms(tree, sums, target, fstate):
 
 
 @helper
-def exchange_fits(resid, leaf_out, value_out, leaf_in, value_in, span_in, sums, perm, cursor):
+def exchange_fits(resid, leaf_out, value_out, leaf_in, value_in, span_in, sums, perm, cursor, blocks):
     """One pass in row order: resid -= f_out, resid += f_in, the leaf sums of the new resid
     under ``leaf_in`` into ``sums`` (N_ACC, nodes; the incoming tree's node span ``span_in``
     zeroed first), and, given a shared ``perm`` (else an empty one), the rows of each leaf of
     the incoming tree into it from ``cursor[leaf]`` on (``leaf_cursors``). Either tree may be
-    absent (empty map)."""
+    absent (empty map). With row ``blocks`` (``BackfitState.blocks``) the block pass of
+    ``row_parallel.py``; with None numba prunes that branch unseen."""
+    if blocks is not None:
+        exchange_fits_blocks(resid, leaf_out, value_out, leaf_in, value_in, span_in, sums, perm, cursor)
+        return
     sums[:, :span_in] = 0.0
     n = resid.shape[0]
     has_out = leaf_out.shape[0] == n
@@ -176,6 +185,26 @@ def map_leaves(tree, leaf_of):
             continue
         for i in range(tree.start[node], tree.end[node]):
             leaf_of[tree.perm[i]] = node
+
+
+@helper
+def leaf_map(tree, leaf_of, blocks):
+    """``map_leaves``, or with row ``blocks`` (not None) its block pass (``row_parallel.py``)."""
+    if blocks is None:
+        map_leaves(tree, leaf_of)
+    else:
+        map_leaves_blocks(tree.var, tree.start, tree.end, tree.perm, tree.meta[M_SPAN], leaf_of, blocks)
+
+
+@helper
+def sum_of_squares(resid, blocks):
+    """Sum of ``resid[i]**2`` in row order, or with row ``blocks`` (not None) by blocks."""
+    if blocks is not None:
+        return sum_squares_blocks(resid, blocks)
+    ss = 0.0
+    for i in range(resid.shape[0]):
+        ss += resid[i] * resid[i]
+    return ss
 
 
 @helper
@@ -231,7 +260,7 @@ def begin_sweep(state, forest):
     empty_value = forest.value[0, :0]
     leaf_cursors(forest.var[0], forest.start[0], forest.meta[0, M_SPAN], state.cursor)
     exchange_fits(state.resid, empty_map, empty_value, state.leaf_of[0], forest.value[0], forest.meta[0, M_SPAN],
-                  state.sums, shared_perm(forest), state.cursor)
+                  state.sums, shared_perm(forest), state.cursor, state.blocks)
 
 
 @helper(inline=True)
@@ -248,15 +277,15 @@ def finish_tree(rng, state, forest, j, changed):
     values, and move the residual on to tree j + 1 (or to the full residual after the last)."""
     tree = tree_view(forest, j)
     if changed:
-        map_leaves(tree, state.leaf_of[j])
+        leaf_map(tree, state.leaf_of[j], state.blocks)
     draw_leaves(rng, tree, state.target)
     if j + 1 < forest.var.shape[0]:
         leaf_cursors(forest.var[j + 1], forest.start[j + 1], forest.meta[j + 1, M_SPAN], state.cursor)
         exchange_fits(state.resid, state.leaf_of[j], forest.value[j], state.leaf_of[j + 1], forest.value[j + 1],
-                      forest.meta[j + 1, M_SPAN], state.sums, shared_perm(forest), state.cursor)
+                      forest.meta[j + 1, M_SPAN], state.sums, shared_perm(forest), state.cursor, state.blocks)
     else:
         exchange_fits(state.resid, state.leaf_of[j], forest.value[j], state.leaf_of[0, :0], forest.value[0, :0], 0,
-                      state.sums, shared_perm(forest), state.cursor)
+                      state.sums, shared_perm(forest), state.cursor, state.blocks)
 
 
 @helper
@@ -274,9 +303,7 @@ def draw_noise(rng, state):
         lam = target.prior.lam
         if use_lik:
             resid = state.resid
-            ss = 0.0
-            for i in range(resid.shape[0]):
-                ss += resid[i] * resid[i]
+            ss = sum_of_squares(resid, state.blocks)
             target.sigma2[0] = draw_inverse_gamma(rng, 0.5 * (nu + resid.shape[0]), 0.5 * (nu * lam + ss))
         else:
             target.sigma2[0] = draw_inverse_gamma(rng, 0.5 * nu, 0.5 * nu * lam)

@@ -47,7 +47,7 @@ def set_rung(state, prior_off, sigma2, t, likelihood_on):
     state.target.sigma2[0] = sigma2
     s = state
     return BackfitState(s.resid, s.leaf_of, s.sums, s.z, s.ybin, s.ycls, Target(prior_off, s.target.sigma2),
-                        s.fstate, s.sigma_mode, s.cursor)
+                        s.fstate, s.sigma_mode, s.cursor, s.blocks)
 
 
 @helper

@@ -23,6 +23,7 @@ from typing import Any
 from .. import _validation as check
 from ..errors import ArgumentError
 from ..samplers import SAMPLERS, get_sampler, samplers_for
+from ..samplers.forest import ROW_BLOCKS_MIN_ROWS
 from ..samplers.registry import SamplerSpec
 from ._remote import check_executor
 
@@ -174,7 +175,11 @@ _ENTRIES: dict[str, tuple[str, str]] = {
                                         "listing the valid ones."),
     "likelihood": ("bool", "False samples the prior (the test of last resort for a sampler)."),
     "progress": ("bool", "Progress bar in an interactive terminal."),
-    "threads": ("int or None", "Worker threads (default one per chain); the draws do not depend on it."),
+    "threads": ("int or None", "Threads the chains use: ``min(chains, threads)`` chains run at once, each with "
+                               f"``threads // that`` threads for the row passes of a BART fit of "
+                               f"{ROW_BLOCKS_MIN_ROWS:,} rows or more "
+                               "(default: every chain at once, with the cores numba may use, ``NUMBA_NUM_THREADS``, "
+                               "shared among them); the draws do not depend on it."),
     "check_mixing": ("bool", "After the fit, check how well the chains mixed on f(x) at 24 training rows (class "
                              "probabilities for a classifier) and sigma (default True): past r_hat 1.01 or bulk ESS "
                              "100 per chain a note on standard error, past 1.05 or 50 a "

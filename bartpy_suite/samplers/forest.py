@@ -7,12 +7,17 @@ Import rule: imports ``_kernels`` and the modules of this package.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from .._kernels import tree as _tree
 from .._kernels.backfit import SIGMA_PROBIT, BackfitState, record_forest_now
+from .._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
 from .._kernels.record import grow_store, new_store, nodes_of_trees, trim_store
 from .._kernels.records import Data, ForestOut, Prior, make_target, make_window
+from .._kernels.row_parallel import block_layout, n_blocks
+from ..errors import ArgumentError
 from .draws import ChainDraws
 from .problems import BartProblem
 
@@ -25,6 +30,39 @@ INITIAL_NODES_PER_TREE = 4
 #: rebuilt for each tree in the residual pass (``_kernels/backfit.py``): the same draws, a
 #: scattered write per row and tree more (at 10^7 rows and 200 trees: 40 MB instead of 8 GB).
 PER_TREE_PERM_BYTES = 1 << 30
+
+
+#: Fewest rows at which a chain's O(n) passes run by row blocks (``_kernels/row_parallel.py``), the
+#: layout that lets one chain use several threads with draws that do not depend on how many. Below,
+#: the sequential passes of ``_kernels/backfit.py`` (and their draws) are kept. The environment
+#: variable ``ROW_BLOCKS_ENV`` overrides it (read when a chain is built), e.g. to test the block
+#: passes on small data. Why 300,000 (``benchmarks/results/threads_one_chain.md``, one chain, 200
+#: trees, at a load average of 12-15 on 2 cores): on one thread the blocks cost CPU at 10^5 rows
+#: (0.030 against 0.029 s per sweep; 0.042 against 0.038 in an earlier run) and nothing from
+#: 3 x 10^5 on (0.086 against 0.086; 0.348 against 0.370 at 10^6), and a chain above the threshold
+#: uses them on one thread too (e.g. 4 chains on 2 cores); a chain with row blocks also compiles
+#: kernels of its own, about 6 CPU s more than a first BART fit without (20.2 against 13.8-14.4,
+#: ``benchmarks/results/compile_time_threads.md``), negligible next to a fit of that size. No wall
+#: gain from a second thread could be measured on that loaded machine at any n (0.89-0.99x).
+ROW_BLOCKS_MIN_ROWS = 300_000
+ROW_BLOCKS_ENV = "BARTPY_SUITE_ROW_BLOCKS_MIN_ROWS"
+
+
+def uses_row_blocks(n_rows: int) -> bool:
+    """Whether a BART chain over ``n_rows`` rows runs its O(n) passes by row blocks: from
+    ``ROW_BLOCKS_MIN_ROWS`` rows on, or from the value of the environment variable
+    ``BARTPY_SUITE_ROW_BLOCKS_MIN_ROWS`` when set (an integer >= 1)."""
+    text = os.environ.get(ROW_BLOCKS_ENV, "").strip()
+    if not text:
+        return n_rows >= ROW_BLOCKS_MIN_ROWS
+    try:
+        least = int(text)
+    except ValueError:
+        least = 0
+    if least < 1:
+        raise ArgumentError(f"environment variable {ROW_BLOCKS_ENV}={text!r}: give a whole number of rows >= 1 "
+                            f"(the fewest rows at which a chain runs its row passes by blocks), or unset it")
+    return n_rows >= least
 
 
 def shares_perm(n_trees: int, n_rows: int) -> bool:
@@ -139,18 +177,29 @@ class ForestChain(ForestBuffers):
             start = float(np.mean(y))
         self.forest.value[:, 0] = start / n_trees
         target = z if probit else y
+        # Row blocks (row_parallel.py): their layout widens sums and cursor, and ``blocks`` (None
+        # otherwise) makes the kernels compile the block passes, for this chain's signature only.
+        blocks = None
+        # only chains whose passes are backfit.py's (normal leaves): a basis-leaf chain (basis.py)
+        # replaces sums with its own and has no block passes
+        if prior.model == MODEL_NORMAL_KNOWN_VARIANCE and uses_row_blocks(n):
+            sums, cursor = block_layout(n, self.capacity)
+            blocks = n_blocks(n)
+        else:
+            sums, cursor = np.zeros((4, self.capacity)), np.zeros(self.capacity, dtype=np.int64)
         self.state = BackfitState(
             resid=np.ascontiguousarray(target - start - problem.offset),
             # all rows start in the root of a stump; uint8 node ids since capacity <= 255
             leaf_of=np.zeros((n_trees, n), dtype=np.uint8),
-            sums=np.zeros((4, self.capacity)),
+            sums=sums,
             z=z,
             ybin=ybin,
             ycls=np.zeros(0, dtype=np.int64),  # class codes: read by classification leaf models only
             target=make_target(prior, problem.sigma2),  # the chain's sigma^2 cell starts at problem.sigma2
             fstate=np.zeros(2),
             sigma_mode=np.array([problem.sigma_mode], dtype=np.int64),
-            cursor=np.zeros(self.capacity, dtype=np.int64),
+            cursor=cursor,
+            blocks=blocks,
         )
         # The tree updates read the residual of the state (rewritten in place by the sweep).
         self.data = Data(self.codes, self.is_categorical, self.nbins, self.state.resid, self.state.ycls)
