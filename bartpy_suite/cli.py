@@ -210,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--init", choices=("auto", "gfr", "none"),
                      help=f"how the chains start (--model {_models_taking('init')}): 'gfr' runs a few grow-from-root "
                           "sweeps and starts each chain from a different GFR forest (regression, samplers grow_prune, "
-                          "cgm, gfr; --tune then defaults to 300); 'none' starts every tree as a stump; 'auto' "
+                          "cgm, gfr; --tune then defaults to 100); 'none' starts every tree as a stump; 'auto' "
                           "(default) is 'gfr' for a regression fit of 10,000 rows or more, else 'none'")
     fit.add_argument("--init-sweeps", dest="init_sweeps", type=int, metavar="K",
                      help="GFR sweeps of --init gfr (default max(5, chains); at least --chains)")

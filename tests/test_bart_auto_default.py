@@ -1,5 +1,5 @@
 """BART's default run (issue 32): ``init``, ``tune`` and ``draws`` are "auto" and are decided from the
-data at fit time (``models/bart.py``, ``AUTO_*``): a GFR warm start with 300 + 500 sweeps for a
+data at fit time (``models/bart.py``, ``AUTO_*``): a GFR warm start with 100 + 500 sweeps for a
 regression fit of at least 10,000 rows, 1000 + 1000 sweeps from stumps otherwise."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def test_defaults_are_auto_and_survive_get_params():
 
 def test_rule_by_rows():
     model = bps.BART()
-    assert resolved(model, bart_module.AUTO_WARM_MIN_ROWS) == ("gfr", 300, 500)
+    assert resolved(model, bart_module.AUTO_WARM_MIN_ROWS) == ("gfr", 100, 500)
     assert resolved(model, bart_module.AUTO_WARM_MIN_ROWS - 1) == (None, 1000, 1000)
     # a response or option the warm start does not support keeps the stump start
     assert resolved(model, 10 ** 6, warm_ok=False) == (None, 1000, 1000)
@@ -41,8 +41,8 @@ def test_explicit_settings_win():
     assert resolved(bps.BART(tune=7, draws=9), 10 ** 5) == ("gfr", 7, 9)
     assert resolved(bps.BART(init=None), 10 ** 5) == (None, 1000, 1000)
     # an explicit warm start gets the short tuning at any size, the short run only at 10,000 rows or more
-    assert resolved(bps.BART(init="gfr"), 500) == ("gfr", 300, 1000)
-    assert resolved(bps.BART(init="gfr"), 10 ** 5) == ("gfr", 300, 500)
+    assert resolved(bps.BART(init="gfr"), 500) == ("gfr", 100, 1000)
+    assert resolved(bps.BART(init="gfr"), 10 ** 5) == ("gfr", 100, 500)
 
 
 @pytest.mark.parametrize("keywords", [dict(sampler="pg"), dict(sampler="ctmc"), dict(sampler="gfr"),
@@ -59,13 +59,13 @@ def test_model_is_not_changed_by_resolving():
 
 def test_fit_records_what_auto_decided(monkeypatch):
     """End to end with the threshold lowered (a 10,000-row fit would make the test slow): a
-    regression fit is warm-started with 300 + 500 sweeps, a binary response is not."""
+    regression fit is warm-started with 100 + 500 sweeps, a binary response is not."""
     monkeypatch.setattr(bart_module, "AUTO_WARM_MIN_ROWS", 200)
     rng = np.random.default_rng(0)
     x = rng.uniform(size=(300, 3))
     y = 3 * x[:, 0] + rng.normal(size=300)
     fit = bps.BART(**FAST).fit(x, y)
-    assert {k: fit.config.get(k) for k in ("init", "tune", "draws")} == {"init": "gfr", "tune": 300, "draws": 500}
+    assert {k: fit.config.get(k) for k in ("init", "tune", "draws")} == {"init": "gfr", "tune": 100, "draws": 500}
     assert fit.posterior["sigma"].shape == (2, 500)
     probit = bps.BART(**FAST).fit(x, (y > 1.5).astype(int), class_labels=[0, 1])
     assert probit.config.get("init") is None and (probit.config["tune"], probit.config["draws"]) == (1000, 1000)

@@ -41,7 +41,7 @@ LINKS = ("auto", "probit", "logit", "ordinal")
 #: stumps with ``AUTO_TUNE`` + ``AUTO_DRAWS``. The numbers come from ``benchmarks/calibration.py``
 #: (``benchmarks/results/calibration.md``: coverage of f, RMSE and CPU time against n).
 AUTO_WARM_MIN_ROWS = 10_000
-AUTO_WARM_TUNE = 300
+AUTO_WARM_TUNE = 100
 AUTO_WARM_DRAWS = 500
 AUTO_TUNE = 1000
 AUTO_DRAWS = 1000
@@ -334,7 +334,7 @@ class BART(TreeModel):
         "because it gave more effective draws of sigma and f(x) per CPU second than ``cgm`` on Friedman #1, the "
         "hypercube, Wu and CGM data (``benchmarks/results/bart_default_mixing.md``); a single tree "
         "(``bps.cart``) defaults to ``tempered``."),
-        "tune": "\"auto\": 300 when the chains start from GFR forests (``init``), else 1000.",
+        "tune": "\"auto\": 100 when the chains start from GFR forests (``init``), else 1000.",
         "draws": "\"auto\": 500 when the chains start from GFR forests and the data have 10,000 rows or more, else "
                  "1000. What this default costs and gives against 1000 + 1000 sweeps from stumps (coverage of f's "
                  "95% intervals, RMSE, CPU time at 10^3 to 10^6 rows): ``benchmarks/results/calibration.md`` and "
