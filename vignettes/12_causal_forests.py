@@ -52,6 +52,8 @@ kinder = star[star["stark"].isin(["small", "regular"])]
 print(f"{len(star)} students in the data; {len(kinder)} in a small or regular kindergarten class; "
       f"{len(kinder) - len(kinder.dropna(subset=used))} of them lack one of {used} and are dropped")
 df = kinder.dropna(subset=used).copy()
+print(f"with the teacher's career-ladder step `ladderk` as well, {len(df) - len(df.dropna(subset=['ladderk']))} "
+      "more would be dropped")
 df["small"] = (df["stark"] == "small").astype(int)                 # the treatment
 df["school"] = "s" + df["schoolidk"].astype(int).astype(str)       # a grouping factor must not be numeric
 df["free_lunch"] = (df["lunchk"] == "free").astype(int)
@@ -62,8 +64,8 @@ pd.DataFrame({"students": df.groupby("small").size(), "mean math score": df.grou
               "schools": df.groupby("small")["school"].nunique()}).rename(index={0: "regular", 1: "small"})
 
 # %% [markdown]
-# `ladderk` (the teacher's career-ladder step) is left out: it is missing for some 400 more pupils
-# than the other columns. The student covariates are gender, ethnicity, free-lunch status and date of
+# `ladderk` (the teacher's career-ladder step) is left out: it is missing for more pupils than the
+# other columns (printed above). The student covariates are gender, ethnicity, free-lunch status and date of
 # birth; the teacher's are years of experience and degree. The teacher was assigned to the class at
 # random, so her characteristics are not affected by the treatment, but they are class-level: every
 # pupil of a class shares them. That matters for the propensity below.
@@ -129,11 +131,15 @@ print(f"common_support(): {support['below']} rows below {support['low']}, {suppo
       f"the treatment {np.corrcoef(df['pihat'], df['small'])[0, 1]:.2f}, with the design's "
       f"{np.corrcoef(df['pihat'], df['design'])[0, 1]:.2f}")
 flagged = df[(df["pihat"] < support["low"]) | (df["pihat"] > support["high"])]
-flagged.groupby(["school", "teacher_exp", "teacher_degree", "small"]).size().rename("pupils flagged").to_frame()
+profile = df.groupby(["teacher_exp", "teacher_degree"])["small"].agg(["size", "mean"])  # pupils per teacher profile
+table = flagged.groupby(["school", "teacher_exp", "teacher_degree", "small"]).size().rename("pupils flagged").to_frame()
+keys = [(e, g) for _, e, g, _ in table.index]
+table.assign(**{"pupils with this teacher profile": profile.loc[keys, "size"].to_numpy(),
+                "share of them in small classes": profile.loc[keys, "mean"].to_numpy()})
 
 # %% [markdown]
-# Each flagged group is the pupils of one class whose teacher's (experience, degree) is unique in
-# the data. Beyond the flagged rows, a propensity that partly predicts the arm from class-level
+# Each flagged group lies among pupils whose teacher profile (experience, degree) is rare enough in
+# the sample to pin down one arm (the last two columns). Beyond the flagged rows, a propensity that partly predicts the arm from class-level
 # covariates hands the prognostic forest a proxy for the treatment itself, and the mu forest can
 # then explain part of the difference between the arms that belongs to tau. So for the fits below
 # we give `bcf` the design propensity as a column (`propensity="design"`; a school whose pupils in
@@ -229,8 +235,8 @@ comparison
 #
 # For each posterior draw, the average of the CATE over the pupils of a subgroup (`cate_draws()` is
 # draws x pupils), summarised by its mean and 95% interval. Beside each, the same within-school OLS
-# fitted to that subgroup alone (conventional interval). The 19 pupils of other ethnicities are in
-# the fit but too few for a row of their own.
+# fitted to that subgroup alone (conventional interval). The pupils of other ethnicities (printed)
+# are in the fit but too few for a row of their own.
 
 # %%
 cate = fit_re.cate_draws()
@@ -252,6 +258,7 @@ subgroups.index.names = ["by", "subgroup"]
 
 diff = (cate[:, (df["free_lunch"] == 1).to_numpy()].mean(axis=1)
         - cate[:, (df["free_lunch"] == 0).to_numpy()].mean(axis=1))
+print(f"pupils of other ethnicities: {int((~df['ethnicity'].isin(['afam', 'cauc'])).sum())}")
 print(f"free lunch minus no free lunch: {diff.mean():.2f} (95% interval {np.quantile(diff, 0.025):.2f} to "
       f"{np.quantile(diff, 0.975):.2f}); P(larger effect with free lunch) = {(diff > 0).mean():.2f}")
 subgroups
