@@ -18,8 +18,9 @@
 # Krueger's percentile ranks, so his numbers are not directly comparable to ours). Then:
 #
 # 1. the benchmark: OLS of the score on the treatment with school fixed effects (statsmodels);
-# 2. `bps.bcf` with schools as random intercepts `(1 | school)` and without them: ATE beside the
-#    benchmark, the school sd, sigma and the interval widths;
+# 2. `bps.bcf` with its default estimated propensity and with the design's, each with schools as
+#    random intercepts `(1 | school)` and without them: ATE beside the benchmark, the school sd,
+#    sigma and the interval widths;
 # 3. heterogeneity: the average effect for children with and without free lunch, by ethnicity and by
 #    the teacher's experience, and which moderators the treatment forest uses;
 # 4. mixing (R-hat) and the common-support check on the estimated propensity.
@@ -215,9 +216,10 @@ comparison
 #
 # - With the design propensity and `(1 | school)`, bcf's ATE sits on the covariate-adjusted
 #   within-school regression (the last row), with an interval about as wide as its conventional one.
-#   bcf's default, the estimated propensity, gives a smaller ATE: the propensity that partly
-#   predicts the arm from the teacher's covariates lets the prognostic forest take a share of the
-#   effect, as feared above. In a randomised experiment, give bcf the design.
+#   bcf's default, the estimated propensity, gives a smaller ATE than every benchmark row, most
+#   likely as feared above: a propensity that partly predicts the arm from the teacher's covariates
+#   lets the prognostic forest take a share of the effect. In a randomised experiment, give bcf the
+#   design.
 # - Without any school information (the estimated propensity, no random effects) the spread between
 #   schools ends up in sigma; `(1 | school)` moves it to the intercepts, and sigma and the width of
 #   the ATE's interval shrink (the printed changes). With the design propensity sigma hardly moves,
@@ -235,8 +237,10 @@ comparison
 #
 # For each posterior draw, the average of the CATE over the pupils of a subgroup (`cate_draws()` is
 # draws x pupils), summarised by its mean and 95% interval. Beside each, the same within-school OLS
-# fitted to that subgroup alone (conventional interval). The pupils of other ethnicities (printed)
-# are in the fit but too few for a row of their own.
+# fitted to that subgroup alone (conventional interval). The data have no class identifier; a
+# distinct (school, arm, teacher experience, teacher degree) stands in for a class in the count of
+# classes. The pupils of other ethnicities (printed) are in the fit but too few for a row of their
+# own.
 
 # %%
 cate = fit_re.cate_draws()
@@ -245,12 +249,13 @@ groups = {("free lunch", "yes"): df["free_lunch"] == 1, ("free lunch", "no"): df
           ("ethnicity", "African American"): df["ethnicity"] == "afam",
           ("ethnicity", "Caucasian"): df["ethnicity"] == "cauc"}
 groups.update({("teacher experience (years)", str(b)): exp_bins == b for b in exp_bins.cat.categories})
+class_keys = ["school", "small", "teacher_exp", "teacher_degree"]  # no class id: a teacher profile per school and arm
 sub = {}
 for key, mask in groups.items():
     draws = cate[:, mask.to_numpy()].mean(axis=1)
     part = df[mask]
     res = smf.ols("mathk ~ small + C(school)", data=part).fit()
-    sub[key] = {"pupils": int(mask.sum()), "bcf mean": draws.mean(), "bcf lower": np.quantile(draws, 0.025),
+    sub[key] = {"pupils": int(mask.sum()), "classes (approx.)": len(part.groupby(class_keys)), "bcf mean": draws.mean(), "bcf lower": np.quantile(draws, 0.025),
                 "bcf upper": np.quantile(draws, 0.975), "OLS + FE": res.params["small"],
                 "OLS lower": res.conf_int().loc["small", 0], "OLS upper": res.conf_int().loc["small", 1]}
 subgroups = pd.DataFrame(sub).T
@@ -290,7 +295,7 @@ fig.tight_layout()
 # (1999) reports larger gains for Black pupils and pupils on free lunch; the subgroup regressions
 # here lean the same way, with intervals that overlap widely. Teacher experience: both methods put
 # the smallest effect with the most experienced teachers. The teacher's experience is a class-level
-# variable with only a few dozen classes per bin, so this is a pattern among classes that differ in
+# variable with a few dozen classes per bin (the table's count), so this is a pattern among classes that differ in
 # more than their teacher's experience, not an effect of experience.
 #
 # Which moderators does the treatment forest split on? The share of its split rules per predictor,
@@ -318,8 +323,8 @@ fit_re.variable_activity(forest="tau")
 # covariate-adjusted regression and bcf with the design propensity and school random intercepts
 # agree on the size (the comparison table), and all their intervals exclude zero. A randomised
 # experiment is where the causal forest has least to add to the average, and where its defaults
-# need the most care: the estimated propensity, built from covariates that identify classes, pulled
-# the ATE down; the design propensity, known here, does not. The school random intercepts took the
+# need the most care: with the estimated propensity, built from covariates that identify classes,
+# the ATE came out lower than every benchmark; with the design propensity, known here, it did not. The school random intercepts took the
 # schools' levels out of the comparison, narrowed the ATE's interval and helped the chains agree.
 # For whom: no difference by free lunch or ethnicity that the forest can resolve, and a hint, which
 # this design cannot separate from other differences between classes, that the effect was smaller
