@@ -270,7 +270,7 @@ def test_common_support_warning():
     """Rows with a propensity outside [0.05, 0.95] are counted and warned about, naming how many."""
     df, _ = _hmc20(40, 2)
     df["ps"] = np.where(np.arange(40) < 3, 0.02, 0.5)
-    with pytest.warns(CommonSupportWarning, match=r"3 of 40 rows"):
+    with pytest.warns(CommonSupportWarning, match=r"3 of 40 rows have a propensity \(the column 'ps'\)"):
         fit = bps.bcf("y ~ x1", df, treatment="z", propensity="ps", mu_trees=5, tau_trees=3, chains=1, draws=5,
                       tune=5, seed=0)
     assert fit.common_support()["below"] == 3

@@ -469,8 +469,10 @@ class CausalFit:
         """Warn (``CommonSupportWarning``) when some rows lie outside the common-support bounds."""
         cs = self.common_support()
         if cs["below"] + cs["above"]:
+            source = ("propensity (the column " + repr(self.config["propensity_column"]) + ")"
+                      if self.config.get("propensity_column") else "estimated propensity")
             warnings.warn(
-                f"{cs['below'] + cs['above']} of {self.propensity.shape[0]} rows have an estimated propensity "
+                f"{cs['below'] + cs['above']} of {self.propensity.shape[0]} rows have a {source} "
                 f"below {SUPPORT_LOW} ({cs['below']}) or above {SUPPORT_HIGH} ({cs['above']}): their treatment "
                 "effects extrapolate from the other arm; check overlap before trusting the CATE there",
                 CommonSupportWarning, stacklevel=stacklevel)
