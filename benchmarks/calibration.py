@@ -7,6 +7,18 @@ Command (from the repository root; resumable, results already in the JSON are ke
     PYTHONPATH=$PWD python3 benchmarks/calibration.py --functions friedman --sizes 100000
     PYTHONPATH=$PWD python3 benchmarks/calibration.py --report-only      # table and plot from the JSON
 
+The committed table holds, besides the first command's runs (replicate 0; the step and additive functions
+at 10^3 and 10^4 only), the runs of::
+
+    ... --functions friedman,step,additive --sizes 10000 --configs old,warm-500,warm-t300,stochtree --replicates 1,2
+    ... --functions friedman --sizes 100000 --configs old,warm-500,warm-t300,stochtree --replicates 1,2
+    ... --functions friedman,step --sizes 10000 --configs warm-c8 --replicates 0,1,2
+    ... --functions friedman --sizes 10000 --configs warm-k10 --replicates 0,1,2
+    ... --functions friedman --sizes 1000000 --configs default,warm-500,warm-t300 --allow-million
+
+(replicate 2 of step and additive at 10^4, warm-c8's third step replicate and stochtree at 10^6 were
+stopped unfinished to free the machine).
+
 writes ``benchmarks/results/calibration.json`` (one record per function x n x configuration, written
 after each run), ``calibration.md`` (the table) and ``calibration.png`` (coverage against n).
 
@@ -338,7 +350,7 @@ def report(results: dict, md_path: Path, png_path: Path, command: str) -> None:
         "# Coverage of f against n: the old default, gfr, GFR warm starts, stochtree and bartz (issue 32)",
         "",
         f"Command: `{command}` (resumable; `--report-only` rewrites this file and the plot from "
-        "`calibration.json`).",
+        "`calibration.json`); the other runs in this table: the commands in the script's docstring.",
         "",
         "Settings: three functions of x ~ U(0, 1)^10 with noise sd 1 (`friedman`: Friedman #1; `step`: "
         "3 [x0 > .5] + 2 [x1 > .3] [x2 > .6] - 2 [x3 < .25]; `additive`: 2 sin(2 pi x0) + 4 (x1 - .5)^2 + 2 x2 + "
