@@ -12,12 +12,13 @@ at 10^3 and 10^4 only), the runs of::
 
     ... --functions friedman,step,additive --sizes 10000 --configs old,warm-500,warm-t300,stochtree --replicates 1,2
     ... --functions friedman --sizes 100000 --configs old,warm-500,warm-t300,stochtree --replicates 1,2
-    ... --functions friedman,step --sizes 10000 --configs warm-c8 --replicates 0,1,2
-    ... --functions friedman --sizes 10000 --configs warm-k10 --replicates 0,1,2
+    ... --functions friedman --sizes 10000 --configs warm-c8,warm-k10 --replicates 0,1,2
+    ... --functions step --sizes 10000 --configs warm-c8 --replicates 0,1
+    ... --functions friedman --sizes 100000 --configs warm-c8
     ... --functions friedman --sizes 1000000 --configs default,warm-500,warm-t300 --allow-million
 
-(replicate 2 of step and additive at 10^4, warm-c8's third step replicate and stochtree at 10^6 were
-stopped unfinished to free the machine).
+(replicate 2 of step and additive at 10^4 and stochtree at 10^6 were stopped unfinished to free the
+machine).
 
 writes ``benchmarks/results/calibration.json`` (one record per function x n x configuration, written
 after each run), ``calibration.md`` (the table) and ``calibration.png`` (coverage against n).
