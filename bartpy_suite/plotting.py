@@ -74,7 +74,9 @@ def plot_variable_activity(fit, level: float = 0.95, ax=None, forest: str | None
     matplotlib.axes.Axes
         Bar i (``ax.patches[i]``) is predictor i of ``fit.predictors`` (of the forest's predictors).
     """
-    if forest is not None or isinstance(fit, CausalFit):  # a bcf fit: one forest at a time
+    if forest is not None and not isinstance(fit, CausalFit):
+        raise ArgumentError("forest= picks one forest of a bcf fit; this fit has one forest: leave forest out")
+    if isinstance(fit, CausalFit):  # a bcf fit: one forest at a time
         forest = "mu" if forest is None else forest
         table = fit.variable_activity(level=level, forest=forest)
     else:

@@ -37,7 +37,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from ._validation import check_choice, check_open_unit
-from .errors import DataError
+from .errors import ArgumentError, DataError
 from .models import MODELS
 from .models.bcf import bcf
 from .models.settings import RUN_RESOURCES
@@ -368,15 +368,16 @@ class BCFRegressor(BaseEstimator):
         for f in self.tau_features:
             if isinstance(f, str):
                 if f not in names:
-                    raise DataError(f"tau_features names {f!r}, which is not a column of X (columns: "
+                    raise ArgumentError(f"tau_features names {f!r}, which is not a column of X (columns: "
                                     f"{names or 'none'})")
                 out.append(names.index(f))
             elif isinstance(f, (int, np.integer)) and not isinstance(f, bool) and 0 <= f < n_features:
                 out.append(int(f))
             else:
-                raise DataError(f"tau_features holds {f!r}: give column indices 0..{n_features - 1} or column names")
+                raise ArgumentError(f"tau_features holds {f!r}: give column indices 0..{n_features - 1} or column "
+                                    "names")
         if not out:
-            raise DataError("tau_features is empty: the treatment forest needs at least one column")
+            raise ArgumentError("tau_features is empty: the treatment forest needs at least one column")
         return out
 
     def fit(self, X, y, treatment=None, propensity=None, sample_weight=None):
@@ -403,8 +404,11 @@ class BCFRegressor(BaseEstimator):
 
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
         if treatment is None:
-            raise DataError("BCFRegressor.fit needs treatment=: the 0/1 treatment of each row of X")
+            raise ArgumentError("BCFRegressor.fit needs treatment=: the 0/1 treatment of each row of X")
         n = X.shape[0]
+        if np.ndim(treatment) != 1:
+            raise DataError(f"treatment must be a 1-D array with one value per row of X ({n}); got "
+                            f"{np.ndim(treatment)} dimensions")
         z = pd.Series(treatment).reset_index(drop=True) if not isinstance(treatment, np.ndarray) else \
             pd.Series(treatment)
         if z.shape != (n,):
@@ -423,7 +427,11 @@ class BCFRegressor(BaseEstimator):
     def _new(self, X, propensity):
         check_is_fitted(self, "posterior_")
         X = validate_data(self, X, reset=False, dtype=np.float64, ensure_min_samples=1)
-        if self.posterior_.config.get("propensity_column") is not None and propensity is None:
+        fitted_with = self.posterior_.config.get("propensity_column") is not None
+        if propensity is not None and not fitted_with:
+            raise ArgumentError("this BCFRegressor estimated the propensity itself (fit without propensity=): leave "
+                                "propensity out of predict, or refit with propensity=")
+        if fitted_with and propensity is None:
             raise DataError("this BCFRegressor was fitted with propensity=: give the propensity of the new rows too "
                             "(predict(X, propensity=...))")
         return self._frame(X, propensity if self.posterior_.config.get("propensity_column") else None)
@@ -472,7 +480,7 @@ class BCFRegressor(BaseEstimator):
         """
         level = check_open_unit("level", level)
         df = self._new(X, propensity)
-        df["z"] = np.asarray(treatment)
+        df["z"] = self._vector(treatment, df.shape[0], "treatment")
         return self.posterior_.predict(df, level=level)[["mean", "lower", "upper"]].to_numpy()
 
 

@@ -43,6 +43,8 @@ def test_variable_activity_bars_are_the_means_and_intervals(fit):
     np.testing.assert_allclose([s[:, 0].min() for s in segments], table["lower"].to_numpy())
     np.testing.assert_allclose([s[:, 0].max() for s in segments], table["upper"].to_numpy())
     assert [t.get_text() for t in ax.get_yticklabels()] == ["x1", "x2"]
+    with pytest.raises(ArgumentError, match="forest= picks one forest of a bcf fit"):
+        plotting.plot_variable_activity(fit, forest="mu")
 
 
 def test_partial_dependence_of_one_numeric_predictor(fit):

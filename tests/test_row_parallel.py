@@ -269,6 +269,10 @@ assert not parallel._is_initialized, "a chain without row blocks started numba's
 from bartpy_suite.models import _runner
 assert _runner.threads_per_chain(2, 4) == (2, 2)
 assert not parallel._is_initialized, "sharing threads among chains started numba's threading layer"
+# running chains (each worker sets its thread count) must not start it either: numba's own
+# thread-count calls would start it without the waiting policy of start_threads
+_runner.run_chains([0, 1], 3, lambda chain, index, first, n: None, threads=4, progress=False)
+assert not parallel._is_initialized, "running chains without row blocks started numba's threading layer"
 # the first chain with row blocks starts the threading layer; the environment is left as it was
 row_parallel.block_layout(100, 4)
 assert parallel._is_initialized

@@ -16,7 +16,7 @@ from sklearn.base import clone  # noqa: E402
 from sklearn.exceptions import NotFittedError  # noqa: E402
 
 import bartpy_suite as bps  # noqa: E402
-from bartpy_suite.errors import DataError  # noqa: E402
+from bartpy_suite.errors import ArgumentError, DataError  # noqa: E402
 from bartpy_suite.posterior.bcf import CommonSupportWarning  # noqa: E402
 from bartpy_suite.sklearn import BCFRegressor  # noqa: E402
 
@@ -85,7 +85,7 @@ def test_estimated_propensity_tau_features_and_names():
 def test_bad_input():
     X, y, z, pi, _ = _data(30, 2)
     est = BCFRegressor(**SMALL)
-    with pytest.raises(DataError, match="needs treatment="):
+    with pytest.raises(ArgumentError, match="needs treatment="):
         est.fit(X, y)
     with pytest.raises(DataError, match=r"treatment column 'z' must be binary 0/1"):
         est.fit(X, y, treatment=np.arange(30), propensity=pi)
@@ -93,5 +93,13 @@ def test_bad_input():
         est.fit(X, y, treatment=z[:10], propensity=pi)
     with pytest.raises(DataError, match="propensity must be a 1-D array with one value per row"):
         est.fit(X, y, treatment=z, propensity=pi[:5])
-    with pytest.raises(DataError, match="tau_features holds 7"):
+    with pytest.raises(ArgumentError, match="tau_features holds 7"):
         BCFRegressor(tau_features=[7], **SMALL).fit(X, y, treatment=z, propensity=pi)
+    with pytest.raises(DataError, match="treatment must be a 1-D array"):
+        est.fit(X, y, treatment=np.stack([z, z], axis=1), propensity=pi)
+    fitted = BCFRegressor(**SMALL).fit(X, y, treatment=z, propensity=pi)
+    with pytest.raises(DataError, match="treatment must be a 1-D array with one value per row"):
+        fitted.predict_outcome(X[:2], treatment=[1], propensity=pi[:2])
+    estimated = BCFRegressor(**SMALL).fit(X, y, treatment=z)
+    with pytest.raises(ArgumentError, match="estimated the propensity itself"):
+        estimated.predict(X[:2], propensity=[0.9, 0.9])

@@ -123,7 +123,14 @@ def block_layout(n_rows: int, capacity: int) -> tuple[np.ndarray, np.ndarray]:
 def set_threads(count: int) -> int:
     """Let compiled code started from this thread use ``count`` threads (numba's
     ``set_num_threads``, which is thread-local: another chain's thread keeps its own count);
-    returns the count it replaces. ``count`` is capped at numba's pool size (``NUMBA_NUM_THREADS``)."""
+    returns the count it replaces. ``count`` is capped at numba's pool size (``NUMBA_NUM_THREADS``).
+
+    Before numba's threading layer runs (no chain with row blocks has started it: ``start_threads``)
+    nothing is set and ``count`` is returned: numba's thread-count calls would start the layer
+    themselves, without the waiting policy ``start_threads`` gives it, and a chain without row blocks
+    enters no parallel region whatever its count."""
+    if running_layer() is None:
+        return int(count)
     previous = numba.get_num_threads()
     numba.set_num_threads(max(1, min(int(count), numba.config.NUMBA_NUM_THREADS)))
     return previous

@@ -282,7 +282,8 @@ class BART(TreeModel):
         ``na_action="split"`` ("auto" also needs ``likelihood=True``, ``sigma=None`` and no random
         effects, and never warm-starts the ``gfr`` sampler itself).
     init_options : dict or None
-        Settings of ``init="gfr"``: ``sweeps`` (k, default ``max(5, chains)``, at least
+        Settings of the warm start (``init="gfr"``, or ``"auto"`` when it warm-starts): ``sweeps``
+        (k, default ``max(5, chains)``, at least
         ``chains``) and the ``gfr`` sampler's options (``weights``, ``max_depth``,
         ``sigma_update``; see ``docs/guide/samplers.md``).
     cutpoint_sd : float
@@ -431,8 +432,8 @@ class BART(TreeModel):
         na_action = check_na_action(na_action)
         if "auto" in (self.init, self.tune, self.draws):
             warm_ok = (class_labels is None and random_effects is None and na_action is not NaAction.SPLIT
-                       and self.likelihood and self.sigma is None and sample_weight is None and sample_offset is None
-                       and self.weights is None and self.offset is None and self.variance is None)
+                       and self.likelihood and self.sigma is None and sample_weight is None
+                       and self.weights is None and self.variance is None)  # an offset alone: BART's kernels
             return self._resolved(np.shape(y)[0], warm_ok).fit(
                 X, y, is_categorical=is_categorical, n_levels=n_levels, class_labels=class_labels,
                 predictor_names=predictor_names, design=design, na_action=na_action, random_effects=random_effects,
@@ -569,11 +570,11 @@ class BART(TreeModel):
         if random_effects is not None:
             raise ArgumentError("weights=, offset= and variance= are not available with random effects (1 | g) yet; "
                                 "leave one of them out")
-        for keyword, given, column in (("sample_weight", sample_weight, self.weights),
-                                       ("sample_offset", sample_offset, self.offset)):
+        for keyword, name, given, column in (("sample_weight", "weights", sample_weight, self.weights),
+                                             ("sample_offset", "offset", sample_offset, self.offset)):
             if column is not None and given is None:
-                raise ArgumentError(f"{keyword[7:]}={column!r} names a data column: fit with bps.bart(formula, data, "
-                                    f"{keyword[7:]}={column!r}), or give the values to fit(..., {keyword}=)")
+                raise ArgumentError(f"{name}={column!r} names a data column: fit with bps.bart(formula, data, "
+                                    f"{name}={column!r}), or give the values to fit(..., {keyword}=)")
         wname = self.weights if self.weights is not None else ("weights" if sample_weight is not None else None)
         oname = self.offset if self.offset is not None else ("offset" if sample_offset is not None else None)
         w = np.ones(n_rows) if sample_weight is None else check_row_values(wname, sample_weight, n_rows, weights=True)
