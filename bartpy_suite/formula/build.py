@@ -103,8 +103,8 @@ def build_design(formula: str, data: pd.DataFrame, na_action: str = "drop", *,
     if "~" in formula and re.search(r"\([^()|]*\|", re.sub(r"`[^`]*`", "", formula.split("~", 1)[1])):
         raise FormulaError(
             f"formula {formula!r} has a random-effect term (... | g); random effects are fitted by bps.bart "
-            "(sampler 'grow_prune' or 'cgm'), e.g. bps.bart('y ~ x1 + (1 | g)', data=df); other models and "
-            "build_design take the formula without it"
+            "(sampler 'grow_prune' or 'cgm'), e.g. bps.bart('y ~ x1 + (1 | g)', data=df), and by bps.bcf; other "
+            "models and build_design take the formula without it"
         )
     if len(frame) == 0:
         raise DataError("data has no rows; a tree model needs data to fit")
