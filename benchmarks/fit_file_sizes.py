@@ -13,7 +13,7 @@ that the same script measures an older checkout (e.g. ``git archive <commit> | t
   draws=1000, tune=1000, seed=1)``.
 
 Per fit: the file size of ``fit.to_netcdf``, the size of each group written alone (the groups
-and encoding ``to_netcdf`` writes: ``posterior.fit._tree_to_write``, ``_compact_encoding``;
+and encoding ``to_netcdf`` writes: ``posterior.fit._tree_to_write``, ``netcdf_write.compact_encoding``;
 largest first), the wall and CPU time (the process's, all threads: the steadier number on a
 shared machine) of ``bps.load`` and of the file check alone (``posterior.file_check.check_fit``,
 when the checkout has it), the number of stored nodes, whether predictions on the training rows
@@ -68,7 +68,11 @@ with tempfile.TemporaryDirectory() as tmp:
     # each group written alone with the encoding to_netcdf gave it: its share of the file
     from bartpy_suite.posterior import fit as fit_module
     written = fit_module._tree_to_write(fit.idata, False) if hasattr(fit_module, "_tree_to_write") else fit.idata
-    encoding = fit_module._compact_encoding(written)
+    try:  # the encoding moved to posterior.netcdf_write; older commits keep it in fit.py
+        from bartpy_suite.posterior.netcdf_write import compact_encoding
+    except ImportError:
+        compact_encoding = fit_module._compact_encoding
+    encoding = compact_encoding(written)
     for node in written.subtree:
         if not node.dataset.data_vars:
             continue

@@ -15,7 +15,7 @@ import pytest
 import xarray as xr
 
 import bartpy_suite as bps
-from bartpy_suite.posterior.fit import _compact_encoding
+from bartpy_suite.posterior.netcdf_write import compact_encoding
 
 
 @pytest.fixture(scope="module")
@@ -58,12 +58,12 @@ def test_leaf_values_at_leaves_only_save_space(bart_fit, tmp_path):
     BART fit), so the leaves-only group is at least 10% smaller."""
     full = bart_fit.idata["trees"].to_dataset()
     full.to_netcdf(tmp_path / "full.nc", engine="netcdf4",
-                   encoding=_compact_encoding(xr.DataTree(full))["/"])
+                   encoding=compact_encoding(xr.DataTree(full))["/"])
     bart_fit.to_netcdf(tmp_path / "fit.nc")
     with xr.open_datatree(tmp_path / "fit.nc") as tree:
         leaves = tree["trees"].to_dataset().load()
     assert leaves["node_value"].dims == ("leaf",)
-    leaves.to_netcdf(tmp_path / "leaves.nc", engine="netcdf4", encoding=_compact_encoding(xr.DataTree(leaves))["/"])
+    leaves.to_netcdf(tmp_path / "leaves.nc", engine="netcdf4", encoding=compact_encoding(xr.DataTree(leaves))["/"])
     assert os.path.getsize(tmp_path / "leaves.nc") < 0.9 * os.path.getsize(tmp_path / "full.nc")
     back = bps.load(tmp_path / "fit.nc")
     assert back.idata["trees"]["node_value"].equals(bart_fit.idata["trees"]["node_value"])

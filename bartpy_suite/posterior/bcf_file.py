@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -40,11 +39,12 @@ import pandas as pd
 import xarray as xr
 
 from .._binning import BinnedPredictors
-from ..errors import ArgumentError, FitFileError
+from ..errors import FitFileError
 from . import file_check
 from .bcf import DESIGN_ATTRS, FOREST_GROUPS, FORESTS, PARAM_VARS, CausalFit, build_causal_idata
 from .file_check import _Bad, _Checker, _error, _fail, _finite_number
-from .fit import CONFIG_ATTR, LEAF_DIM, LOG_LIKELIHOOD_ATTR, _compact_encoding, _leaves_only, _tree_to_write
+from .fit import CONFIG_ATTR, LEAF_DIM, LOG_LIKELIHOOD_ATTR, _leaves_only, _tree_to_write
+from .netcdf_write import write_tree_atomically
 
 #: The group holding the propensity fit's groups in a file.
 PROPENSITY_GROUP = "propensity"
@@ -75,13 +75,6 @@ def save_causal(fit: CausalFit, path) -> None:
     OSError
         When the file cannot be written (the message names ``path``).
     """
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise ArgumentError(f"cannot write the fit to {path!r}: it is a folder; give a file name, e.g. "
-                            f"{os.path.join(path, 'effects.nc')!r}")
-    if not os.path.isdir(folder):
-        raise ArgumentError(f"cannot write {path!r}: folder {folder!r} does not exist")
     groups = {}
     for node in fit.idata.subtree:
         if node.path == "/":
@@ -99,21 +92,7 @@ def save_causal(fit: CausalFit, path) -> None:
                 ds = ds.copy(deep=False)
                 ds.attrs = {k: v for k, v in ds.attrs.items() if k != LOG_LIKELIHOOD_ATTR}
             groups[f"/{PROPENSITY_GROUP}{node.path}"] = ds
-    tree = xr.DataTree.from_dict(groups)
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.part")
-    try:
-        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-    except OSError as exc:
-        raise type(exc)(exc.errno, f"cannot write the fit to {path!r}: {exc.strerror}") from exc
-    try:
-        tree.to_netcdf(tmp, engine="netcdf4", encoding=_compact_encoding(tree))
-        os.replace(tmp, path)
-    except BaseException as exc:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        if isinstance(exc, OSError) and exc.errno is not None:
-            raise type(exc)(exc.errno, f"cannot write the fit to {path!r}: {exc.strerror}") from exc
-        raise
+    write_tree_atomically(xr.DataTree.from_dict(groups), path, "effects.nc")
 
 
 def load_causal(path, design_from_json: Callable[[str], object]) -> CausalFit:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from functools import cached_property
 
 import numpy as np
@@ -19,6 +17,7 @@ from ..errors import ArgumentError, DataError
 from .leaf_models import LeafModel, leaf_model_for
 from .loglik import GROUP as LOG_LIKELIHOOD_GROUP
 from .loglik import log_likelihood_group
+from .netcdf_write import write_tree_atomically
 from .prediction_table import check_na_action, missing_rows, new_rows
 from .tree_text import format_tree
 from .weighted import kish_ess, weighted_ess, weighted_mean_sd, weighted_quantiles, weighted_rhat
@@ -588,30 +587,7 @@ class Fit:
         OSError
             When the file cannot be written (the message names ``path``).
         """
-        path = os.fspath(path)
-        folder = os.path.dirname(os.path.abspath(path))
-        if os.path.isdir(path):
-            raise ArgumentError(f"cannot write the fit to {path!r}: it is a folder; give a file name, e.g. "
-                                f"{os.path.join(path, 'fit.nc')!r}")
-        if not os.path.isdir(folder):
-            raise ArgumentError(f"cannot write {path!r}: folder {folder!r} does not exist")
-        tree = _tree_to_write(self.idata, bool(log_likelihood))
-        # O_EXCL on a random name, like mkstemp, but with mode 0o666 so that the umask applies and
-        # the saved file gets the permissions of any other new file (mkstemp's are 0o600)
-        tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.part")
-        try:
-            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-        except OSError as exc:
-            raise type(exc)(exc.errno, f"cannot write the fit to {path!r}: {exc.strerror}") from exc
-        try:
-            tree.to_netcdf(tmp, engine="netcdf4", encoding=_compact_encoding(tree))
-            os.replace(tmp, path)
-        except BaseException as exc:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-            if isinstance(exc, OSError) and exc.errno is not None:
-                raise type(exc)(exc.errno, f"cannot write the fit to {path!r}: {exc.strerror}") from exc
-            raise
+        write_tree_atomically(_tree_to_write(self.idata, bool(log_likelihood)), path, "fit.nc")
 
     def __repr__(self) -> str:
         post = self.posterior
@@ -742,18 +718,6 @@ def _tail_ess(arr: np.ndarray, weights: np.ndarray) -> float:
         return float(array_stats.ess(arr, chain_axis=0, draw_axis=1, method="tail", prob=0.05))
 
 
-def _smallest_int(values: np.ndarray) -> np.dtype:
-    """The smallest signed integer dtype holding every value of ``values``."""
-    if values.size == 0:
-        return np.dtype(np.int8)
-    low, high = int(values.min()), int(values.max())
-    for dtype in (np.int8, np.int16, np.int32):
-        info = np.iinfo(dtype)
-        if info.min <= low and high <= info.max:
-            return np.dtype(dtype)
-    return np.dtype(np.int64)
-
-
 def _tree_to_write(idata: xr.DataTree, log_likelihood: bool) -> xr.DataTree:
     """The DataTree ``to_netcdf`` writes: ``idata``'s groups (sharing its arrays, nothing of
     ``idata`` modified) without the log_likelihood group unless ``log_likelihood``, and with
@@ -792,20 +756,3 @@ def _leaves_only(ds: xr.Dataset) -> xr.Dataset:
             return ds
         moved[name] = ((LEAF_DIM,) + da.dims[1:], da.values[leaf])
     return ds.drop_vars(list(moved)).assign(moved) if moved else ds
-
-
-def _compact_encoding(idata: xr.DataTree) -> dict:
-    """netCDF encoding per group: shuffle + zlib on every variable (the shuffle filter groups the
-    bytes of equal significance, which zlib then compresses far better: float64 leaf values and
-    multi-byte integers), integers narrowed to their range."""
-    encoding = {}
-    for node in idata.subtree:
-        group = {}
-        for name, da in node.dataset.data_vars.items():
-            spec = {"zlib": True, "complevel": 4, "shuffle": True}
-            if da.dtype.kind in "iub":
-                spec["dtype"] = _smallest_int(da.values.astype(np.int64))
-            group[name] = spec
-        if group:
-            encoding[node.path] = group
-    return encoding
