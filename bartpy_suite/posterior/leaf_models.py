@@ -106,6 +106,20 @@ def leaf_model_for(fit: Fit) -> LeafModel:
     return leaf_model_class(fit.config)(fit)
 
 
+class TrainingRows(np.ndarray):
+    """Bin codes of training rows (``rows``: their numbers, None for all), as an ndarray view: leaf
+    models whose predictions add a per-row term (random effects, a variance forest's weights) tell
+    training inputs from new data by this type."""
+
+    rows: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, codes: np.ndarray, rows) -> TrainingRows:
+        out = codes.view(cls)
+        out.rows = rows
+        return out
+
+
 class LeafModel:
     """What the leaves of a fit's trees hold, and what follows from it.
 

@@ -37,7 +37,7 @@ import xarray as xr
 from .. import _validation as check
 from ..errors import ArgumentError, DataError
 from ._dask import is_dask_frame, predict_dask
-from .leaf_models import PREDICT_KINDS, GaussianMeanShift, register
+from .leaf_models import PREDICT_KINDS, GaussianMeanShift, TrainingRows, register
 from .prediction_table import regression_table, with_missing_rows
 
 if TYPE_CHECKING:
@@ -117,18 +117,6 @@ def new_group_rows(spec: dict, newdata, na_action: str | None = None) -> tuple[n
     return codes, basis, ~bad
 
 
-class _TrainingRows(np.ndarray):
-    """Bin codes of training rows (``rows``: their numbers, None for all), as an ndarray view."""
-
-    rows: np.ndarray | None = None
-
-    @classmethod
-    def of(cls, codes: np.ndarray, rows) -> _TrainingRows:
-        out = codes.view(cls)
-        out.rows = rows
-        return out
-
-
 def _missing(value) -> bool:
     try:
         return bool(pd.isna(value))
@@ -169,16 +157,16 @@ class NormalRandomEffects(GaussianMeanShift):
         return self.group_effects(codes, basis)
 
     def training_inputs(self, rows: np.ndarray | None = None) -> np.ndarray:
-        """The training rows' bin codes, marked as training rows (``_TrainingRows``) so that
+        """The training rows' bin codes, marked as training rows (``TrainingRows``) so that
         :meth:`draws` adds their group effects: the pointwise log-likelihood and the mixing check
         then read f(x) + gamma, the identified sum (the forest's level and the random intercepts
         trade off, spec 4.2)."""
-        return _TrainingRows.of(super().training_inputs(rows), rows)
+        return TrainingRows.of(super().training_inputs(rows), rows)
 
     def draws(self, x: np.ndarray) -> np.ndarray:
         """f(x) per (sample, row); for training rows (``training_inputs``) f(x) + W' beta_g."""
         f = self.function_samples(np.asarray(x))
-        if isinstance(x, _TrainingRows):
+        if isinstance(x, TrainingRows):
             f = f + self._training_gamma(x.rows)
         return f
 

@@ -39,7 +39,7 @@ from .._kernels.predict import sum_of_trees
 from .._kernels.record import right_children, tree_roots
 from ..errors import ArgumentError, DataError
 from ._dask import is_dask_frame, predict_dask
-from .leaf_models import PREDICT_KINDS, GaussianMeanShift, register
+from .leaf_models import PREDICT_KINDS, GaussianMeanShift, TrainingRows, register
 from .prediction_table import regression_table, with_missing_rows
 from .weighted import weighted_quantiles
 
@@ -126,18 +126,6 @@ def variance_activity(fit: Fit, level: float = 0.95) -> pd.DataFrame:
                         index=pd.Index(fit.predictors, name="predictor"))
 
 
-class _TrainingRows(np.ndarray):
-    """Bin codes of training rows (``rows``: their numbers, None for all), as an ndarray view."""
-
-    rows: np.ndarray | None = None
-
-    @classmethod
-    def of(cls, codes: np.ndarray, rows) -> _TrainingRows:
-        out = codes.view(cls)
-        out.rows = rows
-        return out
-
-
 @register
 class HeteroNormal(GaussianMeanShift):
     """BART regression with observation weights and / or an offset, one sigma per draw (module docstring).
@@ -156,12 +144,12 @@ class HeteroNormal(GaussianMeanShift):
     def training_inputs(self, rows: np.ndarray | None = None) -> np.ndarray:
         """The training rows' bin codes, marked as training rows so that :meth:`draws` adds their offsets
         and :meth:`noise_sd` divides by their weights."""
-        return _TrainingRows.of(super().training_inputs(rows), rows)
+        return TrainingRows.of(super().training_inputs(rows), rows)
 
     def draws(self, x: np.ndarray) -> np.ndarray:
         """f(x) per (sample, row); for training rows (``training_inputs``) f(x) + o."""
         f = self.function_samples(np.asarray(x))
-        if isinstance(x, _TrainingRows):
+        if isinstance(x, TrainingRows):
             f = f + self._const("obs_offset", x.rows)[None, :]
         return f
 
@@ -172,7 +160,7 @@ class HeteroNormal(GaussianMeanShift):
     def noise_sd(self, x: np.ndarray) -> np.ndarray:
         """sigma(x) / sqrt(w): the training rows' weights for training rows, 1 otherwise."""
         sd = self.sigma_samples(x)
-        if isinstance(x, _TrainingRows):
+        if isinstance(x, TrainingRows):
             with np.errstate(divide="ignore"):
                 sd = sd / np.sqrt(self._const("obs_weight", x.rows))[None, :]
         return sd
@@ -223,7 +211,7 @@ class HeteroNormal(GaussianMeanShift):
         level = check.check_open_unit("level", level)
         x, index, ok = self.inputs(newdata, na_action)
         if newdata is None:
-            x = _TrainingRows.of(x, None)
+            x = TrainingRows.of(x, None)
             offset, weight = self._const("obs_offset"), self._const("obs_weight")
         else:
             offset, weight = self.new_row_columns(newdata, ok)
