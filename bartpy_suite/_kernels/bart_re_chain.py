@@ -39,7 +39,7 @@ def mh_bart_re_sweep(rng, forest, state, data, moves, scratch, re, counts):
     and the random intercepts (``random_effects.level_move``), then sigma."""
     mh_tree_updates(rng, forest, state, data, moves, scratch, counts)
     random_effects_block(rng, re, state.resid, state.target.sigma2[0], state.target.prior.likelihood)
-    level_move(rng, re, forest, state.target.prior.tau2)
+    level_move(rng, re, forest, state.target.prior.tau2, float(forest.var.shape[0]))
     draw_noise(rng, state)
 
 

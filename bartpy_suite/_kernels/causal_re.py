@@ -15,7 +15,7 @@ delta, and before sigma^2. ``multi_forest.causal_sweep`` calls ``causal_re_block
 the residual's recomputation in ``multi_forest.set_bases`` read it, so they condition on the current
 effects without a change to them; the block keeps it equal to ``y0 - gamma`` (``y0`` the response).
 
-After the Gibbs block, the level move of BART's (``random_effects.level_move``) along the direction the
+After the Gibbs block, BART's level move (``random_effects.level_move`` with scale T s_m) along the direction the
 likelihood cannot see, written for the mu forest's basis s_m: every mu leaf moves by c / (T s_m) (each
 row's s_m m by c) and every random intercept by -c, so s_m m + gamma and the residual are unchanged. With
 the leaves N(0, tau2_mu) and xi_g0 N(0, sigma_0^2), c is Gaussian with precision L / (T s_m)^2 / tau2_mu
@@ -37,8 +37,8 @@ from typing import NamedTuple
 import numpy as np
 
 from .jit import helper
-from .random_effects import RE_INTERCEPT, RandomEffects, new_random_effects, random_effects_block
-from .tree import LEAF, M_SPAN, copy_into
+from .random_effects import RandomEffects, level_move, new_random_effects, random_effects_block
+from .tree import copy_into
 
 
 class CausalRe(NamedTuple):
@@ -90,44 +90,13 @@ def causal_re_block(rng, cs, resid, sigma2, use_lik, forest, tau2):
     if re.alpha.shape[0] == 0:
         return
     random_effects_block(rng, re, resid, sigma2, use_lik)
-    _mu_level_move(rng, re, forest, tau2, cs.params[2], cs.mfit)
+    # the mu forest's leaves enter f as s_m times their sum: a leaf shift of c / (T s_m) moves each row by c
+    n_trees = forest.var.shape[0]
+    shift = level_move(rng, re, forest, tau2, n_trees * cs.params[2])
+    for i in range(cs.mfit.shape[0]):
+        cs.mfit[i] += n_trees * shift  # the raw sum m gains T shifts
     for i in range(resid.shape[0]):
         cs.y[i] = cre.y0[i] - re.gamma[i]
-
-
-@helper
-def _mu_level_move(rng, re, forest, tau2, sm, mfit):
-    """The level move between the mu forest (basis s_m) and the random intercepts (module docstring)."""
-    col = int(re.conf[RE_INTERCEPT])
-    if col < 0:
-        return
-    scale = forest.var.shape[0] * sm  # T s_m: a leaf shift of c / (T s_m) moves each row's s_m m by c
-    leaves = 0
-    total = 0.0
-    for t in range(forest.var.shape[0]):
-        for node in range(forest.meta[t, M_SPAN]):
-            if forest.var[t, node] == LEAF:
-                leaves += 1
-                total += forest.value[t, node]
-    a0 = re.alpha[col]
-    s2 = re.sigma2[col]
-    n_groups = re.xi.shape[0]
-    xsum = 0.0
-    for g in range(n_groups):
-        xsum += re.xi[g, col]
-    prec = leaves / (scale * scale * tau2) + n_groups / (a0 * a0 * s2)
-    lin = -total / (scale * tau2) + xsum / (a0 * s2)
-    c = lin / prec + rng.standard_normal() / math.sqrt(prec)
-    shift = c / scale
-    for t in range(forest.var.shape[0]):
-        for node in range(forest.meta[t, M_SPAN]):
-            if forest.var[t, node] == LEAF:
-                forest.value[t, node] += shift
-    for g in range(n_groups):
-        re.xi[g, col] -= c / a0
-    for i in range(re.gamma.shape[0]):
-        re.gamma[i] -= c * re.basis[i, col]
-        mfit[i] += forest.var.shape[0] * shift  # the raw sum m gains T shifts
 
 
 @helper

@@ -213,19 +213,21 @@ def _draw_scales(rng, re):
 
 
 @helper
-def level_move(rng, re, forest, tau2):
+def level_move(rng, re, forest, tau2, scale):
     """Gibbs move along the direction the likelihood cannot see: every leaf of the forest's T trees
-    moves by c / T (each row's f by c) and every random intercept beta_g0 by -c (xi_g0 by
-    -c / alpha_0), so f + gamma and the residual are unchanged. Given the rest, c has the Gaussian
-    density of the priors along that line (leaf values N(0, tau2), xi_g0 N(0, sigma_0^2)):
-    precision L / (T^2 tau2) + G / (alpha_0^2 sigma_0^2) for L leaves and G groups, and the move
-    draws c from it (a translation, so the Gibbs step on the group is exact: Liu & Sabatti 2000).
-    Without it the forest's level and the intercepts' mean trade off only through the trees'
-    leaf draws, a random walk of a few hundred sweeps per step; with it the level of the
-    intercepts mixes at once. Nothing happens without a random intercept."""
+    moves by c / scale (each row's f by c) and every random intercept beta_g0 by -c (xi_g0 by
+    -c / alpha_0), so f + gamma and the residual are unchanged. ``scale`` is how far a row's f moves
+    per unit shift of every leaf: T for BART's forest, T s_m for bcf's mu forest (whose leaves enter f
+    as s_m times their sum). Given the rest, c has the Gaussian density of the priors along that line
+    (leaf values N(0, tau2), xi_g0 N(0, sigma_0^2)): precision L / (scale^2 tau2) + G / (alpha_0^2
+    sigma_0^2) for L leaves and G groups, and the move draws c from it (a translation, so the Gibbs
+    step on the group is exact: Liu & Sabatti 2000). Without it the forest's level and the
+    intercepts' mean trade off only through the trees' leaf draws, a random walk of a few hundred
+    sweeps per step; with it the level of the intercepts mixes at once. Returns the leaf shift
+    c / scale (0.0 without a random intercept, when nothing happens)."""
     col = int(re.conf[RE_INTERCEPT])
     if col < 0:
-        return
+        return 0.0
     n_trees = forest.var.shape[0]
     leaves = 0
     total = 0.0
@@ -240,17 +242,19 @@ def level_move(rng, re, forest, tau2):
     xsum = 0.0
     for g in range(n_groups):
         xsum += re.xi[g, col]
-    prec = leaves / (n_trees * n_trees * tau2) + n_groups / (a0 * a0 * s2)
-    lin = -total / (n_trees * tau2) + xsum / (a0 * s2)
+    prec = leaves / (scale * scale * tau2) + n_groups / (a0 * a0 * s2)
+    lin = -total / (scale * tau2) + xsum / (a0 * s2)
     c = lin / prec + rng.standard_normal() / math.sqrt(prec)
+    shift = c / scale
     for t in range(n_trees):
         for node in range(forest.meta[t, M_SPAN]):
             if forest.var[t, node] == LEAF:
-                forest.value[t, node] += c / n_trees
+                forest.value[t, node] += shift
     for g in range(n_groups):
         re.xi[g, col] -= c / a0
     for i in range(re.gamma.shape[0]):
         re.gamma[i] -= c * re.basis[i, col]
+    return shift
 
 
 @kernel
