@@ -264,6 +264,9 @@ def test_bcf_bad_input():
         bps.bcf("y ~ x1", df, treatment="zz")
     with pytest.raises(DataError, match=r"propensity column 'x1' must lie strictly between 0 and 1"):
         bps.bcf("y ~ x2", df, treatment="z", propensity="x1")
+    # an array where a column name belongs: the message names its type and length, not its values
+    with pytest.raises(ArgumentError, match=r"^propensity=<ndarray of 40 values> is not a column of data"):
+        bps.bcf("y ~ x1", df, treatment="z", propensity=np.full(40, 0.5))
 
 
 def test_common_support_warning():

@@ -63,6 +63,17 @@ def _rhs_names(rhs: str) -> set[str]:
     return set(re.findall(r"[A-Za-z_][A-Za-z_0-9.]*", rhs))
 
 
+def _shown(value) -> str:
+    """``value`` as an error message shows it: the repr of a name or scalar, the type and length of an
+    array or series (whose full repr would bury the message)."""
+    if value is None or isinstance(value, (str, bytes, int, float, bool)):
+        return repr(value)
+    try:
+        return f"<{type(value).__name__} of {len(value)} values>"
+    except TypeError:
+        return f"<{type(value).__name__}>"
+
+
 def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, propensity: str | None = None,
         weights: str | None = None,
         mu_trees: int = 200, tau_trees: int = 50, sd_control: float = 2.0, sd_moderate: float = 1.0,
@@ -160,8 +171,8 @@ def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, p
     if not isinstance(data, pd.DataFrame):
         raise ArgumentError(f"data must be a pandas DataFrame (got {type(data).__name__})")
     if not isinstance(treatment, str) or treatment not in data.columns:
-        raise ArgumentError(f"treatment={treatment!r} is not a column of data; give the name of the 0/1 treatment "
-                            "column")
+        raise ArgumentError(f"treatment={_shown(treatment)} is not a column of data; give the name of the 0/1 "
+                            "treatment column")
     na_action = check.check_choice("na_action", na_action, ("drop", "raise"))
     mu_trees = check.check_int_at_least("mu_trees", mu_trees, 1)
     tau_trees = check.check_int_at_least("tau_trees", tau_trees, 1)
@@ -190,10 +201,10 @@ def bcf(formula: str, data, *, treatment: str, tau_formula: str | None = None, p
                             "adds its effect through the treatment forest (leave it out of the formula)")
     hidden = [treatment] + [c for c in (propensity, weights) if c is not None]
     if weights is not None and (not isinstance(weights, str) or weights not in data.columns):
-        raise ArgumentError(f"weights={weights!r} is not a column of data; give the name of a column of "
+        raise ArgumentError(f"weights={_shown(weights)} is not a column of data; give the name of a column of "
                             "non-negative weights, or None")
     if propensity is not None and (not isinstance(propensity, str) or propensity not in data.columns):
-        raise ArgumentError(f"propensity={propensity!r} is not a column of data; give a column name or None "
+        raise ArgumentError(f"propensity={_shown(propensity)} is not a column of data; give a column name or None "
                             "(estimate it with probit BART)")
     treatment_codes(data[treatment], treatment)  # a bad treatment is reported before any model is built
     visible = data.drop(columns=hidden)
