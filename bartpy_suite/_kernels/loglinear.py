@@ -84,17 +84,26 @@ def prepare_tree(state, forest, j):
         if rebuild:
             perm[cursor[leaf]] = i
             cursor[leaf] += 1
+    score_leaves(tree, state.weight, state.is_class, state.target, state.class_counts, LOG_GAMMA, state.fstate)
+    return tree
+
+
+@helper
+def score_leaves(tree, weight, pos, target, class_counts, model, fstate):
+    """Every leaf's log marginal and b term from the per-row ``weight`` and ``pos`` (``tree.leaf_terms``
+    of the log-linear leaf ``model``), their sum into ``fstate[F_LM_SUM]`` (these leaves have no b sum):
+    the scoring both log-linear forests (this module's log-gamma trees and ``variance_forest``'s
+    log-variance trees) run after refreshing their per-row terms."""
     lm_sum = 0.0
     for node in range(tree.meta[M_SPAN]):
         if tree.var[node] != LEAF:
             continue
-        lm, b = leaf_terms(tree, node, state.weight, state.is_class, state.target, state.class_counts, LOG_GAMMA)
+        lm, b = leaf_terms(tree, node, weight, pos, target, class_counts, model)
         tree.lm[node] = lm
         tree.b[node] = b
         lm_sum += lm
-    state.fstate[F_LM_SUM] = lm_sum
-    state.fstate[F_B_SUM] = 0.0
-    return tree
+    fstate[F_LM_SUM] = lm_sum
+    fstate[F_B_SUM] = 0.0
 
 
 @helper

@@ -32,8 +32,9 @@ from .backfit import leaf_cursors, map_leaves, shared_perm, tree_view
 from .cart_chain import cart_step
 from .jit import helper
 from .likelihood import MODEL_LOG_VARIANCE
+from .loglinear import score_leaves
 from .records import Target
-from .tree import F_B_SUM, F_LM_SUM, LEAF, M_SPAN, leaf_terms, model_tag
+from .tree import LEAF, M_SPAN, model_tag
 
 LOG_VARIANCE = model_tag(MODEL_LOG_VARIANCE)  # a global tuple: numba compiles it in as a constant
 
@@ -86,16 +87,7 @@ def prepare_variance_tree(part, j, resid, w):
         if rebuild:
             perm[cursor[leaf]] = i
             cursor[leaf] += 1
-    lm_sum = 0.0
-    for node in range(tree.meta[M_SPAN]):
-        if tree.var[node] != LEAF:
-            continue
-        lm, b = leaf_terms(tree, node, vs.u, vs.pos, vs.target, vs.class_counts, LOG_VARIANCE)
-        tree.lm[node] = lm
-        tree.b[node] = b
-        lm_sum += lm
-    vs.fstate[F_LM_SUM] = lm_sum
-    vs.fstate[F_B_SUM] = 0.0
+    score_leaves(tree, vs.u, vs.pos, vs.target, vs.class_counts, LOG_VARIANCE, vs.fstate)
     return tree
 
 
