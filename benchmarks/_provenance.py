@@ -8,8 +8,8 @@ header here, from what they were actually run with, so that it cannot drift from
 * the command is rebuilt from ``sys.argv`` (the script's path made relative to the repository
   root, every argument quoted for the shell), so the flags in the header are the settings of the run;
 * the machine is read from this process (architecture, CPU model, logical CPUs, OS, Python and the
-  versions of numpy and numba) with the 1-minute load average, since the host is shared and timings
-  depend on it;
+  versions of numpy and numba) with the 1-minute load average when the script started and when the
+  header was written, since the host is shared and timings depend on it;
 * the commit is ``git rev-parse --short HEAD`` of the checkout holding the script, marked when the
   package or the benchmark scripts have uncommitted changes (the results folder does not count: it
   is what the scripts write).
@@ -30,6 +30,19 @@ from importlib import metadata
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def _load() -> float | None:
+    """The 1-minute load average, or None where the platform has none."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
+
+
+# Taken when a script imports this module, i.e. when its run starts: the header is written at the
+# end, and both loads say how much the timings in between can be trusted on a shared host.
+LOAD_AT_START = _load()
 
 
 def _version(package: str) -> str:
@@ -64,17 +77,16 @@ def machine(extra: Sequence[str] = ()) -> str:
     -------
     str
         E.g. ``"x86_64, AMD EPYC 9B14, 2 logical CPUs, Linux 6.1, Python 3.11.7, numpy 2.4.6,
-        numba 0.68.1; load average 3.2 at the start"``.
+        numba 0.68.1; 1-minute load average 3.2 at the start, 4.0 at the end"`` (start: when the
+        script imported this module; end: now).
     """
     packages = ["numpy", "numba", *extra]
     versions = ", ".join(f"{name} {_version(name)}" for name in packages)
     text = (f"{platform.machine()}, {cpu_model()}, {os.cpu_count()} logical CPUs, {platform.system()} "
             f"{platform.release()}, Python {platform.python_version()}, {versions}")
-    try:
-        # The host is shared: the load when the run started says how much the timings can be trusted.
-        text += f"; load average {os.getloadavg()[0]:.1f} at the start"
-    except OSError:
-        pass
+    now = _load()
+    if LOAD_AT_START is not None and now is not None:
+        text += f"; 1-minute load average {LOAD_AT_START:.1f} at the start, {now:.1f} at the end"
     return text
 
 
