@@ -64,7 +64,7 @@ def cpu_model() -> str:
     return platform.processor() or "?"
 
 
-def machine(extra: Sequence[str] = ()) -> str:
+def machine(extra: Sequence[str] = (), load: bool = True) -> str:
     """One line naming this machine and the software versions that set its speed.
 
     Parameters
@@ -72,6 +72,8 @@ def machine(extra: Sequence[str] = ()) -> str:
     extra
         Further installed packages whose versions matter to the report (peers such as
         ``"stochtree"``); each is listed as ``name version``.
+    load
+        Whether to append the load averages (leave it out for a header written before the run).
 
     Returns
     -------
@@ -85,7 +87,7 @@ def machine(extra: Sequence[str] = ()) -> str:
     text = (f"{platform.machine()}, {cpu_model()}, {os.cpu_count()} logical CPUs, {platform.system()} "
             f"{platform.release()}, Python {platform.python_version()}, {versions}")
     now = _load()
-    if LOAD_AT_START is not None and now is not None:
+    if load and LOAD_AT_START is not None and now is not None:
         text += f"; 1-minute load average {LOAD_AT_START:.1f} at the start, {now:.1f} at the end"
     return text
 
@@ -107,7 +109,7 @@ def commit() -> str:
     return head + (" with uncommitted changes in bartpy_suite/ or benchmarks/" if dirty else "")
 
 
-def command(argv: Sequence[str] | None = None) -> str:
+def command(argv: Sequence[str] | None = None, env: Sequence[str] = ()) -> str:
     """The shell command that reruns this script with the arguments it was given.
 
     Parameters
@@ -115,6 +117,9 @@ def command(argv: Sequence[str] | None = None) -> str:
     argv
         The script's path and arguments (default ``sys.argv``). The path is made relative to the
         repository root when it lies inside it, so the command works from any checkout.
+    env
+        Names of environment variables that set the script's options; those set in this process
+        are put before the command as ``NAME=value``.
 
     Returns
     -------
@@ -128,7 +133,8 @@ def command(argv: Sequence[str] | None = None) -> str:
         shown = script.relative_to(REPO).as_posix()
     except ValueError:
         shown = args[0]
-    return "PYTHONPATH=$PWD python3 " + shlex.join([shown, *args[1:]])
+    settings = [f"{name}={shlex.quote(os.environ[name])}" for name in env if name in os.environ]
+    return " ".join([*settings, "PYTHONPATH=$PWD python3", shlex.join([shown, *args[1:]])])
 
 
 def now_utc() -> str:
@@ -137,7 +143,7 @@ def now_utc() -> str:
 
 
 def header(seeds: str, settings: str | None = None, argv: Sequence[str] | None = None,
-           extra_packages: Sequence[str] = (), run_note: str | None = None) -> list[str]:
+           extra_packages: Sequence[str] = (), run_note: str | None = None, env: Sequence[str] = ()) -> list[str]:
     """The provenance lines that follow a report's title (a markdown list, then a blank line).
 
     Parameters
@@ -149,6 +155,8 @@ def header(seeds: str, settings: str | None = None, argv: Sequence[str] | None =
         The settings the command line does not show (the script's fixed values), if any.
     argv
         The command line to report (default ``sys.argv``).
+    env
+        Environment variables that set the script's options (see `command`).
     extra_packages
         Further packages whose versions belong in the machine line.
     run_note
@@ -160,7 +168,7 @@ def header(seeds: str, settings: str | None = None, argv: Sequence[str] | None =
         Lines starting ``- Command:``, ``- Settings:`` (if given), ``- Seeds:``, ``- Machine:`` and
         ``- Run:``, then an empty line.
     """
-    lines = [f"- Command (from the repository root): `{command(argv)}`"]
+    lines = [f"- Command (from the repository root): `{command(argv, env)}`"]
     if settings:
         lines.append(f"- Settings: {settings}")
     lines.append(f"- Seeds: {seeds}")

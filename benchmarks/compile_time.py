@@ -335,10 +335,6 @@ def main(argv=None) -> int:
     bad = [m for m in models if m.partition(":")[0] not in SAMPLERS]
     if bad:
         ap.error(f"unknown model: {', '.join(bad)}; choose from {', '.join(SAMPLERS)}")
-    seeds = FIT_SEEDS + ("" if args.no_speed else SPEED_SEEDS)
-    header = _provenance.header(seeds, argv=[__file__, *(argv if argv is not None else sys.argv[1:])],
-                                run_note="the package measured is each --source's, the commit is this script's")
-    header = [line for line in header if line]  # report() puts the blank line after it
     records = []
     for item in sources:
         label, _, path = item.partition("=")
@@ -351,6 +347,11 @@ def main(argv=None) -> int:
             rec = measure(label, Path(path).resolve(), group, args.samplers, args)
             records.append(rec)
             print(json.dumps(rec), flush=True)
+    # After the run, so that its load averages span it.
+    seeds = FIT_SEEDS + ("" if args.no_speed else SPEED_SEEDS)
+    header = _provenance.header(seeds, argv=[__file__, *(argv if argv is not None else sys.argv[1:])],
+                                run_note="the package measured is each --source's, the commit is this script's")
+    header = [line for line in header if line]  # report() puts the blank line after it
     text = report(records, header)
     print(text)
     if args.out:
