@@ -15,6 +15,12 @@ header here, from what they were actually run with, so that it cannot drift from
   is what the scripts write).
 
 The seeds cannot be read from outside the run: each script states them in words.
+
+A results file written before its script wrote this header carries one added by hand, in the same
+form, from the facts of the run that made it (the commit that added the file and its message, the
+JSON beside it, its own text), ending with a line such as "Header added on 2026-11-27 from the
+run's record (commit X, ...); the numbers below are that run's." A fact the record does not give
+is written "not recorded", never guessed.
 """
 
 from __future__ import annotations

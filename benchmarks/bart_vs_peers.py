@@ -216,16 +216,6 @@ def versions() -> dict:
     return out
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def cold_compile(env: dict, timeout: float, cpu: int) -> dict | None:
     """First bartpy_suite calls (cgm, grow_prune, probit) in a fresh process with numba's cache empty."""
     pin = (lambda: os.sched_setaffinity(0, {cpu})) if cpu >= 0 else None
@@ -426,7 +416,7 @@ def main(argv=None) -> int:
         f"Command (from the repository root): `{_provenance.command(run_argv)}`",
         f"Seeds: {seeds}.",
         f"Run: {_provenance.now_utc()}, commit {_provenance.commit()}.",
-        f"Machine: {cpu_model()}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}, "
+        f"Machine: {_provenance.cpu_model()}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}, "
         f"Python {platform.python_version()}.",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in vers.items()) + ".",
         "One thread per package: " + ", ".join(f"{k}={v}" for k, v in THREAD_ENV.items() if k != "TF_CPP_MIN_LOG_LEVEL")

@@ -76,7 +76,7 @@ def test_results_file_names_command_seeds_and_machine(path: Path) -> None:
     problems = header_problems(path.read_text())
     assert not problems, (f"benchmarks/results/{path.name}: " + "; ".join(problems)
                           + ". Have its script write `_provenance.header(...)` after the title, or add the header "
-                            "by hand from the run's record (see benchmarks/README.md).")
+                            "by hand from the run's record (see the docstring of benchmarks/_provenance.py).")
 
 
 def test_allow_list_is_short_and_current() -> None:
