@@ -405,7 +405,7 @@ def tables(records: list[dict]) -> str:
 
 
 SEEDS = ("held-out rows `default_rng([2010, 0])`, training rows `default_rng([2010, n])`; every fit seed 1 (ours "
-         "directly, stochtree and bartz through `_peers`), the warm-up fits too")
+         "directly, its warm-up fit too; stochtree and bartz through `_peers`)")
 
 
 def write_report(out: str, text: str, argv: list[str], from_json: str | None = None) -> None:

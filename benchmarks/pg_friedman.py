@@ -47,10 +47,10 @@ def run_ours(data: dict, prior: dict, tune: int, draws: int, sampler: str) -> di
     spent = [0.0]
     original = _base.TreeModel._run
 
-    def timed(self, chains):
+    def timed(self, *args, **kwargs):  # whatever the runner's signature is (it has changed before)
         t0 = time.perf_counter()
         try:
-            return original(self, chains)
+            return original(self, *args, **kwargs)
         finally:
             spent[0] += time.perf_counter() - t0
 
