@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 
@@ -17,6 +18,14 @@ def emit(lines: Sequence[str], out: str | None) -> str:
     text = "\n".join(lines) + "\n"
     print(text)
     if out:
-        with open(out, "w") as fh:
-            fh.write(text)
+        write_atomic(out, text)
     return text
+
+
+def write_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary name in the same folder, so that an
+    interrupted run leaves the previous report (or none), never a half-written one."""
+    tmp = f"{os.fspath(path)}.tmp"
+    with open(tmp, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)

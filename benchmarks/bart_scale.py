@@ -48,7 +48,9 @@ import sys
 import tempfile
 import time
 
+import _provenance
 from _subprocess import run_measured
+from _tables import write_atomic
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -402,6 +404,19 @@ def tables(records: list[dict]) -> str:
     return "\n".join(out)
 
 
+SEEDS = ("held-out rows `default_rng([2010, 0])`, training rows `default_rng([2010, n])`; every fit seed 1 (ours "
+         "directly, its warm-up fit too; stochtree and bartz through `_peers`)")
+
+
+def write_report(out: str, text: str, argv: list[str], from_json: str | None = None) -> None:
+    """The markdown report at ``out``: title, provenance header, then the tables."""
+    note = (f"rendered from the records in {from_json} (each row's load average is its run's; the machine line "
+            "is this rendering's)" if from_json else None)
+    lines = ["# BART from 10^4 to 10^7 rows (issue 11, section 3)", "",
+             *_provenance.header(SEEDS, argv=argv, extra_packages=("bartz", "stochtree"), run_note=note), text]
+    write_atomic(out, "\n".join(lines))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -420,6 +435,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.worker:
         return worker(args)
+    run_argv = [__file__, *(sys.argv[1:] if argv is None else argv)]
     if args.from_json:
         records = []
         for path in args.from_json.split(","):
@@ -429,10 +445,8 @@ def main(argv=None) -> int:
         text = tables(records)
         print(text)
         if args.out:
-            with open(args.out, "w") as fh:
-                fh.write(text)
-            with open(os.path.splitext(args.out)[0] + ".json", "w") as fh:
-                json.dump(records, fh, indent=1)
+            write_report(args.out, text, run_argv, from_json=args.from_json)
+            write_atomic(os.path.splitext(args.out)[0] + ".json", json.dumps(records, indent=1))
         return 0
     log_dir = args.log_dir or tempfile.mkdtemp(prefix="bart_scale_")
     os.makedirs(log_dir, exist_ok=True)
@@ -448,13 +462,11 @@ def main(argv=None) -> int:
             records.append(rec)
             print(json.dumps({k: v for k, v in rec.items() if k != "steps"}), flush=True)
             if args.out:
-                with open(os.path.splitext(args.out)[0] + ".json", "w") as fh:
-                    json.dump(records, fh, indent=1)
+                write_atomic(os.path.splitext(args.out)[0] + ".json", json.dumps(records, indent=1))
     text = tables(records)
     print(text)
     if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text)
+        write_report(args.out, text, run_argv)
     return 0
 
 

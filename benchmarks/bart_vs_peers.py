@@ -138,6 +138,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 RUNNER = HERE / "_peers.py"
+sys.path.insert(0, str(HERE))
+import _provenance  # noqa: E402
+from _tables import write_atomic  # noqa: E402
 
 PACKAGES = ("bartpy_suite", "bartpy_suite-cgm", "stochtree", "bartz", "pymc-bart")
 # ESS per second (task friedman_ess): every BART sampler of ours, then the peers.
@@ -211,16 +214,6 @@ def versions() -> dict:
         except metadata.PackageNotFoundError:
             out[name] = "not installed"
     return out
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def cold_compile(env: dict, timeout: float, cpu: int) -> dict | None:
@@ -415,8 +408,15 @@ def main(argv=None) -> int:
     else:
         cpu = int(args.pin_cpu)
     vers = versions()
+    seeds = (f"Friedman #1 rows from `default_rng([2010, n])`, its 5,000 test rows from `default_rng([2010, 0])` "
+             f"(`_peers.friedman_data`); breast cancer split `train_test_split(random_state=0)`; every package's MCMC "
+             f"seed {args.seed} (chain c of friedman_ess: {args.seed} + c; warm-up fits other seeds, see `_peers.py`)")
+    run_argv = [__file__, *(sys.argv[1:] if argv is None else argv)]
     header = [
-        f"Machine: {cpu_model()}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}, "
+        f"Command (from the repository root): `{_provenance.command(run_argv)}`",
+        f"Seeds: {seeds}.",
+        f"Run: {_provenance.now_utc()}, commit {_provenance.commit()}.",
+        f"Machine: {_provenance.cpu_model()}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}, "
         f"Python {platform.python_version()}.",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in vers.items()) + ".",
         "One thread per package: " + ", ".join(f"{k}={v}" for k, v in THREAD_ENV.items() if k != "TF_CPP_MIN_LOG_LEVEL")
@@ -525,9 +525,9 @@ def main(argv=None) -> int:
     print(text)
     if args.out:
         out = Path(args.out)
-        out.write_text(text)
-        out.with_suffix(".json").write_text(json.dumps({"header": header, "notes": notes, "records": records},
-                                                       indent=1))
+        write_atomic(out, text)
+        write_atomic(out.with_suffix(".json"), json.dumps({"header": header, "notes": notes, "records": records},
+                                                          indent=1))
         print(f"wrote {out} and {out.with_suffix('.json')}")
     return 0 if all(r.get("ok") for r in records) else 1
 

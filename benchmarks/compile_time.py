@@ -45,7 +45,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -53,6 +52,13 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+import _provenance  # noqa: E402
+
+FIT_SEEDS = ("timings only, no draws are compared; the fits timed use seed 0 (on `cgm1998` and on 200 rows from "
+             "`default_rng(0)`)")
+SPEED_SEEDS = ("; the speed runs: CART chains `default_rng(r)` for repeat r, BART fits seeds r + 1 on 1,000 Friedman "
+               "rows from `default_rng(2010)`")
 
 SAMPLERS = {
     "cart": ("cgm", "grow_prune", "pg", "smc", "ctmc", "tempered"),  # the default first
@@ -329,13 +335,6 @@ def main(argv=None) -> int:
     bad = [m for m in models if m.partition(":")[0] not in SAMPLERS]
     if bad:
         ap.error(f"unknown model: {', '.join(bad)}; choose from {', '.join(SAMPLERS)}")
-    import numba
-
-    header = [f"Command: `python3 benchmarks/compile_time.py {' '.join(argv if argv is not None else sys.argv[1:])}`",
-              "",
-              f"Machine: {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}, Python "
-              f"{platform.python_version()}, numba {numba.__version__}; load average "
-              f"{', '.join(f'{v:.1f}' for v in os.getloadavg())} at the start."]
     records = []
     for item in sources:
         label, _, path = item.partition("=")
@@ -348,12 +347,19 @@ def main(argv=None) -> int:
             rec = measure(label, Path(path).resolve(), group, args.samplers, args)
             records.append(rec)
             print(json.dumps(rec), flush=True)
+    # After the run, so that its load averages span it.
+    seeds = FIT_SEEDS + ("" if args.no_speed else SPEED_SEEDS)
+    header = _provenance.header(seeds, argv=[__file__, *(argv if argv is not None else sys.argv[1:])],
+                                run_note="the package measured is each --source's, the commit is this script's")
+    header = [line for line in header if line]  # report() puts the blank line after it
     text = report(records, header)
     print(text)
     if args.out:
-        out = Path(args.out)
-        out.write_text(text)
-        out.with_suffix(".json").write_text(json.dumps({"header": header, "records": records}, indent=1))
+        from _tables import write_atomic
+
+        write_atomic(args.out, text)
+        write_atomic(Path(args.out).with_suffix(".json"), json.dumps({"header": header, "records": records},
+                                                                     indent=1))
     return 0
 
 

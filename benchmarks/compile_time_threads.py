@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -36,7 +35,9 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
+import _provenance  # noqa: E402
 import compile_time  # noqa: E402  (a sibling script, not a package)
+from _tables import write_atomic  # noqa: E402
 
 MODELS = ("bart", "probit", "cart:tempered")
 BLOCKS_ENV = "BARTPY_SUITE_ROW_BLOCKS_MIN_ROWS"
@@ -108,7 +109,6 @@ def main(argv: list | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=1800.0)
     ap.add_argument("--out", default=None, help="write the markdown here and the records as .json beside it")
     args = ap.parse_args(argv)
-    import numba
 
     with tempfile.TemporaryDirectory(prefix="ct_base_") as base_dir, \
             tempfile.TemporaryDirectory(prefix="ct_head_") as head_dir:
@@ -129,23 +129,19 @@ def main(argv: list | None = None) -> int:
                 forced.append(one("head", head_dir, "bart", args.timeout))
             finally:
                 del os.environ[BLOCKS_ENV]
-    header = [f"Command: `python3 benchmarks/compile_time_threads.py {' '.join(argv)}`", "",
-              f"Sources: base = `{args.base}` at {base_commit}, head = `{args.head}` at {head_commit} (`git archive`).",
-              "",
-              f"Machine: {os.cpu_count()} logical CPUs shared with other work, {platform.system()} "
-              f"{platform.release()}, Python {platform.python_version()}, numba {numba.__version__}; load average "
-              f"{', '.join(f'{v:.1f}' for v in load)} at the start, "
-              f"{', '.join(f'{v:.1f}' for v in os.getloadavg())} at the end. Compilation is single-threaded, "
-              "so CPU seconds are the figure to compare on a busy machine."]
+    header = [line for line in _provenance.header(compile_time.FIT_SEEDS, argv=[__file__, *argv]) if line]
+    header += ["", f"Sources: base = `{args.base}` at {base_commit}, head = `{args.head}` at {head_commit} "
+               "(`git archive`).", "",
+               f"Load average (1, 5, 15 minutes) {', '.join(f'{v:.1f}' for v in load)} at the start, "
+               f"{', '.join(f'{v:.1f}' for v in os.getloadavg())} at the end; the machine is shared with other "
+               "work. Compilation is single-threaded, so CPU seconds are the figure to compare on a busy machine."]
     text = report(records, forced, header)
     print(text)
     if args.out:
         out = Path(args.out)
-        tmp = out.with_suffix(".md.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, out)
-        out.with_suffix(".json").write_text(json.dumps({"header": header, "records": records, "forced": forced},
-                                                       indent=1))
+        write_atomic(out, text)
+        write_atomic(out.with_suffix(".json"), json.dumps({"header": header, "records": records, "forced": forced},
+                                                          indent=1))
     return 0
 
 

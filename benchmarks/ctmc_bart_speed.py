@@ -30,7 +30,11 @@ import pandas as pd
 import bartpy_suite as bps
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _provenance  # noqa: E402
 from _tables import emit  # noqa: E402
+
+SEEDS = ("data from one `default_rng(0)` stream (the warm-up rows, then per size the training and test rows); "
+         "every fit seed 1, the warm-up fits seed 0")
 
 
 def friedman(n: int, rng: np.random.Generator) -> tuple[pd.DataFrame, np.ndarray]:
@@ -75,8 +79,7 @@ def main(argv=None) -> None:
         bps.bart("y ~ .", data=warm, trees=20, sampler=sampler, sampler_options=options or None, chains=1, tune=2,
                  draws=2, seed=0, progress=False, threads=1)
     lines = ["# BART speed: ctmc against grow_prune and cgm (Friedman #1, 200 trees, one chain, one thread)", "",
-             f"Command: `python3 benchmarks/ctmc_bart_speed.py {' '.join(cli)}`; "
-             f"load average at start {os.getloadavg()[0]:.1f} (2 cores, shared).", "",
+             *_provenance.header(SEEDS, argv=[__file__, *cli]),
              "| n | tune+draws | sampler | CPU s/sweep | ESS f (median) | ESS f / CPU s | RMSE | jumps/visit | CPU s "
              "| wall s |",
              "|---|---|---|---|---|---|---|---|---|---|"]

@@ -42,7 +42,11 @@ from bartpy_suite.samplers.ctmc import CtmcCartChain
 from bartpy_suite.samplers.problems import CartProblem
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _provenance  # noqa: E402
 from _tables import emit  # noqa: E402
+
+SEEDS = ("the L-level problem's data `default_rng(100 + L)`; its chains seed 1, the stump-rates chain seed 2; the "
+         "warm-up problems from `default_rng(0)`, chains seed 0")
 
 
 def problem(n: int, levels: int, rng: np.random.Generator, per_leaf_sigma: bool = False) -> CartProblem:
@@ -100,8 +104,8 @@ def main(argv=None) -> None:
     run(problem(200, 4, rng), 50, 0)  # compile
     run(problem(200, 4, rng, True), 50, 0)
     lines = ["# ctmc: cost of factor rules against the number of levels (single tree)", "",
-             f"Command: `python3 benchmarks/ctmc_factor_levels.py {' '.join(cli)}`; {args.rows} rows; load average "
-             f"at start {os.getloadavg()[0]:.1f} (2 cores, shared): CPU seconds (time.process_time).", "",
+             *_provenance.header(SEEDS, argv=[__file__, *cli]),
+             f"{args.rows} rows; CPU seconds (time.process_time).", "",
              "| L | partitions 2^(L-1)-1 | jumps | CPU ms / jump (common sigma) | mean leaves | "
              "CPU ms / jump (per-leaf sigma) | mean leaves | CPU ms / stump rates | ns / partition | rows checks |",
              "|---|---|---|---|---|---|---|---|---|---|"]

@@ -12,7 +12,8 @@ Two measurements, each run in a fresh subprocess so its peak memory is its own:
 ``--baseline-src DIR`` runs the same measurements with another checkout's package (e.g. a
 ``git worktree`` of the commit before the store) so the two are side by side in one run.
 
-Run: ``python3 -m pip install scikit-learn && python3 benchmarks/draw_store.py``.
+Run: ``python3 -m pip install scikit-learn && python3 benchmarks/draw_store.py --out
+benchmarks/results/draw_store.md`` (``--baseline-src DIR`` for the baseline column).
 """
 
 from __future__ import annotations
@@ -74,35 +75,56 @@ def run(code: str, src: str | None, **values) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+SEEDS = ("CART fit seed 1 on `cgm1998` (its warm-up fit seed 0); kernel rate: chains `default_rng(r)` for repeat r "
+         "(`cart_speed.kernel_steps_per_second`); BART fit seed 1 on scikit-learn's diabetes data")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cart-draws", type=int, default=1_000_000)
     parser.add_argument("--bart-chains", type=int, default=4)
     parser.add_argument("--bart-draws", type=int, default=1000)
     parser.add_argument("--baseline-src", help="import bartpy_suite from this folder for a second column")
+    parser.add_argument("--out", help="also write the report (a provenance header, then the printed tables) here")
     args = parser.parse_args(argv)
 
     sys.path.insert(0, HERE)
+    import _provenance
+    from _tables import write_atomic
     from cart_speed import kernel_steps_per_second
+
+    report: list[str] = []
+
+    def say(line: str = "") -> None:
+        print(line, flush=True)
+        report.append(line)
 
     steps = kernel_steps_per_second("cgm", 200_000, 3)
     sources = [("this checkout", None)] + ([("baseline", args.baseline_src)] if args.baseline_src else [])
-    print(f"Kernel (this checkout): {steps:,.0f} MH steps per CPU second on cgm1998 (cgm, one chain, nothing "
-          "recorded)")
-    print(f"\nLong CART fit: 1 chain x {args.cart_draws:,} draws (+1,000 tuning) on cgm1998")
-    print("(draws per CPU second: the chain runs in one thread; CPU time is less disturbed by other load)")
-    print(f"{'package':<14} {'wall s':>8} {'cpu s':>7} {'draws/cpu s':>12} {'/ kernel':>9} {'peak MB':>9} "
-          f"{'before MB':>10}")
+    say(f"Kernel (this checkout): {steps:,.0f} MH steps per CPU second on cgm1998 (cgm, one chain, nothing "
+        "recorded)")
+    say(f"\nLong CART fit: 1 chain x {args.cart_draws:,} draws (+1,000 tuning) on cgm1998")
+    say("(draws per CPU second: the chain runs in one thread; CPU time is less disturbed by other load)")
+    say(f"{'package':<14} {'wall s':>8} {'cpu s':>7} {'draws/cpu s':>12} {'/ kernel':>9} {'peak MB':>9} "
+        f"{'before MB':>10}")
     for label, src in sources:
         r = run(CART_RUN, src, draws=args.cart_draws)
         rate = r["draws"] / r["cpu"]
-        print(f"{label:<14} {r['wall']:>8.1f} {r['cpu']:>7.1f} {rate:>12,.0f} {rate / steps:>9.2f} "
-              f"{r['peak_mb']:>9,.0f} {r['before_mb']:>10,.0f}")
-    print(f"\nSaved BART fit: diabetes (442 rows), 200 trees, {args.bart_chains} chains x {args.bart_draws:,} draws")
-    print(f"{'package':<14} {'fit s':>8} {'file MB':>9} {'exact predictions after load':>30}")
+        say(f"{label:<14} {r['wall']:>8.1f} {r['cpu']:>7.1f} {rate:>12,.0f} {rate / steps:>9.2f} "
+            f"{r['peak_mb']:>9,.0f} {r['before_mb']:>10,.0f}")
+    say(f"\nSaved BART fit: diabetes (442 rows), 200 trees, {args.bart_chains} chains x {args.bart_draws:,} draws")
+    say(f"{'package':<14} {'fit s':>8} {'file MB':>9} {'exact predictions after load':>30}")
     for label, src in sources:
         r = run(BART_RUN, src, chains=args.bart_chains, draws=args.bart_draws)
-        print(f"{label:<14} {r['wall']:>8.1f} {r['file_mb']:>9.1f} {str(r['exact']):>30}")
+        say(f"{label:<14} {r['wall']:>8.1f} {r['file_mb']:>9.1f} {str(r['exact']):>30}")
+    if args.out:
+        baseline = f"; baseline: the package in {args.baseline_src}" if args.baseline_src else ""
+        lines = ["# Compact draw store (issue 6)", "",
+                 *_provenance.header(SEEDS, argv=[__file__, *(sys.argv[1:] if argv is None else argv)],
+                                     run_note="wall times depend on the machine's other load, CPU seconds and "
+                                              "memory less" + baseline),
+                 "```", *"\n".join(report).splitlines(), "```", ""]
+        write_atomic(args.out, "\n".join(lines))
 
 
 if __name__ == "__main__":

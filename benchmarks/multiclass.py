@@ -21,6 +21,8 @@ Run: ``python3 -m pip install ".[bench]" && python3 benchmarks/multiclass.py`` (
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
 import warnings
 
@@ -28,6 +30,13 @@ import numpy as np
 import pandas as pd
 
 import bartpy_suite as bps
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _provenance  # noqa: E402
+
+SEEDS = ("70/30 splits `train_test_split(random_state=split)`, split = 0..splits-1 (stratified); sim4 data "
+         "`simulate(seed=2024)`; bps.bart and bps.cart seed 1; random forest random_state 0; MNLogit none "
+         "(deterministic); the s/sweep fits seed 2")
 
 
 def simulate(n: int = 400, seed: int = 2024) -> pd.DataFrame:
@@ -160,8 +169,10 @@ def main(argv=None) -> None:
     text = markdown(pd.DataFrame(rows))
     print(text)
     if args.out:
+        run_argv = [__file__, *(sys.argv[1:] if argv is None else argv)]
+        head = "\n".join(_provenance.header(SEEDS, settings=str(vars(args)), argv=run_argv))
         with open(args.out, "w") as handle:
-            handle.write(f"# Multiclass BART benchmark\n\nSettings: {vars(args)}\n\n{text}\n")
+            handle.write(f"# Multiclass BART benchmark\n\n{head}\n{text}\n")
 
 
 if __name__ == "__main__":

@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -48,6 +47,7 @@ import numpy as np
 import bartpy_suite as bps
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _provenance  # noqa: E402
 from _tables import emit, markdown_table  # noqa: E402
 
 BETA = {2: 1.0, 3: 0.5, 4: 0.4, 5: 0.3, 7: 0.25}
@@ -139,14 +139,16 @@ def main() -> None:
         k = PAPER_COLUMN.get(sampler)
         return "-" if k is None or d not in table else table[d][k]
 
+    seeds = ("data set s of dimension D: `simulate_hypercube(D, 10, seed=1000 D + s)`, s = 0, 1, ...; its "
+             "chain (and pymc-bart's) seed s; the warm-up fits `simulate_hypercube(2, 10, seed=0)`, seed 0")
     lines = [
         "# PG-BART tables 1-2 on hypercube-D (`benchmarks/pg_hypercube.py`)",
         "",
+        *_provenance.header(seeds),
         f"Single tree (m = 1), alpha = 0.95, beta by D as in the paper, min_leaf_size = 1, 100-cut grid; "
         f"{args.tune} burn-in + {args.draws} kept iterations, one chain, mean over the data sets (seeds "
         f"1000 D + 0, 1, ...; column 'sets'); pg with 10 particles, systematic resampling; pg_as the same with "
-        f"ancestor sampling; pymc-bart 10 particles in its own process. Machine: {platform.machine()}, "
-        f"{platform.python_version()}, one thread per fit, shared 2-core host.",
+        f"ancestor sampling; pymc-bart 10 particles in its own process; one thread per fit.",
         "",
         "ESS of the log-likelihood (1,000 kept draws) and ESS per second; paper = PG-BART tables 1 and 2.",
         "",

@@ -36,9 +36,15 @@ import bartpy_suite as bps
 from bartpy_suite.posterior import soft
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _provenance  # noqa: E402
+from _tables import write_atomic  # noqa: E402
 from rjhmc_tables import HYPER, PAPER, RESPONSE, split  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "rjhmc_agreement.md"
+ENV = ("AGREE_SETS", "AGREE_SAMPLERS", "AGREE_CHAINS", "AGREE_TUNE", "AGREE_DRAWS", "AGREE_WARMUP",
+       "AGREE_FAITHFUL_WARMUP", "AGREE_MAX_DEPTH", "AGREE_H")
+SEEDS = ("chain k (k = 1..chains) of either setting seeded k; the iris and breast-cancer splits "
+         "`rjhmc_tables.split` (a permutation from `default_rng(123456789)`), CGM the shipped split")
 
 
 def env(name, default):
@@ -121,8 +127,10 @@ def write(rows, chains, tune, draws):
     table = "| " + " | ".join(frame.columns) + " |\n|" + "---|" * len(frame.columns) + "\n" + "\n".join(
         "| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(index=False))
     OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(f"""# RJHMC-Tree: cheap default against the faithful setting
+    head = "\n".join(_provenance.header(SEEDS, env=ENV))
+    write_atomic(OUT, f"""# RJHMC-Tree: cheap default against the faithful setting
 
+{head}
 Produced by `benchmarks/rjhmc_agreement.py` ({chains} chains x ({tune} tune + {draws} kept) iterations
 per setting, chain k seeded k in both settings, same split). Mean ± Monte Carlo error (sd / sqrt(chains))
 across chains; CPU seconds per chain by `time.process_time` (one thread, shared machine). "agree":

@@ -44,11 +44,8 @@ ladders whose rungs all share the model's target.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -59,6 +56,10 @@ import numpy as np
 import bartpy_suite as bps
 from bartpy_suite.posterior.weighted import weighted_rhat
 from bartpy_suite.samplers.tempered import THESIS_TEMPERATURES
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _provenance import command, commit, machine, now_utc  # noqa: E402
+from _tables import write_atomic  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 PRIORS = dict(alpha=0.95, beta=1.0, a=1 / 3, mu_bar=4.85, nu=10.0, lam=4.0, min_leaf_size=5,
@@ -251,40 +252,6 @@ def independent_budget_runs(df, steps: int, shares: list[float], seed: int) -> l
                         "rhat_n_leaves": row["rhat_n_leaves"], "rhat_log_posterior": row["rhat_log_posterior"]})
             print(json.dumps(out[-1]), flush=True)
     return out
-
-
-def machine() -> str:
-    """CPU model, core count and Python/numpy versions of this machine."""
-    model = platform.processor() or "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}"
-
-
-def commit() -> str:
-    """Short hash of the checked-out commit, marked if benchmarks/ has uncommitted changes (or '?')."""
-    try:
-        here = Path(__file__).parent
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=here, check=True).stdout.strip()
-        # The results folder is what the script writes; changes elsewhere in benchmarks/ are code.
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", ".", ":!results"], capture_output=True,
-                               text=True, cwd=here, check=True).stdout.strip()
-        return head + (" with uncommitted changes in benchmarks/ (outside results/)" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "?"
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file, so no half-written report is left."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def resumed_runs(header: dict) -> list[dict]:
@@ -553,9 +520,8 @@ def main() -> None:
     fractions = tuple(float(f) for f in args.budget_fractions.split(",")) if args.budget_fractions else ()
     if any(not 0 < f <= 1 for f in fractions):
         parser.error("--budget-fractions: each share must be in (0, 1]")
-    header = {"command": "python3 " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
-              "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-              "commit": commit(), "machine": machine()}
+    # Written before the run (it is stored with the rows, so a --resume knows what ran): no load averages.
+    header = {"command": command(), "date": now_utc(), "commit": commit(), "machine": machine(load=False)}
     RESULTS.mkdir(exist_ok=True)
     json_path = RESULTS / f"{args.name}.json"
     done: dict[str, dict] = {}
