@@ -54,7 +54,11 @@ rather than wall time because the host is shared); test RMSE of the posterior me
 ``--json`` also writes the per-fit records, after each fit (written to a temporary file and renamed,
 so an interrupted run leaves the records of the finished fits); ``--reuse`` takes the records of
 finished fits with the same settings from that file instead of refitting them (the header then says
-how many were reused).
+how many were reused). ``--first-set k`` fits only sets k and later, so that sets can run in
+parallel processes (each with its own ``--json``); the records are then merged into one file and a
+``--reuse`` run writes the table. A fit's draws depend only on its training set and seed, so the
+ESS and RMSE columns are what one uninterrupted run gives; only the CPU and wall seconds come from
+the runs that made them.
 """
 
 from __future__ import annotations
@@ -209,6 +213,9 @@ def main() -> None:
     parser.add_argument("--trees", type=int, default=200)
     parser.add_argument("--out", default=None)
     parser.add_argument("--json", default=None, help="write the per-fit records here (after every fit)")
+    parser.add_argument("--first-set", type=int, default=0,
+                        help="fit only training sets first-set..sets-1 (to run the sets in parallel processes, "
+                             "each with its own --json; a final --reuse run over the merged records writes the table)")
     parser.add_argument("--reuse", action="store_true",
                         help="take finished fits with the same settings from --json instead of refitting them")
     args = parser.parse_args()
@@ -237,6 +244,8 @@ def main() -> None:
     # Set-major order: an interrupted run has every sampler on the first sets.
     records, reused = [], 0
     for s, (train, test) in enumerate(sets):
+        if s < args.first_set:
+            continue
         for sampler in args.samplers:
             if (sampler, s) in done:
                 rec, reused = done[(sampler, s)], reused + 1
