@@ -9,9 +9,10 @@ Commands (the committed results, from the repository root; one per table):
     PYTHONPATH=$PWD nice -n 5 python3 benchmarks/pg_bart_real.py --data grants \\
         --out benchmarks/results/pg_bart_real_grants.md --json benchmarks/results/pg_bart_real_grants.json
 
-(randhie: about 20 minutes on a shared 2-core host; ames about 15; grants, D = 1,497, the longest:
-about 6 CPU minutes per ``pg`` or ``cgm`` fit). Each output file's header gives the command that
-wrote it, the machine and the date.
+(randhie: about 20 minutes on a shared 2-core host; ames about 5 CPU minutes in all, ``pg`` 80 CPU s
+per fit; grants, D = 1,497, about 20 CPU minutes: ``pg`` 97, ``cgm`` 287, ``grow_prune`` 17 CPU s per
+fit; the committed grants records ran as three parallel processes, see its results file). Each
+output file's header gives the command that wrote it, the machine and the date.
 
 The paper (Lakshminarayanan, Roy & Teh 2015, section 4.2) used CaliforniaHouses (D = 6),
 YearPredictionMSD (D = 90) and CTslices (D = 384), three training sets of 2,000 rows each and one
