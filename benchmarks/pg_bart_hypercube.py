@@ -38,6 +38,17 @@ values), ``root changed`` (share whose root rule differs), ``stages``, ``last ES
 the last stage's weights, in particles), leaves and depth of the trees, and the RMSE of f against
 the noiseless vertex values (how far the chain is from the true tree, which fits to RMSE ~0).
 
+Two differences from pgbart, as options (defaults = the paper's text and the package's default):
+``--y-sd`` (label noise sd; pgbart's ``gen_hypercube_data`` has ``y_sd = 0``) and ``--variance``
+(``leastsquares``: sigma_hat the least-squares residual sd, the package's default; ``unconditional``:
+sigma_hat = sd(y), pgbart's default, passed as ``bps.bart(..., sigma_hat=)``). Several values of
+either run every combination; the table then has columns ``y sd`` and ``sigma_hat``. The committed
+run of both (``pg_bart_hypercube_pgbart.md``):
+
+    PYTHONPATH=$PWD nice -n 5 python3 benchmarks/pg_bart_hypercube.py --samplers pg cgm --grids uniform \
+        --y-sd 0.01 0 --variance leastsquares unconditional \
+        --out benchmarks/results/pg_bart_hypercube_pgbart.md --json benchmarks/results/pg_bart_hypercube_pgbart.json
+
 The header of the output gives the machine, the date and the settings; the defaults are the
 committed settings.
 """
@@ -69,6 +80,7 @@ PAPER_ESS = {2: (751.66, 473.57, 259.11), 3: (762.96, 285.2, 666.71), 4: (14.01,
              5: (2.92, 1.35, 667.27), 7: (1.16, 1.78, 422.96)}
 PAPER_COLUMN = {"cgm": 0, "grow_prune": 1, "pg": 2}
 N_CUTS = 100
+SIM_Y_SD = 0.01  # the label noise sd of ``datasets.simulate_hypercube``
 
 
 def evenly_spaced_cuts(column: np.ndarray, max_cuts: int | None) -> np.ndarray:
@@ -147,8 +159,31 @@ def true_values(df, d: int, seed: int) -> np.ndarray:
     return np.repeat(values, len(df) // 2 ** d)
 
 
-def fit_chains(d: int, s: int, sampler: str, grid: str, args) -> list[dict]:
+def hypercube(d: int, s: int, y_sd: float):
+    """Data set s of hypercube-D with label noise sd ``y_sd`` and its noiseless vertex values.
+
+    ``simulate_hypercube`` draws N(0, 0.01^2) noise (the paper's text); any other ``y_sd`` rescales
+    that same noise draw (``y_sd = 0``: y is the vertex value, as in pgbart's ``gen_hypercube_data``).
+    At 0.01 the simulated y is used unchanged (so the committed runs are reproduced bit for bit).
+    """
     df = bps.datasets.simulate_hypercube(d, 10, seed=1000 * d + s)
+    truth = true_values(df, d, 1000 * d + s)
+    if y_sd != SIM_Y_SD:
+        y = df["y"].to_numpy()
+        df = df.assign(y=truth + (y - truth) * (y_sd / SIM_Y_SD))
+    return df, truth
+
+
+def sigma_hat_of(y: np.ndarray, variance: str) -> float | None:
+    """sigma_hat of BART's sigma prior: None (the package's default, the least-squares residual sd,
+    pgbart's ``--variance leastsquares``) or sd(y) with ddof 0 (pgbart's default ``--variance
+    unconditional``: ``1 / np.var(y_train)`` is its unconditional precision)."""
+    return None if variance == "leastsquares" else float(np.std(y))
+
+
+def fit_chains(d: int, s: int, sampler: str, grid: str, args, y_sd: float = 0.01,
+               variance: str = "leastsquares") -> list[dict]:
+    df, truth = hypercube(d, s, y_sd)
     options = None
     if sampler in ("pg", "pg_as"):
         options = {"particles": args.particles, "resampling": args.resampling,
@@ -159,10 +194,10 @@ def fit_chains(d: int, s: int, sampler: str, grid: str, args) -> list[dict]:
     with paper_grid(grid):
         fit = bps.bart("y ~ .", data=df, trees=1, sampler=sampler.replace("pg_as", "pg"), chains=args.chains,
                        draws=args.draws, tune=args.tune, seed=s, alpha=0.95, beta=BETA[d], min_leaf_size=1,
-                       max_cuts=N_CUTS, sampler_options=options, progress=False, check_mixing=False)
+                       max_cuts=N_CUTS, sampler_options=options, progress=False, check_mixing=False,
+                       sigma_hat=sigma_hat_of(df["y"].to_numpy(), variance))
     wall = time.perf_counter() - t0
     y = df["y"].to_numpy()
-    truth = true_values(df, d, 1000 * d + s)
     f_all = fit.function_samples().reshape(args.chains, args.draws, -1)
     sigma = fit.posterior["sigma"].values
     arrays = fit.tree_arrays()
@@ -202,6 +237,11 @@ def main() -> None:
     parser.add_argument("--resampling", default="multinomial", choices=["multinomial", "systematic"])
     parser.add_argument("--ess-threshold", type=float, default=1.0,
                         help="pg: resample only when the weights' ESS is at most this fraction of C (1: always)")
+    parser.add_argument("--y-sd", type=float, nargs="+", default=[SIM_Y_SD],
+                        help="label noise sd (the paper's text: 0.01; pgbart's code: 0); several values run each")
+    parser.add_argument("--variance", nargs="+", default=["leastsquares"], choices=["leastsquares", "unconditional"],
+                        help="sigma_hat of the sigma prior: least-squares residual sd (the package's default) or "
+                             "sd(y) (pgbart's default, 'unconditional'); several values run each")
     parser.add_argument("--out", default=None)
     parser.add_argument("--json", default=None, help="also write the per-chain records here")
     args = parser.parse_args()
@@ -211,22 +251,34 @@ def main() -> None:
         bps.bart("y ~ .", data=warm, trees=1, sampler=sampler.replace("pg_as", "pg"), chains=1, draws=5, tune=5, seed=0,
                  min_leaf_size=1, progress=False, check_mixing=False)
 
+    if any(v < 0 for v in args.y_sd):
+        parser.error(f"--y-sd must be >= 0, got {args.y_sd}")
+    variants = [(v, var) for v in args.y_sd for var in args.variance]
+    # The data variant's columns appear only when something other than the committed setting runs.
+    show_variant = variants != [(SIM_Y_SD, "leastsquares")]
     rows, records = [], []
     for d in args.dims:
-        for grid in args.grids:
-            for sampler in args.samplers:
-                chains = []
-                for s in range(args.datasets):
-                    chains += fit_chains(d, s, sampler, grid, args)
-                for rec in chains:
-                    records.append({"D": d, "grid": grid, "sampler": sampler, **rec})
-                agg = {k: float(np.mean([r[k] for r in chains])) for k in chains[0]}
-                agg["coda_min"] = min(r["ess_coda"] for r in chains)
-                agg["coda_max"] = max(r["ess_coda"] for r in chains)
-                agg["bulk_min"] = min(r["ess_bulk"] for r in chains)
-                agg["bulk_max"] = max(r["ess_bulk"] for r in chains)
-                rows.append((d, grid, sampler, agg))
-                print(json.dumps({"D": d, "grid": grid, "sampler": sampler, **agg}), flush=True)
+        for y_sd, variance in variants:
+            for grid in args.grids:
+                for sampler in args.samplers:
+                    chains = []
+                    for s in range(args.datasets):
+                        chains += fit_chains(d, s, sampler, grid, args, y_sd, variance)
+                    tag = {"D": d, "y_sd": y_sd, "variance": variance, "grid": grid, "sampler": sampler}
+                    for rec in chains:
+                        records.append({**tag, **rec})
+                    agg = {k: float(np.mean([r[k] for r in chains])) for k in chains[0]}
+                    agg["coda_min"] = min(r["ess_coda"] for r in chains)
+                    agg["coda_max"] = max(r["ess_coda"] for r in chains)
+                    agg["bulk_min"] = min(r["ess_bulk"] for r in chains)
+                    agg["bulk_max"] = max(r["ess_bulk"] for r in chains)
+                    rows.append((d, grid, sampler, agg, (y_sd, variance)))
+                    print(json.dumps({**tag, **agg}), flush=True)
+
+    def variant_cells(v):
+        return [v[0], "sd(y)" if v[1] == "unconditional" else "least squares"] if show_variant else []
+
+    variant_header = ["y sd", "sigma_hat"] if show_variant else []
 
     def paper(d, sampler):
         k = PAPER_COLUMN.get(sampler)
@@ -241,6 +293,11 @@ def main() -> None:
         f"data-set index), {args.tune} + {args.draws} iterations, m = 1, alpha 0.95, beta per D, min_leaf_size 1, "
         f"{N_CUTS} cut points, pg with {args.particles} particles and {args.resampling} resampling "
         + ("at every stage" if args.ess_threshold >= 1 else f"when the ESS is at most {args.ess_threshold} C")
+        + (f"; label noise sd {args.y_sd} (columns `y sd`; 0.01 is the paper's text and `simulate_hypercube`, 0 "
+           "pgbart's code, the same noise draw rescaled) and sigma_hat of the sigma prior "
+           f"{['least squares' if v == 'leastsquares' else 'sd(y)' for v in args.variance]} (column `sigma_hat`: "
+           "the package's least-squares residual sd, or sd(y) with ddof 0 as pgbart's default `--variance "
+           "unconditional`, given as `sigma_hat=`)" if show_variant else "")
         + f"). Machine: {platform.machine()}, Python {platform.python_version()}, shared 2-core host; "
         f"run {now}.",
         "",
@@ -250,12 +307,12 @@ def main() -> None:
         "",
     ]
     lines += markdown_table(
-        ["D", "grid", "sampler", "ESS coda", "coda min-max", "ESS bulk", "bulk min-max", "paper ESS",
+        ["D", *variant_header, "grid", "sampler", "ESS coda", "coda min-max", "ESS bulk", "bulk min-max", "paper ESS",
          "s per chain", "leaves (true 2^D)", "depth", "RMSE to truth", "mean loglik"],
-        [[d, grid, sampler, f"{a['ess_coda']:.1f}", f"{a['coda_min']:.1f}-{a['coda_max']:.1f}",
+        [[d, *variant_cells(v), grid, sampler, f"{a['ess_coda']:.1f}", f"{a['coda_min']:.1f}-{a['coda_max']:.1f}",
           f"{a['ess_bulk']:.1f}", f"{a['bulk_min']:.1f}-{a['bulk_max']:.1f}", paper(d, sampler),
           f"{a['wall']:.1f}", f"{a['leaves']:.1f} ({2 ** d})", f"{a['depth']:.1f}", f"{a['rmse_truth']:.3f}",
-          f"{a['loglik']:.1f}"] for d, grid, sampler, a in rows])
+          f"{a['loglik']:.1f}"] for d, grid, sampler, a, v in rows])
     lines += ["", "Where the trees change (means over kept iterations, chains and data sets; the particle "
               "columns for `pg` only):", ""]
 
@@ -263,11 +320,11 @@ def main() -> None:
         return format(a[key], fmt) if key in a else "-"
 
     lines += markdown_table(
-        ["D", "grid", "sampler", "tree changed", "partition changed", "root changed", "depth of shallowest change",
-         "kept ref", "stages", "last-stage ESS (of C)"],
-        [[d, grid, sampler, f"{a['tree_changed']:.3f}", f"{a['partition_changed']:.3f}", f"{a['root_changed']:.3f}",
-          f"{a['change_depth']:.2f}", particle(a, "kept_ref", ".3f"), particle(a, "stages", ".1f"),
-          particle(a, "last_ess", ".2f")] for d, grid, sampler, a in rows])
+        ["D", *variant_header, "grid", "sampler", "tree changed", "partition changed", "root changed",
+         "depth of shallowest change", "kept ref", "stages", "last-stage ESS (of C)"],
+        [[d, *variant_cells(v), grid, sampler, f"{a['tree_changed']:.3f}", f"{a['partition_changed']:.3f}",
+          f"{a['root_changed']:.3f}", f"{a['change_depth']:.2f}", particle(a, "kept_ref", ".3f"),
+          particle(a, "stages", ".1f"), particle(a, "last_ess", ".2f")] for d, grid, sampler, a, v in rows])
     emit(lines, args.out)
     if args.json:
         with open(args.json, "w") as fh:
