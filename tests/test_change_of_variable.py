@@ -229,3 +229,45 @@ def test_bad_change_of_variable_names_the_option(sampler, value):
     d = bps.datasets.simulate_wu2007(50, seed=0)
     with pytest.raises(ArgumentError, match=r"sampler option 'change_of_variable' must be a probability in \[0, 1\]"):
         bps.cart("y ~ x1 + x2 + x3", data=d, sampler=sampler, sampler_options={"change_of_variable": value})
+
+
+def test_bcf_ctmc_forests_get_the_table():
+    """BCF's ctmc forests (``CausalChain`` options, as ``check_forest_options`` fills them in): each
+    forest's ``mh_rates`` carry its own predictors' table when perturb events fire, none without."""
+    from test_bcf_samplers import _agreement_problem
+
+    from bartpy_suite.samplers.multi_forest import CausalChain, check_multi_forest_sampler
+
+    problem = _agreement_problem()
+    for opts, width in (({"perturb": 2.0, "change_of_variable": 0.3}, None), ({"rotate": 2.0}, 3)):
+        chain = CausalChain(problem, check_multi_forest_sampler("ctmc"), np.random.default_rng(0), sampler="ctmc",
+                            options=opts)
+        for part, spec in ((chain.mu, problem.mu), (chain.tau, problem.tau)):
+            rates = part.update.mh_rates
+            p = spec.codes.shape[0]
+            if width is None:
+                assert rates[2] == 0.3 and rates.shape == (3 + p * p,)
+                np.testing.assert_allclose(rates[3:].reshape(p, p),
+                                           spearman_matrix(spec.codes, spec.is_categorical, spec.nbins))
+            else:
+                assert rates.tolist() == [2.0, 0.0, 0.0]
+
+
+@pytest.mark.slow  # compiles the random-effect BART kernel with perturb (about half a minute)
+def test_option_reaches_random_effect_bart():
+    """The option is not silently dropped where it is accepted: with perturb on, the draws with
+    change_of_variable 1 differ from those with 0 (same seed) for BART with a random intercept."""
+    rng = np.random.default_rng(5)
+    n = 80
+    x1 = rng.uniform(size=n)
+    df = pd.DataFrame({"x1": x1, "x3": 1 - x1 + 0.1 * rng.normal(size=n),
+                       "g": [f"s{k}" for k in rng.integers(0, 4, n)]})
+    df["y"] = (df.x1 > 0.5) + 0.3 * rng.normal(size=n)
+    sigma = {}
+    moves = {"grow": 0.3, "prune": 0.3, "change": 0.1, "swap": 0.1, "perturb": 0.2}
+    for chv in (0.0, 1.0):
+        fit = bps.bart("y ~ x1 + x3 + (1 | g)", data=df, trees=5, chains=1, draws=30, tune=30, seed=1,
+                       sampler="cgm", sampler_options={"moves": moves, "change_of_variable": chv})
+        sigma[chv] = fit.posterior["sigma"].values
+    assert np.isfinite(sigma[1.0]).all()
+    assert not np.array_equal(sigma[0.0], sigma[1.0])

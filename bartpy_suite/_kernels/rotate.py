@@ -745,7 +745,8 @@ def perturb_step(rng, tree, data, target, fstate, n_total, scratch, chv, width=P
         return False, False, -np.inf
     m = target.prior.min_leaf
     v = tree.var[root]
-    if not is_cat[v] and chv[0] > 0.0 and rng.random() < chv[0]:
+    # (a table of another width than 1 + p^2 would be read out of bounds: plain perturb then)
+    if not is_cat[v] and chv[0] > 0.0 and chv.shape[0] == 1 + xt.shape[0] ** 2 and rng.random() < chv[0]:
         return change_of_variable_step(rng, tree, data, target, fstate, n_total, scratch, chv, root,
                                        force_accept)
     old_cut = tree.cut[root]
