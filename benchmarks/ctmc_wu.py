@@ -82,12 +82,16 @@ ROTATE_SAMPLERS = [
 ]
 # RJ-C and CT-C with perturb's change-of-variable proposal switched off (its default probability is
 # 0.1, OpenBT's probchv): perturb as it was before CHGV existed (same draws), to measure what CHGV adds.
+# "chv1": every perturb at a numeric rule is a change of variable (probability 1), ten times the
+# default's CHGV proposals per iteration: does the rate of CHGV proposals matter?
 NO_CHGV_SAMPLERS = [
     ("cgm", "RJ-C no-chv", {"moves": RJ_C_MOVES, "change_of_variable": 0.0}),
     ("ctmc", "CT-C no-chv", {"rotate": EVENT_RATE, "perturb": EVENT_RATE, "change_of_variable": 0.0}),
+    ("cgm", "RJ-C chv1", {"moves": RJ_C_MOVES, "change_of_variable": 1.0}),
+    ("ctmc", "CT-C chv1", {"rotate": EVENT_RATE, "perturb": EVENT_RATE, "change_of_variable": 1.0}),
 ]
 ALL_SAMPLERS = SAMPLERS + ROTATE_SAMPLERS + NO_CHGV_SAMPLERS
-PAPER_LABEL = {"RJ-C no-chv": "RJ-C", "CT-C no-chv": "CT-C"}
+PAPER_LABEL = {"RJ-C no-chv": "RJ-C", "CT-C no-chv": "CT-C", "RJ-C chv1": "RJ-C", "CT-C chv1": "CT-C"}
 JUMP_HEADER = "## CPU time per ctmc jump against tree size (noise sd 1, prior beta varied)"
 NOTES_MARKER = ("<!-- hand-written reading below (kept by ctmc_wu.py on regeneration); "
                 "numbers quoted from the tables above -->")
@@ -165,6 +169,15 @@ def unique_trees(fit) -> int:
     return len({(v.tobytes(), c.tobytes()) for v, c in zip(var, cut)})
 
 
+def x1_x3_flips(act1: np.ndarray, act3: np.ndarray) -> int:
+    """How often the variable with more splits among the confounded x1 and x3 changes along the
+    chain (draws where they tie, e.g. neither is used, are skipped): the switches between the x1
+    and the x3 form of the tree that change of variable exists to make."""
+    side = np.sign(act1 - act3)
+    side = side[side != 0]
+    return int(np.count_nonzero(side[1:] != side[:-1]))
+
+
 def one_run(sampler: str, train: pd.DataFrame, test: pd.DataFrame, iters: int, burn: int, seed: int, beta: float,
             options: dict | None = None) -> dict:
     fit, cpu = timed_cart(data=train, sampler=sampler, chains=1, draws=iters, tune=burn, seed=seed, beta=beta,
@@ -178,6 +191,7 @@ def one_run(sampler: str, train: pd.DataFrame, test: pd.DataFrame, iters: int, b
         row[f"ESS x{k + 1}"] = weighted_ess(act[..., k], w)
         row[f"act x{k + 1}"] = float((w * act[..., k]).sum() / w.sum())
     row["unique trees"] = unique_trees(fit)
+    row["x1/x3 flips"] = x1_x3_flips(act[..., 0].ravel(), act[..., 2].ravel())
     for name in ("s2",) + ACT:
         row[f"ESS/s {name}"] = row[f"ESS {name}"] / cpu
     row["cpu seconds"] = cpu
@@ -244,8 +258,8 @@ def level_tables(rows: dict, sd: float, labels: list) -> tuple[list, dict]:
     lines += [f"Per-replication ratio CT-A / RJ-A of ESS per CPU second on the activities: median "
               f"{np.median(per_rep):.2f}, range {per_rep.min():.2f}-{per_rep.max():.2f}", ""]
     for a, b in (("CT-B", "RJ-B"), ("CT-C", "RJ-C"), ("RJ-B", "RJ-A"), ("RJ-C", "RJ-A"), ("CT-B", "CT-A"),
-                 ("CT-C", "CT-A"), ("RJ-C no-chv", "RJ-A"), ("CT-C no-chv", "CT-A"), ("RJ-C", "RJ-C no-chv"),
-                 ("CT-C", "CT-C no-chv")):
+                 ("CT-C", "CT-A"), ("RJ-C no-chv", "RJ-A"), ("CT-C no-chv", "CT-A"), ("RJ-C chv1", "RJ-A"),
+                 ("CT-C chv1", "CT-A"), ("RJ-C", "RJ-C no-chv"), ("CT-C", "CT-C no-chv")):
         if a not in means or b not in means:
             continue
         ours = {c: means[a][c] / means[b][c] for c in ("ESS x1", "ESS x2", "ESS x3", "ESS/s x2", "unique trees")}
@@ -288,7 +302,30 @@ def summary_table(all_means: dict, labels: list) -> list:
     return lines + [""]
 
 
-MEDIAN_LABELS = ("RJ-A", "CT-A", "RJ-C", "RJ-C no-chv", "CT-C", "CT-C no-chv")
+MEDIAN_LABELS = ("RJ-A", "CT-A", "RJ-C", "RJ-C no-chv", "RJ-C chv1", "CT-C", "CT-C no-chv", "CT-C chv1")
+
+
+def flips_table(runs: dict, iters: int) -> list:
+    """The x1 / x3 switches per run (``x1_x3_flips``), for the rows that recorded them."""
+    labels = [label for _, label, _ in ALL_SAMPLERS
+              if any(label in rows and rows[label][0] is not None and "x1/x3 flips" in rows[label][0]
+                     for rows in runs.values())]
+    if not labels:
+        return []
+    lines = ["## Switches between the x1 and the x3 form of the tree", "",
+             "x1 and x3 are confounded (Spearman about -0.67; the rows with x1 < 0.5 are those with x3 > 0.5), so "
+             "a split on one has an almost equivalent split on the other. Per run: how often the variable with "
+             f"more splits among x1 and x3 changes along the {iters:,} kept iterations (jumps for ctmc); median "
+             "over replications, and the number of runs with at least one switch. A chain that never switches "
+             "can still have a high within-chain ESS of the activities.", "",
+             "| beta | noise sd | " + " | ".join(labels) + " |", "|---|---|" + "---|" * len(labels)]
+    for (beta, sd), rows in runs.items():
+        cells = [f"{beta:g}", f"{sd:g}"]
+        for label in labels:
+            got = [r["x1/x3 flips"] for r in rows.get(label, []) if r is not None and "x1/x3 flips" in r]
+            cells.append(f"{np.median(got):g} ({sum(g > 0 for g in got)} of {len(got)})" if got else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
 def median_table(runs: dict, iters: int) -> list:
@@ -403,6 +440,7 @@ def main(argv=None) -> None:
     else:
         run_samplers = samplers
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    head = commit()  # at the start: the code that samples
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
     tasks = [(beta, sd, r, args.iters, args.burn, run_samplers) for beta in betas for sd in sds
@@ -446,7 +484,7 @@ def main(argv=None) -> None:
     shown_argv = argv if argv is not None else sys.argv[1:]
     command = " ".join(["PYTHONPATH=. python3 benchmarks/ctmc_wu.py", *shown_argv])
     lines = [f"<!-- Generated by `{command}` at commit "
-             f"{commit()}, started {started}, {time.perf_counter() - t0:.0f} s wall; machine: {machine()}; load "
+             f"{head}, started {started}, {time.perf_counter() - t0:.0f} s wall; machine: {machine()}; load "
              f"average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end (CPU times are per thread, "
              f"little affected by load). Seeds: training data seed r, test data 10,000 + r, chain seed r, "
              f"r = 0..{args.reps - 1}. -->", "",
@@ -460,17 +498,18 @@ def main(argv=None) -> None:
             with open(args.out) as fh:
                 old_lines = fh.read().split("\n")
             # the first line and the notes of earlier partial reruns and re-renderings
-            kept = [old_lines[0]] + [x for x in old_lines[1:4] if x.startswith("<!-- Rows ")]
+            kept = [old_lines[0]] + [x for x in old_lines[1:6] if x.startswith("<!-- Rows ") and (
+                not args.only or set(x[len("<!-- Rows "):x.index(" rerun by")].split(", ")) - set(wanted))]
             header = "\n".join(kept)
         if args.from_json:
             note = (f"<!-- Tables re-rendered without sampling from {args.from_json} by `{command}` at "
                     f"commit {commit()}. -->")
         else:
-            note = (f"<!-- Rows {', '.join(wanted)} rerun by `{command}` at commit {commit()}, started {started}, "
+            note = (f"<!-- Rows {', '.join(wanted)} rerun by `{command}` at commit {head}, started {started}, "
                     f"{time.perf_counter() - t0:.0f} s wall, load average {load0:.1f} at the start, "
                     f"{os.getloadavg()[0]:.1f} at the end; every other row is from the run(s) named above. -->")
             for label in wanted:
-                provenance[label] = f"rerun at commit {commit()}, started {started}, by `{command}`"
+                provenance[label] = f"rerun at commit {head}, started {started}, by `{command}`"
         lines[0] = f"{header}\n{note}"
     all_means = {}
     for beta in betas:
@@ -481,6 +520,7 @@ def main(argv=None) -> None:
             lines += body
     lines += summary_table(all_means, labels)
     lines += median_table(runs, args.iters)
+    lines += flips_table(runs, args.iters)
     if args.only:
         args.no_jump_cost = True
     if not args.no_jump_cost:
