@@ -165,6 +165,7 @@ def test_prior_exact_start_invariance_cgm_chgv_forced():
     check_cgm(None, 1.0)
 
 
+@pytest.mark.slow  # the ratio test below covers this data set in the default run
 def test_exact_start_invariance_cgm_chgv_three_predictors():
     check_cgm("mean_shift", 1.0, three=True)
 
