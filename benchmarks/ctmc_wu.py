@@ -37,7 +37,9 @@ The paper's RJ-B / RJ-C are ``cgm`` with rotate (and perturb) added to its move 
 rate ``EVENT_RATE`` each; ``(cgm)`` is our default cgm mix and has no row in the paper. Perturb
 includes Pratola's change-of-variable proposal with the sampler's default probability 0.1
 (OpenBT's ``probchv``); the rows ``RJ-C no-chv`` / ``CT-C no-chv`` switch it off
-(``change_of_variable=0``: perturb as before the proposal existed), to measure what it adds.
+(``change_of_variable=0``: perturb as before the proposal existed), to measure what it adds;
+``chv1`` rows make every perturb a change of variable, ``sweep`` rows visit every internal node
+per perturb move (``perturb_sweep``, OpenBT's schedule).
 
 Run from the repository root (``PYTHONPATH=.`` makes this checkout the imported package); the
 defaults are the committed settings:
@@ -89,9 +91,13 @@ NO_CHGV_SAMPLERS = [
     ("ctmc", "CT-C no-chv", {"rotate": EVENT_RATE, "perturb": EVENT_RATE, "change_of_variable": 0.0}),
     ("cgm", "RJ-C chv1", {"moves": RJ_C_MOVES, "change_of_variable": 1.0}),
     ("ctmc", "CT-C chv1", {"rotate": EVENT_RATE, "perturb": EVENT_RATE, "change_of_variable": 1.0}),
+    # OpenBT's schedule: each perturb move (event) visits every internal node, CHGV 0.1 at each
+    ("cgm", "RJ-C sweep", {"moves": RJ_C_MOVES, "perturb_sweep": True}),
+    ("ctmc", "CT-C sweep", {"rotate": EVENT_RATE, "perturb": EVENT_RATE, "perturb_sweep": True}),
 ]
 ALL_SAMPLERS = SAMPLERS + ROTATE_SAMPLERS + NO_CHGV_SAMPLERS
-PAPER_LABEL = {"RJ-C no-chv": "RJ-C", "CT-C no-chv": "CT-C", "RJ-C chv1": "RJ-C", "CT-C chv1": "CT-C"}
+PAPER_LABEL = {"RJ-C no-chv": "RJ-C", "CT-C no-chv": "CT-C", "RJ-C chv1": "RJ-C", "CT-C chv1": "CT-C",
+               "RJ-C sweep": "RJ-C", "CT-C sweep": "CT-C"}
 JUMP_HEADER = "## CPU time per ctmc jump against tree size (noise sd 1, prior beta varied)"
 NOTES_MARKER = ("<!-- hand-written reading below (kept by ctmc_wu.py on regeneration); "
                 "numbers quoted from the tables above -->")
@@ -259,7 +265,8 @@ def level_tables(rows: dict, sd: float, labels: list) -> tuple[list, dict]:
               f"{np.median(per_rep):.2f}, range {per_rep.min():.2f}-{per_rep.max():.2f}", ""]
     for a, b in (("CT-B", "RJ-B"), ("CT-C", "RJ-C"), ("RJ-B", "RJ-A"), ("RJ-C", "RJ-A"), ("CT-B", "CT-A"),
                  ("CT-C", "CT-A"), ("RJ-C no-chv", "RJ-A"), ("CT-C no-chv", "CT-A"), ("RJ-C chv1", "RJ-A"),
-                 ("CT-C chv1", "CT-A"), ("RJ-C", "RJ-C no-chv"), ("CT-C", "CT-C no-chv")):
+                 ("CT-C chv1", "CT-A"), ("RJ-C sweep", "RJ-A"), ("CT-C sweep", "CT-A"), ("RJ-C", "RJ-C no-chv"),
+                 ("CT-C", "CT-C no-chv")):
         if a not in means or b not in means:
             continue
         ours = {c: means[a][c] / means[b][c] for c in ("ESS x1", "ESS x2", "ESS x3", "ESS/s x2", "unique trees")}
@@ -302,7 +309,8 @@ def summary_table(all_means: dict, labels: list) -> list:
     return lines + [""]
 
 
-MEDIAN_LABELS = ("RJ-A", "CT-A", "RJ-C", "RJ-C no-chv", "RJ-C chv1", "CT-C", "CT-C no-chv", "CT-C chv1")
+MEDIAN_LABELS = ("RJ-A", "CT-A", "RJ-C", "RJ-C no-chv", "RJ-C chv1", "RJ-C sweep", "CT-C", "CT-C no-chv", "CT-C chv1",
+                 "CT-C sweep")
 
 
 def flips_table(runs: dict, iters: int) -> list:

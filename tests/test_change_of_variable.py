@@ -72,9 +72,9 @@ def corr_exact(model: str | None, three: bool = False):
     return _EXACT[model, three]
 
 
-def make_cgm(prob: Problem, moves: dict, seed: int, chv: float, likelihood: bool = True):
+def make_cgm(prob: Problem, moves: dict, seed: int, chv: float, likelihood: bool = True, sweep: bool = False):
     chain = H.make_chain(prob, moves, seed, likelihood=likelihood)
-    chain.chv = change_of_variable_table(chain.codes, chain.is_categorical, chain.nbins, chv)
+    chain.chv = change_of_variable_table(chain.codes, chain.is_categorical, chain.nbins, chv, sweep=sweep)
     return chain
 
 
@@ -86,14 +86,15 @@ def assert_fit(fit: H.FitResult, label: str) -> None:
 
 
 def check_cgm(model: str | None, chv: float, move: str | None = "perturb", moves: dict | None = None,
-              three: bool = False) -> None:
+              three: bool = False, sweep: bool = False) -> None:
     likelihood = model is not None
     prob = corr_problem(model, three)
     ex = corr_exact(model, three)
-    seed = seed_of("chgv-cgm", model, chv, move, *(("three",) if three else ()))
-    stepper = H.Stepper(lambda mv: make_cgm(prob, mv, seed, chv, likelihood), move, moves or {})
+    seed = seed_of("chgv-cgm", model, chv, move, *(("three",) if three else ()), *(("sweep",) if sweep else ()))
+    stepper = H.Stepper(lambda mv: make_cgm(prob, mv, seed, chv, likelihood, sweep), move, moves or {})
     observed = H.exact_start_run(stepper, ex.trees, ex.post, N_DRAWS, N_STEPS, seed + 1)
-    assert_fit(H.fit_trees(observed, ex.index, ex.post), f"cgm corr{3 if three else ''}/{model} chgv={chv} move={move}")
+    assert_fit(H.fit_trees(observed, ex.index, ex.post),
+               f"cgm corr{3 if three else ''}/{model} chgv={chv} move={move} sweep={sweep}")
 
 
 def check_ctmc(model: str | None, chv: float, n_draws: int = N_DRAWS) -> None:
@@ -138,10 +139,11 @@ def test_spearman_matrix_against_scipy_and_pandas():
     got = spearman_matrix(miss, is_cat[:3], nbins[:3])
     frame = pd.DataFrame({k: np.where(miss[k] < nbins[k], miss[k], np.nan) for k in range(3)})
     np.testing.assert_allclose(got, frame.corr(method="spearman").to_numpy(), atol=1e-12)
-    # the table: probability first, then the matrix; nothing built for probability 0
+    # the table: probability and sweep flag first, then the matrix; nothing built for probability 0
     table = change_of_variable_table(codes, is_cat, nbins, 0.25)
-    assert table[0] == 0.25 and table.shape == (1 + 25,)
-    assert change_of_variable_table(codes, is_cat, nbins, 0.0).tolist() == [0.0]
+    assert table[:2].tolist() == [0.25, 0.0] and table.shape == (2 + 25,)
+    assert change_of_variable_table(codes, is_cat, nbins, 0.0).tolist() == [0.0, 0.0]
+    assert change_of_variable_table(codes, is_cat, nbins, 0.0, sweep=True).tolist() == [0.0, 1.0]
 
 
 def test_corr_data_set_is_confounded():
@@ -163,6 +165,12 @@ def test_exact_start_invariance_cgm_chgv_mixed():
 
 def test_prior_exact_start_invariance_cgm_chgv_forced():
     check_cgm(None, 1.0)
+
+
+def test_exact_start_invariance_cgm_perturb_sweep():
+    """OpenBT's sweep (every internal node once per perturb move, CHGV with probability 0.5 at each):
+    a composition of pi-invariant steps."""
+    check_cgm("mean_shift", 0.5, sweep=True)
 
 
 @pytest.mark.slow  # the ratio test below covers this data set in the default run
@@ -304,6 +312,8 @@ def test_bad_change_of_variable_names_the_option(sampler, value):
     d = bps.datasets.simulate_wu2007(50, seed=0)
     with pytest.raises(ArgumentError, match=r"sampler option 'change_of_variable' must be a probability in \[0, 1\]"):
         bps.cart("y ~ x1 + x2 + x3", data=d, sampler=sampler, sampler_options={"change_of_variable": value})
+    with pytest.raises(ArgumentError, match=r"sampler option 'perturb_sweep' must be True or False"):
+        bps.cart("y ~ x1 + x2 + x3", data=d, sampler=sampler, sampler_options={"perturb_sweep": 1})
 
 
 def test_bcf_ctmc_forests_get_the_table():
@@ -321,11 +331,11 @@ def test_bcf_ctmc_forests_get_the_table():
             rates = part.update.mh_rates
             p = spec.codes.shape[0]
             if width is None:
-                assert rates[2] == 0.3 and rates.shape == (3 + p * p,)
-                np.testing.assert_allclose(rates[3:].reshape(p, p),
+                assert rates[2] == 0.3 and rates.shape == (4 + p * p,)
+                np.testing.assert_allclose(rates[4:].reshape(p, p),
                                            spearman_matrix(spec.codes, spec.is_categorical, spec.nbins))
             else:
-                assert rates.tolist() == [2.0, 0.0, 0.0]
+                assert rates.tolist() == [2.0, 0.0, 0.0, 0.0]
 
 
 @pytest.mark.slow  # compiles the random-effect BART kernel with perturb (about half a minute)

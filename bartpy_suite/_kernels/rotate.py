@@ -61,7 +61,7 @@ descendants' prior term the code omits).
 
 CHANGE-OF-VARIABLE (CHGV, spec 1.4, Pratola 2016): at the chosen node, a numeric rule (v, c) is
 replaced, with probability ``chv[0]`` (the ``change_of_variable`` option) instead of the PERTURB
-above, by a rule on a variable v' correlated with v. ``chv[1:]`` holds P, the p x p Spearman
+above, by a rule on a variable v' correlated with v. ``chv[2:]`` holds P, the p x p Spearman
 correlation matrix of the training predictors (row-major; ``change_of_variable_table``). Weights
 from row v: w_v = 1, w_i = |P[v, i]| for every numeric i != v with an available rule at the node
 (``var_rule_count`` of the node's rows, our range convention: availability depends on the node's
@@ -82,6 +82,13 @@ ratio, and ``getchgv``'s cumulative sum reading |w| of element 1 for element 0) 
 A mixture of the two pi-reversible kernels with a fixed probability is pi-reversible: the
 choice depends only on whether the rule is numeric, which neither move changes. With
 ``chv[0] == 0`` no extra random number is drawn, so the draws equal those of plain PERTURB.
+
+Sweep (``chv[1] > 0``, the ``perturb_sweep`` option): one perturb move visits every internal node
+in turn (by slot index) with the step above, as OpenBT does once per iteration. Each step keeps
+pi invariant and neither PERTURB nor CHGV changes which slots are internal nodes, so the sweep
+(a fixed composition of pi-invariant kernels) keeps pi invariant; it is not reversible, which an
+MH chain does not need, nor a ctmc event (the process stays stationary for pi when
+pi K = pi; ``ctmc.py``).
 
 Trees are rebuilt from preorder sequences of (var, cut) (``LEAF`` for a leaf) held in small
 arrays allocated per proposal.
@@ -107,6 +114,7 @@ from .tree import (
     M_N_FREE,
     M_N_INTERNAL,
     M_N_LEAVES,
+    M_SPAN,
     alloc_node,
     cached_subtree_log_prior,
     copy_into,
@@ -645,14 +653,16 @@ def predictor_correlations(codes: np.ndarray, is_categorical: np.ndarray, nbins:
 
 
 def change_of_variable_table(codes: np.ndarray, is_categorical: np.ndarray, nbins: np.ndarray,
-                             probability: float) -> np.ndarray:
-    """The kernels' ``chv`` argument of ``perturb_step``: ``[probability, P row-major]`` with P the
-    predictors' Spearman matrix (``predictor_correlations``), or ``[0.0]`` (plain PERTURB, no
-    matrix built) when ``probability`` is 0."""
+                             probability: float, sweep: bool = False) -> np.ndarray:
+    """The kernels' ``chv`` argument of ``perturb_step``: ``[probability, sweep, P row-major]`` with
+    P the predictors' Spearman matrix (``predictor_correlations``), or ``[0.0, sweep]`` (plain
+    PERTURB, no matrix built) when ``probability`` is 0; ``sweep`` 1.0 makes a perturb move visit
+    every internal node."""
+    head = np.array([max(float(probability), 0.0), 1.0 if sweep else 0.0])
     if probability <= 0.0:
-        return np.zeros(1)
+        return head
     mat = predictor_correlations(codes, is_categorical, nbins)
-    return np.concatenate([np.array([float(probability)]), mat.ravel()])
+    return np.concatenate([head, mat.ravel()])
 
 
 @helper
@@ -662,7 +672,7 @@ def _chv_weight(chv, p, v, i, is_cat, counts):
         return 1.0
     if is_cat[i] or counts[i] <= 0.0:
         return 0.0
-    return abs(chv[1 + v * p + i])
+    return abs(chv[2 + v * p + i])
 
 
 @helper
@@ -699,7 +709,7 @@ def change_of_variable_step(rng, tree, data, target, fstate, n_total, scratch, c
              - math.log(_chv_weight(chv, p, v, v_new, is_cat, counts)) + math.log(total)
              + math.log(n_new) - math.log(n_old))
     new_cut = np.int64(lo_new + int(rng.random() * n_new))
-    swap = v_new != v and chv[1 + v * p + v_new] < 0.0
+    swap = v_new != v and chv[2 + v * p + v_new] < 0.0
     count = subtree_nodes(tree, root, scratch.nodes, scratch.stack)
     # the node's own prior factor changes with its variable (and DART's weights): whole subtree
     old_prior = cached_subtree_log_prior(tree, scratch.nodes, count, data, target, scratch)
@@ -738,15 +748,33 @@ def perturb_step(rng, tree, data, target, fstate, n_total, scratch, chv, width=P
                  force_accept=False):
     """One PERTURB MH step in place at a uniformly chosen internal node; at a numeric rule, with
     probability ``chv[0]`` a CHGV step instead (``change_of_variable_step``; ``chv``: see
-    ``change_of_variable_table``). Returns (accepted, proposal valid, log r)."""
-    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
+    ``change_of_variable_table``). Returns (accepted, proposal valid, log r). With ``chv[1] > 0``
+    a sweep: the step at every internal node in turn; returns (any accepted, True, 0.0)."""
+    if chv.shape[0] > 1 and chv[1] > 0.0:
+        any_accepted = False
+        found = False
+        # perturb and CHGV leave every slot's internal / leaf / free status as it was
+        for node in range(tree.meta[M_SPAN]):
+            if tree.var[node] >= 0:
+                found = True
+                accepted, _, _ = perturb_at(rng, tree, data, target, fstate, n_total, scratch, chv, node, width,
+                                            force_accept)
+                any_accepted = any_accepted or accepted
+        return any_accepted, found, 0.0
     root, _ = _pick_node(rng, tree, 2)
     if root < 0:
         return False, False, -np.inf
+    return perturb_at(rng, tree, data, target, fstate, n_total, scratch, chv, root, width, force_accept)
+
+
+@helper
+def perturb_at(rng, tree, data, target, fstate, n_total, scratch, chv, root, width, force_accept):
+    """The PERTURB (or CHGV) MH step at internal node ``root`` (see ``perturb_step``)."""
+    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
     m = target.prior.min_leaf
     v = tree.var[root]
-    # (a table of another width than 1 + p^2 would be read out of bounds: plain perturb then)
-    if not is_cat[v] and chv[0] > 0.0 and chv.shape[0] == 1 + xt.shape[0] ** 2 and rng.random() < chv[0]:
+    # (a table of another width than 2 + p^2 would be read out of bounds: plain perturb then)
+    if not is_cat[v] and chv[0] > 0.0 and chv.shape[0] == 2 + xt.shape[0] ** 2 and rng.random() < chv[0]:
         return change_of_variable_step(rng, tree, data, target, fstate, n_total, scratch, chv, root,
                                        force_accept)
     old_cut = tree.cut[root]

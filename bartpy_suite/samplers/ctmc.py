@@ -56,7 +56,7 @@ from .._kernels.records import CtmcBartOut, CtmcCartOut, CtmcClock, ForestOut, R
 from .._kernels.rotate import change_of_variable_table
 from ..errors import ArgumentError
 from .forest import ForestChain
-from .mh import CHANGE_OF_VARIABLE, _check_change_of_variable
+from .mh import CHANGE_OF_VARIABLE, _check_change_of_variable, _check_sweep
 from .problems import BartProblem, CartProblem
 from .registry import Option, SamplerSpec, Statistic, register
 from .single_tree import TreeChain
@@ -73,14 +73,15 @@ def event_rates(rotate: float, perturb: float, chv: np.ndarray | None = None) ->
     events (``_kernels/ctmc.py``)."""
     if rotate == 0.0 and perturb == 0.0:
         return None
-    return np.concatenate([np.array([float(rotate), float(perturb)]), np.zeros(1) if chv is None else chv])
+    return np.concatenate([np.array([float(rotate), float(perturb)]), np.zeros(2) if chv is None else chv])
 
 
 def perturb_table(codes: np.ndarray, is_categorical: np.ndarray, nbins: np.ndarray, perturb: float,
-                  change_of_variable: float) -> np.ndarray:
+                  change_of_variable: float, sweep: bool = False) -> np.ndarray:
     """Perturb's CHANGE-OF-VARIABLE table of a chain: built (the predictors' Spearman matrix, once per
-    fit) only when perturb events fire and ``change_of_variable`` > 0, else ``[0.0]``."""
-    return change_of_variable_table(codes, is_categorical, nbins, change_of_variable if perturb > 0.0 else 0.0)
+    fit) only when perturb events fire and ``change_of_variable`` > 0, else ``[0.0, sweep]``."""
+    return change_of_variable_table(codes, is_categorical, nbins, change_of_variable if perturb > 0.0 else 0.0,
+                                    sweep=bool(sweep and perturb > 0.0))
 
 
 def _ctmc_state(chain, names: tuple, n_rows: int, capacity: int, n_classes: int):
@@ -111,10 +112,12 @@ class CtmcCartChain(TreeChain):
     """
 
     def __init__(self, problem: CartProblem, rng: np.random.Generator, capacity: int | None = None,
-                 rotate: float = 0.0, perturb: float = 0.0, change_of_variable: float = 0.0):
+                 rotate: float = 0.0, perturb: float = 0.0, change_of_variable: float = 0.0,
+                 perturb_sweep: bool = False):
         super().__init__(problem, rng, capacity)
         self.mh_rates = event_rates(rotate, perturb, perturb_table(problem.codes, problem.is_categorical,
-                                                                   problem.nbins, perturb, change_of_variable))
+                                                                   problem.nbins, perturb, change_of_variable,
+                                                                   perturb_sweep))
         self.cs = _ctmc_state(self, problem.predictor_names, self.y.shape[0], self.capacity, self.n_classes)
 
     def allocate(self, draws: int) -> None:
@@ -215,10 +218,11 @@ class CtmcBartChain(ForestChain):
     """
 
     def __init__(self, problem: BartProblem, time, rng: np.random.Generator, rotate: float = 0.0,
-                 perturb: float = 0.0, change_of_variable: float = 0.0):
+                 perturb: float = 0.0, change_of_variable: float = 0.0, perturb_sweep: bool = False):
         super().__init__(problem, rng)
         self.mh_rates = event_rates(rotate, perturb, perturb_table(problem.codes, problem.is_categorical,
-                                                                   problem.nbins, perturb, change_of_variable))
+                                                                   problem.nbins, perturb, change_of_variable,
+                                                                   perturb_sweep))
         self.adapt = time == "auto"
         # The starting time before adaptation: about one jump per visit for a stump with a few
         # hundred available rules at rate ~1 would need ~1e-3; adaptation replaces it.
@@ -284,12 +288,12 @@ def _build_cart(problem: CartProblem, options: dict, rng) -> CtmcCartChain:
         raise ArgumentError("sampler option 'time' applies to BART only (a CART fit records every jump with its "
                             "expected holding time); remove it")
     return CtmcCartChain(problem, rng, rotate=options["rotate"], perturb=options["perturb"],
-                         change_of_variable=options["change_of_variable"])
+                         change_of_variable=options["change_of_variable"], perturb_sweep=options["perturb_sweep"])
 
 
 def _build_bart(problem: BartProblem, options: dict, rng) -> CtmcBartChain:
     return CtmcBartChain(problem, options["time"], rng, rotate=options["rotate"], perturb=options["perturb"],
-                         change_of_variable=options["change_of_variable"])
+                         change_of_variable=options["change_of_variable"], perturb_sweep=options["perturb_sweep"])
 
 
 CTMC = register(SamplerSpec(
@@ -309,7 +313,9 @@ CTMC = register(SamplerSpec(
              Option("change_of_variable", CHANGE_OF_VARIABLE, _check_change_of_variable,
                     "probability that a perturb event at a numeric rule is a change-of-variable proposal between "
                     f"correlated predictors (Pratola 2016; default {CHANGE_OF_VARIABLE}, OpenBT's probchv; 0: plain "
-                    "perturb)")),
+                    "perturb)"),
+             Option("perturb_sweep", False, _check_sweep,
+                    "True: each perturb event visits every internal node in turn (OpenBT's sweep)")),
     statistics={
         "cart": (
             Statistic("weight", (), "1 / Lambda: expected holding time of the recorded tree (CT-MCMC eq. 4, 12)"),

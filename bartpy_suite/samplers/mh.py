@@ -63,16 +63,24 @@ def move_flags(move_probs: np.ndarray, chv: np.ndarray | None = None) -> tuple[b
     extra = move_probs[MOVE_INDEX["rotate"]:MOVE_INDEX["perturb"] + 1]
     rotation = None
     if (extra > 0).any():
-        rotation = np.zeros(1) if chv is None else chv
+        rotation = np.zeros(2) if chv is None else chv
     return (True if (change_swap > 0).any() else None), rotation
 
 
 def chv_table(codes: np.ndarray, is_categorical: np.ndarray, nbins: np.ndarray, move_probs: np.ndarray,
-              change_of_variable: float) -> np.ndarray:
-    """The perturb move's CHANGE-OF-VARIABLE table for a chain (``[0.0]`` unless perturb has mass and
-    ``change_of_variable`` > 0: a fit that never perturbs builds no correlation matrix)."""
+              change_of_variable: float, sweep: bool = False) -> np.ndarray:
+    """The perturb move's CHANGE-OF-VARIABLE table for a chain (``[0.0, sweep]`` unless perturb has mass
+    and ``change_of_variable`` > 0: a fit that never perturbs builds no correlation matrix)."""
     perturb = len(move_probs) > MOVE_INDEX["perturb"] and move_probs[MOVE_INDEX["perturb"]] > 0
-    return change_of_variable_table(codes, is_categorical, nbins, change_of_variable if perturb else 0.0)
+    return change_of_variable_table(codes, is_categorical, nbins, change_of_variable if perturb else 0.0,
+                                    sweep=bool(sweep and perturb))
+
+
+def _check_sweep(name: str, value) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ArgumentError(f"sampler option {name!r} must be True or False (True: each perturb move visits every "
+                        f"internal node, as OpenBT's sweep); got {value!r}")
 
 
 def _check_change_of_variable(name: str, value) -> float:
@@ -98,10 +106,10 @@ class CartChain(TreeChain):
     """
 
     def __init__(self, codes, is_categorical, nbins, y, ycls, prior, moves, rng, capacity=None, sparse=None,
-                 change_of_variable: float = 0.0):
+                 change_of_variable: float = 0.0, perturb_sweep: bool = False):
         super().__init__(CartProblem(codes, is_categorical, nbins, y, ycls, prior, sparse=sparse), rng, capacity)
         self.move_probs = move_vector(moves)
-        self.chv = chv_table(codes, is_categorical, nbins, self.move_probs, change_of_variable)
+        self.chv = chv_table(codes, is_categorical, nbins, self.move_probs, change_of_variable, perturb_sweep)
         # DART (``_kernels/sparse.py``): its settings and the split counts' work array
         self.sparse_conf = None if sparse is None else new_conf(*sparse, start=0)
         self.split_count = np.zeros(self.codes.shape[0])
@@ -166,10 +174,12 @@ class BartChain(ForestChain):
         Probability of a CHANGE-OF-VARIABLE proposal within a perturb move (0: plain perturb).
     """
 
-    def __init__(self, problem: BartProblem, moves: dict, rng: np.random.Generator, change_of_variable: float = 0.0):
+    def __init__(self, problem: BartProblem, moves: dict, rng: np.random.Generator, change_of_variable: float = 0.0,
+                 perturb_sweep: bool = False):
         super().__init__(problem, rng)
         self.move_probs = move_vector(moves)
-        self.chv = chv_table(problem.codes, problem.is_categorical, problem.nbins, self.move_probs, change_of_variable)
+        self.chv = chv_table(problem.codes, problem.is_categorical, problem.nbins, self.move_probs, change_of_variable,
+                             perturb_sweep)
         # DART (``_kernels/sparse.py``): its settings and the split counts' work array
         self.sparse_conf = None if problem.sparse is None else new_conf(*problem.sparse, start=0)
         self.split_count = np.zeros(self.codes.shape[0])
@@ -228,10 +238,11 @@ class MultinomialMHChain(MultinomialChain):
     """
 
     def __init__(self, problem: MultinomialBartProblem, moves: dict, rng: np.random.Generator,
-                 change_of_variable: float = 0.0):
+                 change_of_variable: float = 0.0, perturb_sweep: bool = False):
         super().__init__(problem, rng)
         self.move_probs = move_vector(moves)
-        self.chv = chv_table(problem.codes, problem.is_categorical, problem.nbins, self.move_probs, change_of_variable)
+        self.chv = chv_table(problem.codes, problem.is_categorical, problem.nbins, self.move_probs, change_of_variable,
+                             perturb_sweep)
 
     def allocate(self, draws: int) -> None:
         """Buffers for ``draws`` kept draws (the model's and the moves' statistics)."""
@@ -263,20 +274,23 @@ def _check_moves(defaults: dict, sampler: str, name: str, value) -> dict:
 def _build_cart(problem: CartProblem, options: dict, rng) -> CartChain:
     p = problem
     return CartChain(p.codes, p.is_categorical, p.nbins, p.y, p.ycls, p.prior, options["moves"], rng,
-                     sparse=p.sparse, change_of_variable=options["change_of_variable"])
+                     sparse=p.sparse, change_of_variable=options["change_of_variable"],
+                     perturb_sweep=options["perturb_sweep"])
 
 
 def _build_bart(problem: BartProblem, options: dict, rng) -> BartChain:
-    return BartChain(problem, options["moves"], rng, change_of_variable=options["change_of_variable"])
+    return BartChain(problem, options["moves"], rng, change_of_variable=options["change_of_variable"],
+                     perturb_sweep=options["perturb_sweep"])
 
 
 def _build_multinomial(problem: MultinomialBartProblem, options: dict, rng) -> MultinomialMHChain:
-    return MultinomialMHChain(problem, options["moves"], rng, change_of_variable=options["change_of_variable"])
+    return MultinomialMHChain(problem, options["moves"], rng, change_of_variable=options["change_of_variable"],
+                              perturb_sweep=options["perturb_sweep"])
 
 
 def _build_ordinal(problem: OrdinalBartProblem, options: dict, rng) -> OrdinalMHChain:
     chv = chv_table(problem.codes, problem.is_categorical, problem.nbins, move_vector(options["moves"]),
-                    options["change_of_variable"])
+                    options["change_of_variable"], options["perturb_sweep"])
     return OrdinalMHChain(problem, options["moves"], rng, move_vector, partial(move_flags, chv=chv))
 
 
@@ -305,7 +319,10 @@ def _mh_spec(name: str, description: str, defaults: dict) -> SamplerSpec:
         options=(moves, Option("change_of_variable", CHANGE_OF_VARIABLE, _check_change_of_variable,
                                "probability that a perturb move at a numeric rule is a change-of-variable proposal "
                                f"between correlated predictors (Pratola 2016; default {CHANGE_OF_VARIABLE}, OpenBT's "
-                               "probchv; 0: plain perturb)")),
+                               "probchv; 0: plain perturb)"),
+                 Option("perturb_sweep", False, _check_sweep,
+                        "True: each perturb move visits every internal node in turn (OpenBT's sweep), instead of "
+                        "one node drawn uniformly")),
         statistics=_STATISTICS, coords={"move": MOVE_NAMES}, missing_split=_mh_missing_split,
     )
 

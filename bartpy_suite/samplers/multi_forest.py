@@ -312,7 +312,8 @@ def _new_update(code: int, options: dict, n: int, capacity: int, nbins: np.ndarr
         adapt = options["time"] == "auto"
         # the starting time before adaptation, as samplers/ctmc.CtmcBartChain: adaptation replaces it
         clock = CtmcClock(np.array([1e-3 if adapt else float(options["time"])]), bool(adapt))
-        chv = perturb_table(codes, is_cat, nbins, options["perturb"], options["change_of_variable"])
+        chv = perturb_table(codes, is_cat, nbins, options["perturb"], options["change_of_variable"],
+                            options["perturb_sweep"])
         return CtmcUpdate(cs, clock, event_rates(options["rotate"], options["perturb"], chv), np.zeros(N_UPDATE_STATS),
                           np.zeros((0, N_UPDATE_STATS)))
     return None
