@@ -21,6 +21,9 @@ each event one Metropolis-Hastings step of Pratola's move (``_kernels/rotate.py`
 at a numeric rule is Pratola's CHANGE-OF-VARIABLE proposal between correlated predictors (the
 predictors' Spearman matrix is computed once per fit, only when perturb events fire). Fits with
 perturb events draw differently from before this option existed unless it is 0.
+``perturb_sweep`` (default False): each perturb event visits every internal node in turn (OpenBT's
+schedule; the event kernel is then pi-invariant but not reversible, which stationarity of the
+process does not need).
 
 Statistics: CART ``weight`` (1 / Lambda), ``total_rate`` (Lambda) and ``event`` (the jump
 that reached the recorded tree); BART ``jumps`` (mean jumps per tree visit), ``total_rate``

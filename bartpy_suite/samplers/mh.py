@@ -10,6 +10,8 @@ probability 0 by default, e.g. ``{"grow": .25, "prune": .25, "change": .2, "swap
 Pratola's CHANGE-OF-VARIABLE proposal between correlated predictors instead (``_kernels/rotate.py``;
 the Spearman matrix of the predictors is computed once per fit, only when perturb has mass).
 Fits with the perturb move draw differently from before this option existed unless it is 0.
+``perturb_sweep`` (default False): each perturb move visits every internal node in turn, as OpenBT
+sweeps perturb / change of variable once per iteration.
 Statistics: CART records the move tried at each kept iteration and whether it was accepted;
 BART the proposals and acceptances of each move type over the trees of the kept sweep.
 
