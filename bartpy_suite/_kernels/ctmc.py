@@ -45,7 +45,7 @@ Rotate and perturb (CT-B, CT-C) are events too, each an MH step of ``rotate.py``
 constant rate: ``mh_rates[0]`` while the tree has a rotatable node (two or more splits),
 ``mh_rates[1]`` while it has a split (``mh_rates`` is None when both rates are 0: numba then compiles
 the chain without these events); ``mh_rates[2:]`` is perturb's CHANGE-OF-VARIABLE table
-(``rotate.change_of_variable_table``: its probability, then the predictors' correlations).
+(``rotate.change_of_variable_table``: its probability, the sweep flag, then the predictors' correlations).
 The process then has the extra generator ``lambda K``
 with K the pi-reversible MH kernel, so it stays pi-reversible, and Lambda(T) includes these
 rates. A rejected step is a jump to the same tree: the holding time in T is still split into

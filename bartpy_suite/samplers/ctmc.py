@@ -71,7 +71,7 @@ DEFAULT_EVENT_RATE = 1.0
 
 def event_rates(rotate: float, perturb: float, chv: np.ndarray | None = None) -> np.ndarray | None:
     """The kernels' ``mh_rates``: the rotate and perturb rates followed by perturb's
-    CHANGE-OF-VARIABLE table ``chv`` (``rotate.change_of_variable_table``; ``[0.0]``, plain perturb,
+    CHANGE-OF-VARIABLE table ``chv`` (``rotate.change_of_variable_table``; ``[0.0, 0.0]``, plain perturb,
     when None), or None when both rates are 0, so that the chain's kernels compile without those
     events (``_kernels/ctmc.py``)."""
     if rotate == 0.0 and perturb == 0.0:

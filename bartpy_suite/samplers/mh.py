@@ -58,7 +58,7 @@ def move_vector(moves: dict) -> np.ndarray:
 def move_flags(move_probs: np.ndarray, chv: np.ndarray | None = None) -> tuple[bool | None, np.ndarray | None]:
     """The kernels' ``change_swap`` and ``rotation`` arguments for a move vector: ``change_swap``
     True when the vector gives change or swap mass, ``rotation`` the CHANGE-OF-VARIABLE table
-    ``chv`` of perturb (``rotate.change_of_variable_table``; ``[0.0]``, plain perturb, when None)
+    ``chv`` of perturb (``rotate.change_of_variable_table``; ``[0.0, 0.0]``, plain perturb, when None)
     when it gives rotate or perturb mass; each None otherwise, and the chain's kernels are then
     compiled without those moves."""
     change_swap = move_probs[MOVE_INDEX["change"]:MOVE_INDEX["swap"] + 1]
