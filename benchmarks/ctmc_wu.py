@@ -34,7 +34,12 @@ iteration = one MH proposal for grow_prune/cgm, one jump for ctmc). Measured per
 
 The paper's RJ-B / RJ-C are ``cgm`` with rotate (and perturb) added to its move mix
 (``RJ_B_MOVES``, ``RJ_C_MOVES``); CT-B / CT-C are ``ctmc`` with rotate (and perturb) events at
-rate ``EVENT_RATE`` each; ``(cgm)`` is our default cgm mix and has no row in the paper.
+rate ``EVENT_RATE`` each; ``(cgm)`` is our default cgm mix and has no row in the paper. Perturb
+includes Pratola's change-of-variable proposal with the sampler's default probability 0.1
+(OpenBT's ``probchv``); the rows ``RJ-C no-chv`` / ``CT-C no-chv`` switch it off
+(``change_of_variable=0``: perturb as before the proposal existed), to measure what it adds;
+``chv1`` rows make every perturb a change of variable, ``sweep`` rows visit every internal node
+per perturb move (``perturb_sweep``, OpenBT's schedule).
 
 Run from the repository root (``PYTHONPATH=.`` makes this checkout the imported package); the
 defaults are the committed settings:
@@ -42,6 +47,9 @@ defaults are the committed settings:
 (``--jobs 2`` runs replications in two processes; the CPU-time measure is per thread, so the
 results do not depend on it). The per-run rows are written next to ``--out`` as JSON. Text in
 ``--out`` after the line ``NOTES_MARKER`` (the hand-written reading) is kept on regeneration.
+``--only 'RJ-C,CT-C'`` reruns only those rows and merges them into that JSON and the tables (the
+other rows kept, a header line per rerun saying which rows ran when and at which commit; the JSON's
+``_provenance`` says the same per label).
 """
 
 from __future__ import annotations
@@ -74,6 +82,22 @@ ROTATE_SAMPLERS = [
     ("ctmc", "CT-B", {"rotate": EVENT_RATE}),
     ("ctmc", "CT-C", {"rotate": EVENT_RATE, "perturb": EVENT_RATE}),
 ]
+# RJ-C and CT-C with perturb's change-of-variable proposal switched off (its default probability is
+# 0.1, OpenBT's probchv): perturb as it was before CHGV existed (same draws), to measure what CHGV adds.
+# "chv1": every perturb at a numeric rule is a change of variable (probability 1), ten times the
+# default's CHGV proposals per iteration: does the rate of CHGV proposals matter?
+NO_CHGV_SAMPLERS = [
+    ("cgm", "RJ-C no-chv", {"moves": RJ_C_MOVES, "change_of_variable": 0.0}),
+    ("ctmc", "CT-C no-chv", {"rotate": EVENT_RATE, "perturb": EVENT_RATE, "change_of_variable": 0.0}),
+    ("cgm", "RJ-C chv1", {"moves": RJ_C_MOVES, "change_of_variable": 1.0}),
+    ("ctmc", "CT-C chv1", {"rotate": EVENT_RATE, "perturb": EVENT_RATE, "change_of_variable": 1.0}),
+    # OpenBT's schedule: each perturb move (event) visits every internal node, CHGV 0.1 at each
+    ("cgm", "RJ-C sweep", {"moves": RJ_C_MOVES, "perturb_sweep": True}),
+    ("ctmc", "CT-C sweep", {"rotate": EVENT_RATE, "perturb": EVENT_RATE, "perturb_sweep": True}),
+]
+ALL_SAMPLERS = SAMPLERS + ROTATE_SAMPLERS + NO_CHGV_SAMPLERS
+PAPER_LABEL = {"RJ-C no-chv": "RJ-C", "CT-C no-chv": "CT-C", "RJ-C chv1": "RJ-C", "CT-C chv1": "CT-C",
+               "RJ-C sweep": "RJ-C", "CT-C sweep": "CT-C"}
 JUMP_HEADER = "## CPU time per ctmc jump against tree size (noise sd 1, prior beta varied)"
 NOTES_MARKER = ("<!-- hand-written reading below (kept by ctmc_wu.py on regeneration); "
                 "numbers quoted from the tables above -->")
@@ -151,6 +175,15 @@ def unique_trees(fit) -> int:
     return len({(v.tobytes(), c.tobytes()) for v, c in zip(var, cut)})
 
 
+def x1_x3_flips(act1: np.ndarray, act3: np.ndarray) -> int:
+    """How often the variable with more splits among the confounded x1 and x3 changes along the
+    chain (draws where they tie, e.g. neither is used, are skipped): the switches between the x1
+    and the x3 form of the tree that change of variable exists to make."""
+    side = np.sign(act1 - act3)
+    side = side[side != 0]
+    return int(np.count_nonzero(side[1:] != side[:-1]))
+
+
 def one_run(sampler: str, train: pd.DataFrame, test: pd.DataFrame, iters: int, burn: int, seed: int, beta: float,
             options: dict | None = None) -> dict:
     fit, cpu = timed_cart(data=train, sampler=sampler, chains=1, draws=iters, tune=burn, seed=seed, beta=beta,
@@ -164,6 +197,7 @@ def one_run(sampler: str, train: pd.DataFrame, test: pd.DataFrame, iters: int, b
         row[f"ESS x{k + 1}"] = weighted_ess(act[..., k], w)
         row[f"act x{k + 1}"] = float((w * act[..., k]).sum() / w.sum())
     row["unique trees"] = unique_trees(fit)
+    row["x1/x3 flips"] = x1_x3_flips(act[..., 0].ravel(), act[..., 2].ravel())
     for name in ("s2",) + ACT:
         row[f"ESS/s {name}"] = row[f"ESS {name}"] / cpu
     row["cpu seconds"] = cpu
@@ -218,7 +252,7 @@ def level_tables(rows: dict, sd: float, labels: list) -> tuple[list, dict]:
     means = {}
     for label in labels:
         means[label] = pd.DataFrame(rows[label]).mean()
-        if label in PAPER[sd]:
+        if label in PAPER[sd]:  # (the no-chv rows share their method's paper row, shown once)
             lines.append(f"| {label} | paper | " + " | ".join(fmt(v) for v in PAPER[sd][label]) + " | - | - |")
         lines.append(f"| {label} | ours | " + " | ".join(fmt(means[label][c]) for c in COLUMNS)
                      + f" | {fmt(means[label]['leaves'])} | {fmt(means[label]['us per iter'])} |")
@@ -230,11 +264,14 @@ def level_tables(rows: dict, sd: float, labels: list) -> tuple[list, dict]:
     lines += [f"Per-replication ratio CT-A / RJ-A of ESS per CPU second on the activities: median "
               f"{np.median(per_rep):.2f}, range {per_rep.min():.2f}-{per_rep.max():.2f}", ""]
     for a, b in (("CT-B", "RJ-B"), ("CT-C", "RJ-C"), ("RJ-B", "RJ-A"), ("RJ-C", "RJ-A"), ("CT-B", "CT-A"),
-                 ("CT-C", "CT-A")):
+                 ("CT-C", "CT-A"), ("RJ-C no-chv", "RJ-A"), ("CT-C no-chv", "CT-A"), ("RJ-C chv1", "RJ-A"),
+                 ("CT-C chv1", "CT-A"), ("RJ-C sweep", "RJ-A"), ("CT-C sweep", "CT-A"), ("RJ-C", "RJ-C no-chv"),
+                 ("CT-C", "CT-C no-chv")):
         if a not in means or b not in means:
             continue
         ours = {c: means[a][c] / means[b][c] for c in ("ESS x1", "ESS x2", "ESS x3", "ESS/s x2", "unique trees")}
-        paper = {c: PAPER[sd][a][COLUMNS.index(c)] / PAPER[sd][b][COLUMNS.index(c)] for c in ours}
+        pa, pb = PAPER_LABEL.get(a, a), PAPER_LABEL.get(b, b)
+        paper = {c: PAPER[sd][pa][COLUMNS.index(c)] / PAPER[sd][pb][COLUMNS.index(c)] for c in ours}
         lines.append(f"{a} / {b} (ours, paper): " + "; ".join(f"{c} {ours[c]:.2f} ({paper[c]:.2f})" for c in ours))
     lines.append("")
     return lines, means
@@ -246,9 +283,10 @@ def summary_table(all_means: dict, labels: list) -> list:
              "Ratios of the means over replications (ranges over x1, x2, x3 for the activities); ESS/CPU-s is per "
              "CPU second of sampling.", "",
              "| beta | noise sd | CT-A / RJ-A ESS act | CT-A / RJ-A ESS/CPU-s act | CT-A / RJ-A ESS/CPU-s s2 "
-             "| RJ-C / RJ-A ESS x1, x3 | CT-B / CT-A ESS act | CT-C / CT-A ESS act | mean leaves RJ-A, CT-A, "
-             "RJ-C, CT-C | test MSE RJ-A, (cgm), CT-A, RJ-C, CT-C |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| RJ-C / RJ-A ESS x1, x3 | RJ-C no-chv / RJ-A ESS x1, x3 | CT-B / CT-A ESS act | CT-C / CT-A ESS act "
+             "| CT-C no-chv / CT-A ESS act | mean leaves RJ-A, CT-A, RJ-C, CT-C | test MSE RJ-A, (cgm), CT-A, RJ-C, "
+             "CT-C |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for (beta, sd), m in all_means.items():
         def r(a, b, cols, m=m):
             return [m[a][c] / m[b][c] for c in cols]
@@ -258,12 +296,42 @@ def summary_table(all_means: dict, labels: list) -> list:
         cells = [f"{beta:g}", f"{sd:g}", rng_of(r("CT-A", "RJ-A", ess)), rng_of(r("CT-A", "RJ-A", esss)),
                  f"{m['CT-A']['ESS/s s2'] / m['RJ-A']['ESS/s s2']:.2f}"]
         if rot:
+            no_chv = "RJ-C no-chv" in m and "CT-C no-chv" in m
             cells += [", ".join(f"{v:.2f}" for v in r("RJ-C", "RJ-A", ["ESS x1", "ESS x3"])),
+                      ", ".join(f"{v:.2f}" for v in r("RJ-C no-chv", "RJ-A", ["ESS x1", "ESS x3"])) if no_chv else "-",
                       rng_of(r("CT-B", "CT-A", ess)), rng_of(r("CT-C", "CT-A", ess)),
+                      rng_of(r("CT-C no-chv", "CT-A", ess)) if no_chv else "-",
                       ", ".join(f"{m[k]['leaves']:.1f}" for k in ("RJ-A", "CT-A", "RJ-C", "CT-C")),
                       ", ".join(f"{m[k]['MSE']:.3g}" for k in ("RJ-A", "(cgm)", "CT-A", "RJ-C", "CT-C"))]
         else:
-            cells += ["-"] * 4 + [", ".join(f"{m[k]['MSE']:.3g}" for k in ("RJ-A", "(cgm)", "CT-A"))]
+            cells += ["-"] * 6 + [", ".join(f"{m[k]['MSE']:.3g}" for k in ("RJ-A", "(cgm)", "CT-A"))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+MEDIAN_LABELS = ("RJ-A", "CT-A", "RJ-C", "RJ-C no-chv", "RJ-C chv1", "RJ-C sweep", "CT-C", "CT-C no-chv", "CT-C chv1",
+                 "CT-C sweep")
+
+
+def flips_table(runs: dict, iters: int) -> list:
+    """The x1 / x3 switches per run (``x1_x3_flips``), for the rows that recorded them."""
+    labels = [label for _, label, _ in ALL_SAMPLERS
+              if any(label in rows and rows[label][0] is not None and "x1/x3 flips" in rows[label][0]
+                     for rows in runs.values())]
+    if not labels:
+        return []
+    lines = ["## Switches between the x1 and the x3 form of the tree", "",
+             "x1 and x3 are confounded (Spearman about -0.67; the rows with x1 < 0.5 are those with x3 > 0.5), so "
+             "a split on one has an almost equivalent split on the other. Per run: how often the variable with "
+             f"more splits among x1 and x3 changes along the {iters:,} kept iterations (jumps for ctmc); median "
+             "over replications, and the number of runs with at least one switch. A chain that never switches "
+             "can still have a high within-chain ESS of the activities.", "",
+             "| beta | noise sd | " + " | ".join(labels) + " |", "|---|---|" + "---|" * len(labels)]
+    for (beta, sd), rows in runs.items():
+        cells = [f"{beta:g}", f"{sd:g}"]
+        for label in labels:
+            got = [r["x1/x3 flips"] for r in rows.get(label, []) if r is not None and "x1/x3 flips" in r]
+            cells.append(f"{np.median(got):g} ({sum(g > 0 for g in got)} of {len(got)})" if got else "-")
         lines.append("| " + " | ".join(cells) + " |")
     return lines + [""]
 
@@ -276,12 +344,12 @@ def median_table(runs: dict, iters: int) -> list:
              f"the activities, and the number of runs whose ESS of some activity exceeds the {iters:,} draws "
              "(possible for the delta-method ESS of a weighted mean when the jump chain oscillates between "
              "neighbouring trees; it measures the within-chain average's variance, not exploration):", "",
-             "| beta | noise sd | " + " | ".join(f"median ESS {k}" for k in ("RJ-A", "CT-A", "RJ-C", "CT-C"))
+             "| beta | noise sd | " + " | ".join(f"median ESS {k}" for k in MEDIAN_LABELS)
              + " | median CT-A / RJ-A ESS/CPU-s | CT-A runs with ESS > draws |",
-             "|---|---|---|---|---|---|---|---|"]
+             "|---|---|" + "---|" * (len(MEDIAN_LABELS) + 2)]
     for (beta, sd), rows in runs.items():
         cells = [f"{beta:g}", f"{sd:g}"]
-        for label in ("RJ-A", "CT-A", "RJ-C", "CT-C"):
+        for label in MEDIAN_LABELS:
             if label not in rows:
                 cells.append("-")
                 continue
@@ -290,6 +358,43 @@ def median_table(runs: dict, iters: int) -> list:
         over = sum(max(r[f"ESS {x}"] for x in ACT) > iters for r in rows["CT-A"])
         cells += [f"{np.median(per_rep):.2f}", f"{over} of {len(rows['CT-A'])}"]
         lines.append("| " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def gap_cut_table(reps: int, min_leaf: int = 5, numcut: int = 100) -> list:
+    """Why a uniform change-of-variable cut rarely lands on the split equivalent to x1's block split:
+    at the root of replication r's training data, the x3 cuts available (both children >= min_leaf
+    rows) on the package's grid (a cut between consecutive distinct values) and on OpenBT's
+    (``numcut`` cuts evenly spaced over the range), and how many of them separate the x3 blocks
+    (the rows with x3 > 0.5 are exactly those with x1 < 0.5). No sampling."""
+    from bartpy_suite._binning import BinnedPredictors
+
+    rows = []
+    for r in range(reps):
+        d = bps.datasets.simulate_wu2007(300, seed=r)
+        x = d[["x1", "x2", "x3"]].to_numpy()
+        bp = BinnedPredictors.fit(x, np.zeros(3, dtype=bool), np.zeros(3, dtype=int), None)
+        x3 = x[:, 2]
+        n_low = int(np.count_nonzero(x3 < 0.5))
+        for name, grid in (("ours", bp.cuts[2]), ("OpenBT", np.linspace(x3.min(), x3.max(), numcut + 2)[1:-1])):
+            left = np.array([np.count_nonzero(x3 <= t) for t in grid])
+            avail = (left >= min_leaf) & (left <= len(x3) - min_leaf)
+            rows.append((r, name, int(avail.sum()), int(np.count_nonzero(avail & (left == n_low)))))
+    lines = ["## Cuts between the x3 blocks (why change of variable rarely finds the equivalent split)", "",
+             "At the root of each replication's training data: the x3 cuts available with min_leaf_size "
+             f"{min_leaf} on our grid (a cut between consecutive distinct values) and on OpenBT's ({numcut} cuts "
+             "evenly spaced over the range), and how many of them give the split equivalent to x1's block split "
+             "(x3 > 0.5 holds exactly the rows with x1 < 0.5). A change-of-variable proposal draws its cut "
+             "uniformly among the available ones.", "",
+             "| grid | available x3 cuts (min-max over replications) | block-separating cuts | share |",
+             "|---|---|---|---|"]
+    for name in ("ours", "OpenBT"):
+        got = [(a, b) for _, nm, a, b in rows if nm == name]
+        avail = [a for a, _ in got]
+        sep = [b for _, b in got]
+        share = [b / a for a, b in got]
+        lines.append(f"| {name} | {min(avail)}-{max(avail)} | {min(sep)}-{max(sep)} | "
+                     f"{min(share):.4f}-{max(share):.4f} |")
     return lines + [""]
 
 
@@ -347,55 +452,110 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--no-jump-cost", action="store_true", help="skip the time-per-jump table")
     ap.add_argument("--no-rotate", action="store_true", help="leave out the RJ-B, RJ-C, CT-B and CT-C rows")
+    ap.add_argument("--no-chv-rows", action="store_true",
+                    help="leave out the RJ-C / CT-C rows without perturb's change of variable")
+    ap.add_argument("--only", default=None,
+                    help="comma-separated labels (e.g. 'RJ-C,CT-C'): run only these samplers and merge their rows into "
+                         "the JSON next to --out (same --reps/--iters/--burn/--sd/--beta as that run); the other rows "
+                         "are kept as they are and the header says which rows ran when")
     ap.add_argument("--from-json", default=None,
                     help="re-render the tables from the per-run JSON of an earlier run (same settings) instead of "
                          "sampling; the CPU-time-per-jump section of --out is kept as it is")
     args = ap.parse_args(argv)
-    samplers = SAMPLERS + ([] if args.no_rotate else ROTATE_SAMPLERS)
-    labels = [label for _, label, _ in samplers]
+    samplers = SAMPLERS + ([] if args.no_rotate else ROTATE_SAMPLERS) + (
+        [] if args.no_rotate or args.no_chv_rows else NO_CHGV_SAMPLERS)
     sds = [float(x) for x in args.sd.split(",")]
     betas = [float(x) for x in args.beta.split(",")]
     for sd in sds:
         if sd not in PAPER:
             raise SystemExit(f"--sd: {sd} is not one of the paper's levels {sorted(PAPER)}")
+    saved, json_path = None, (os.path.splitext(args.out)[0] + ".json" if args.out else None)
+    if args.only:
+        wanted = [x.strip() for x in args.only.split(",") if x.strip()]
+        known = {label: (sampler, label, opts) for sampler, label, opts in ALL_SAMPLERS}
+        unknown = [x for x in wanted if x not in known]
+        if unknown:
+            raise SystemExit(f"--only: unknown label(s) {unknown}; labels are {list(known)}")
+        if args.from_json or not args.out or not os.path.exists(json_path):
+            raise SystemExit("--only merges into the JSON next to --out: give --out of an earlier full run "
+                             "(and no --from-json)")
+        with open(json_path) as fh:
+            saved = json.load(fh)
+        run_samplers = [known[x] for x in wanted]
+    else:
+        run_samplers = samplers
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    head = commit()  # at the start: the code that samples
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
-    tasks = [(beta, sd, r, args.iters, args.burn, samplers) for beta in betas for sd in sds for r in range(args.reps)]
+    tasks = [(beta, sd, r, args.iters, args.burn, run_samplers) for beta in betas for sd in sds
+             for r in range(args.reps)]
     if args.from_json:
         with open(args.from_json) as fh:
             saved = json.load(fh)
+    if args.from_json or args.only:
+        # the labels the saved run has, in the script's order, then the ones being added
+        labels = [label for _, label, _ in ALL_SAMPLERS
+                  if label in saved[f"beta={betas[0]:g} sd={sds[0]:g}"] or (args.only and label in wanted)]
+    else:
+        labels = [label for _, label, _ in samplers]
+    if args.from_json:
         results = [(beta, sd, r, {label: saved[f"beta={beta:g} sd={sd:g}"][label][r] for label in labels})
                    for beta, sd, r, *_ in tasks]
         args.no_jump_cost = True
     elif args.jobs > 1:
-        warm_up(samplers)
-        with ProcessPoolExecutor(args.jobs, initializer=warm_up, initargs=(samplers,)) as pool:
+        warm_up(run_samplers)
+        with ProcessPoolExecutor(args.jobs, initializer=warm_up, initargs=(run_samplers,)) as pool:
             results = list(pool.map(replication, tasks))
     else:
-        warm_up(samplers)
+        warm_up(run_samplers)
         results = [replication(t) for t in tasks]
     runs = {(beta, sd): {label: [None] * args.reps for label in labels} for beta in betas for sd in sds}
+    if args.only:  # start from the saved rows (their own replication count), then put the new ones in
+        for beta in betas:
+            for sd in sds:
+                old = saved[f"beta={beta:g} sd={sd:g}"]
+                for label in labels:
+                    if label in old and label not in wanted:
+                        runs[(beta, sd)][label] = old[label]
     for beta, sd, r, rows in results:
         for label, row in rows.items():
             runs[(beta, sd)][label][r] = row
+    title_reps = args.reps
+    if args.only:
+        title_reps = len(runs[(betas[0], sds[0])]["RJ-A"])
+        if title_reps != args.reps:
+            title_reps = f"{title_reps} (rows {', '.join(wanted)}: {args.reps})"
     shown_argv = argv if argv is not None else sys.argv[1:]
     command = " ".join(["PYTHONPATH=. python3 benchmarks/ctmc_wu.py", *shown_argv])
     lines = [f"<!-- Generated by `{command}` at commit "
-             f"{commit()}, started {started}, {time.perf_counter() - t0:.0f} s wall; machine: {machine()}; load "
+             f"{head}, started {started}, {time.perf_counter() - t0:.0f} s wall; machine: {machine()}; load "
              f"average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end (CPU times are per thread, "
              f"little affected by load). Seeds: training data seed r, test data 10,000 + r, chain seed r, "
              f"r = 0..{args.reps - 1}. -->", "",
-             f"# CT-MCMC tables 1-3 replication (Wu et al. 2007 data): {args.reps} replications, {args.iters} "
+             f"# CT-MCMC tables 1-3 replication (Wu et al. 2007 data): {title_reps} replications, {args.iters} "
              f"iterations after {args.burn}, noise sd {', '.join(f'{s:g}' for s in sds)}, tree prior alpha 0.95 "
              f"with beta {' and '.join(f'{b:g}' for b in betas)}", ""]
-    if args.from_json:  # the sampling run's header stays; say how these tables were made
+    provenance = dict(saved.get("_provenance", {})) if saved else {}
+    if args.from_json or args.only:  # the sampling run's header stays; say how these tables were made
         header = "<!-- (header of the sampling run missing) -->"
         if args.out and os.path.exists(args.out):
             with open(args.out) as fh:
-                header = fh.readline().rstrip("\n")
-        lines[0] = (f"{header}\n<!-- Tables re-rendered without sampling from {args.from_json} by `{command}` at "
+                old_lines = fh.read().split("\n")
+            # the first line and the notes of earlier partial reruns and re-renderings
+            kept = [old_lines[0]] + [x for x in old_lines[1:6] if x.startswith("<!-- Rows ") and (
+                not args.only or set(x[len("<!-- Rows "):x.index(" rerun by")].split(", ")) - set(wanted))]
+            header = "\n".join(kept)
+        if args.from_json:
+            note = (f"<!-- Tables re-rendered without sampling from {args.from_json} by `{command}` at "
                     f"commit {commit()}. -->")
+        else:
+            note = (f"<!-- Rows {', '.join(wanted)} rerun by `{command}` at commit {head}, started {started}, "
+                    f"{time.perf_counter() - t0:.0f} s wall, load average {load0:.1f} at the start, "
+                    f"{os.getloadavg()[0]:.1f} at the end; every other row is from the run(s) named above. -->")
+            for label in wanted:
+                provenance[label] = f"rerun at commit {head}, started {started}, by `{command}`"
+        lines[0] = f"{header}\n{note}"
     all_means = {}
     for beta in betas:
         for sd in sds:
@@ -405,6 +565,10 @@ def main(argv=None) -> None:
             lines += body
     lines += summary_table(all_means, labels)
     lines += median_table(runs, args.iters)
+    lines += flips_table(runs, args.iters)
+    lines += gap_cut_table(args.reps)
+    if args.only:
+        args.no_jump_cost = True
     if not args.no_jump_cost:
         lines += [JUMP_HEADER, "",
                   "| n | beta | ctmc mean leaves | CPU us per jump | grow_prune mean leaves | CPU us per iteration "
@@ -420,14 +584,16 @@ def main(argv=None) -> None:
         if os.path.exists(args.out):
             with open(args.out) as fh:
                 old = fh.read()
-            if args.from_json and JUMP_HEADER in old:  # keep the measured section, not re-run
+            if (args.from_json or args.only) and JUMP_HEADER in old:  # keep the measured section, not re-run
                 notes = old[old.index(JUMP_HEADER):]
             elif NOTES_MARKER in old:
                 notes = old[old.index(NOTES_MARKER):]
         write_atomically(args.out, text + ("\n" + notes if notes else ""))
         if not args.from_json:
             raw = {f"beta={beta:g} sd={sd:g}": runs[(beta, sd)] for beta, sd in runs}
-            write_atomically(os.path.splitext(args.out)[0] + ".json", json.dumps(raw, indent=1) + "\n")
+            if args.only:
+                raw["_provenance"] = provenance
+            write_atomically(json_path, json.dumps(raw, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -85,6 +85,10 @@ def test_move_flags_mark_move_mixes_with_change_swap_or_rotate_perturb():
     assert move_flags(move_vector({"grow": 0.5, "prune": 0.5})) == (None, None)
     assert move_flags(move_vector({"grow": 0.3, "prune": 0.3, "change": 0.2, "swap": 0.2})) == (True, None)
     assert move_flags(move_vector({"grow": 0.3, "prune": 0.3, "swap": 0.4})) == (True, None)
-    assert move_flags(move_vector({"grow": 0.4, "prune": 0.4, "rotate": 0.2})) == (None, True)
-    assert move_flags(move_vector({"grow": 0.4, "prune": 0.2, "change": 0.2, "perturb": 0.2})) == (True, True)
+    # with rotate or perturb, ``rotation`` carries perturb's change-of-variable table ([0.0, 0.0]: none)
+    cs, rot = move_flags(move_vector({"grow": 0.4, "prune": 0.4, "rotate": 0.2}))
+    assert cs is None and rot.tolist() == [0.0, 0.0]
+    table = np.array([0.1, 1.0, 0.5, 0.5, 1.0])
+    cs, rot = move_flags(move_vector({"grow": 0.4, "prune": 0.2, "change": 0.2, "perturb": 0.2}), table)
+    assert cs is True and rot is table
     assert move_flags(np.zeros(4)) == (None, None)  # a four-move vector (plug-ins may pass one)

@@ -44,7 +44,8 @@ def cart_step(rng, tree, data, target, move_probs, change_swap, rotation, fstate
     (see ``cart_moves.propose_grow``).
 
     ``change_swap`` is None when ``move_probs`` gives the change and swap moves no mass, and
-    ``rotation`` when it gives the rotate and perturb moves none; each is True otherwise. Numba
+    ``rotation`` when it gives the rotate and perturb moves none; ``change_swap`` is True otherwise and
+    ``rotation`` perturb's CHANGE-OF-VARIABLE table (``rotate.change_of_variable_table``). Numba
     drops a ``... is not None`` branch while compiling for None, so a chain does not compile the
     moves it never proposes (``grow_prune``, BART's default, compiles neither; issue 11, section 1).
     """
@@ -77,7 +78,7 @@ def cart_step(rng, tree, data, target, move_probs, change_swap, rotation, fstate
             accepted, _, _ = rotate_step(rng, tree, data, target, fstate, n_total, scratch)
             return move, accepted
         if move == MOVE_PERTURB:
-            accepted, _, _ = perturb_step(rng, tree, data, target, fstate, n_total, scratch)
+            accepted, _, _ = perturb_step(rng, tree, data, target, fstate, n_total, scratch, rotation)
             return move, accepted
     if change_swap is not None:
         accepted, _, _ = change_or_swap(rng, tree, data, target, fstate, n_total, scratch,

@@ -44,7 +44,9 @@ nearly used up (births need two free slots) every rate is recomputed.
 Rotate and perturb (CT-B, CT-C) are events too, each an MH step of ``rotate.py`` fired at a
 constant rate: ``mh_rates[0]`` while the tree has a rotatable node (two or more splits),
 ``mh_rates[1]`` while it has a split (``mh_rates`` is None when both rates are 0: numba then compiles
-the chain without these events). The process then has the extra generator ``lambda K``
+the chain without these events); ``mh_rates[2:]`` is perturb's CHANGE-OF-VARIABLE table
+(``rotate.change_of_variable_table``: its probability, the sweep flag, then the predictors' correlations).
+The process then has the extra generator ``lambda K``
 with K the pi-reversible MH kernel, so it stays pi-reversible, and Lambda(T) includes these
 rates. A rejected step is a jump to the same tree: the holding time in T is still split into
 Exp(Lambda) pieces, so ``1 / Lambda`` stays the right weight of each recorded state. The rate
@@ -1085,7 +1087,7 @@ def event_step(rng, tree, data, target, fstate, scratch, cs, lam_bd, mh_rates):
                 else:
                     kind = EVENT_PERTURB
                     accepted, _, _ = perturb_step(rng, tree, data, target, fstate, n_total,
-                                                  scratch)
+                                                  scratch, mh_rates[2:])
                 if accepted:
                     compute_all_rates(tree, data, target, fstate, scratch, cs)
                 return kind

@@ -67,7 +67,7 @@ class CtmcUpdate(NamedTuple):
 
     cs: tuple  # ctmc.CtmcState
     clock: tuple  # records.CtmcClock: time per tree visit (float64[1]) and whether it adapts in tuning
-    mh_rates: object  # float64[2] rotate / perturb rates, or None (not compiled)
+    mh_rates: object  # float64[4+] rotate / perturb rates and perturb's CHGV table, or None (not compiled)
     stats: np.ndarray  # float64[3]: the sweep's mean jumps per tree, mean starting Lambda, time per visit
     out: np.ndarray  # float64[draws, 3]: ``stats`` at each kept draw
 

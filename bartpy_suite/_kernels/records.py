@@ -143,7 +143,8 @@ class Moves(NamedTuple):
 
     probs: np.ndarray  # float64[N_MOVES]
     change_swap: object  # True or None
-    rotation: object  # True or None
+    # perturb's CHANGE-OF-VARIABLE table (float64[2] or [2 + p*p], rotate.change_of_variable_table) or None
+    rotation: object
 
 
 class Dart(NamedTuple):

@@ -59,6 +59,37 @@ factor does not change (same rows, same variable), so
 ``log r = log(b-a+1) - log(b'-a'+1) + Delta log pi(descendants) + Delta lm`` (spec 1.3 with the
 descendants' prior term the code omits).
 
+CHANGE-OF-VARIABLE (CHGV, spec 1.4, Pratola 2016): at the chosen node, a numeric rule (v, c) is
+replaced, with probability ``chv[0]`` (the ``change_of_variable`` option) instead of the PERTURB
+above, by a rule on a variable v' correlated with v. ``chv[2:]`` holds P, the p x p Spearman
+correlation matrix of the training predictors (row-major; ``change_of_variable_table``). Weights
+from row v: w_v = 1, w_i = |P[v, i]| for every numeric i != v with an available rule at the node
+(``var_rule_count`` of the node's rows, our range convention: availability depends on the node's
+rows only, so it is the same before and after the move, and a descendant that a new rule leaves
+without rows gives the tree prior 0, rejected as every other move), w_i = 0 for a factor. Draw v'
+with probability w_v' / sum w, swap the node's children if P[v, v'] < 0 (so that a split on x1
+becomes the equivalent split on a negatively correlated x3), draw the cut uniformly over the
+n' = count(v') cuts available at the node. The reverse move draws v from row v' and c from the
+n = count(v) cuts, so (spec 1.4 [derived], with the node's own prior term in Delta log pi)::
+
+    log r = log q(v' -> v) - log q(v -> v') + log n' - log n
+            + Delta log pi(subtree at the node) + Delta lm
+
+where q(a -> b) = w_b / sum_i w_i from row a. The node's own p_RULE factor 1 / (n_vars count)
+cancels the cut proposal (same rows, so same n_vars), but is kept in Delta log pi so that DART's
+rule prior (``rule_log_prob_s``) is scored as well. OpenBT's two slips (the missing cut-proposal
+ratio, and ``getchgv``'s cumulative sum reading |w| of element 1 for element 0) are not repeated.
+A mixture of the two pi-reversible kernels with a fixed probability is pi-reversible: the
+choice depends only on whether the rule is numeric, which neither move changes. With
+``chv[0] == 0`` no extra random number is drawn, so the draws equal those of plain PERTURB.
+
+Sweep (``chv[1] > 0``, the ``perturb_sweep`` option): one perturb move visits every internal node
+in turn (by slot index) with the step above, as OpenBT does once per iteration. Each step keeps
+pi invariant and neither PERTURB nor CHGV changes which slots are internal nodes, so the sweep
+(a fixed composition of pi-invariant kernels) keeps pi invariant; it is not reversible, which an
+MH chain does not need, nor a ctmc event (the process stays stationary for pi when
+pi K = pi; ``ctmc.py``).
+
 Trees are rebuilt from preorder sequences of (var, cut) (``LEAF`` for a leaf) held in small
 arrays allocated per proposal.
 
@@ -68,6 +99,7 @@ Imports numpy, numba and the kernels of this package only.
 from __future__ import annotations
 
 import math
+import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -82,10 +114,12 @@ from .tree import (
     M_N_FREE,
     M_N_INTERNAL,
     M_N_LEAVES,
+    M_SPAN,
     alloc_node,
     cached_subtree_log_prior,
     copy_into,
     global_term,
+    node_rule_counts,
     refresh_leaf_terms,
     release_node,
     repartition_subtree,
@@ -547,19 +581,202 @@ def rotate_step(rng, tree, data, target, fstate, n_total, scratch, force_accept=
     return False, valid, log_r
 
 
-# -- perturb ----------------------------------------------------------------------------------------
+# -- perturb and change of variable ----------------------------------------------------------------
+
+def spearman_matrix(codes: np.ndarray, is_categorical: np.ndarray, nbins: np.ndarray) -> np.ndarray:
+    """The Spearman rank correlation matrix of the binned predictors (float64, p x p).
+
+    Ranks are the average ranks of the bin codes (a bin code is monotone in the predictor, so this
+    equals the Spearman matrix of the raw columns when every distinct value has its own bin; values
+    sharing a bin count as ties). A factor column, and a column constant over the rows used, has
+    correlation 0 with every other column; the diagonal is 1. A code ``>= nbins[v]`` is a missing
+    value: a pair of columns uses the rows where both are observed (pairwise-complete).
+    """
+    codes = np.asarray(codes)
+    p = codes.shape[0]
+    out = np.eye(p)
+    numeric = [v for v in range(p) if not is_categorical[v]]
+    observed = {v: codes[v] < nbins[v] for v in numeric}
+
+    def ranks(col: np.ndarray) -> np.ndarray:
+        counts = np.bincount(col)
+        below = np.cumsum(counts) - counts
+        return below[col] + (counts[col] + 1) / 2.0  # average rank of tied codes
+
+    def corr(a: np.ndarray, b: np.ndarray) -> float:
+        if a.shape[0] < 2:
+            return 0.0
+        a = ranks(a) - (a.shape[0] + 1) / 2.0
+        b = ranks(b) - (b.shape[0] + 1) / 2.0
+        den = math.sqrt(float(a @ a) * float(b @ b))
+        return float(a @ b) / den if den > 0.0 else 0.0
+
+    complete = [v for v in numeric if observed[v].all()]
+    if len(complete) > 1:  # one matrix product for the columns without missing values
+        n = codes.shape[1]
+        r = np.stack([ranks(codes[v]) - (n + 1) / 2.0 for v in complete])
+        norm = np.sqrt(np.einsum("ij,ij->i", r, r))
+        live = norm > 0.0
+        c = (r @ r.T) / np.where(live, norm, 1.0)[:, None] / np.where(live, norm, 1.0)[None, :]
+        c[~live, :] = 0.0
+        c[:, ~live] = 0.0
+        idx = np.array(complete)
+        out[np.ix_(idx, idx)] = c
+    for a_pos, v in enumerate(numeric):
+        for w in numeric[a_pos + 1:]:
+            if v in complete and w in complete:
+                continue
+            both = observed[v] & observed[w]
+            out[v, w] = out[w, v] = corr(codes[v][both], codes[w][both])
+    np.fill_diagonal(out, 1.0)
+    out = np.clip((out + out.T) / 2.0, -1.0, 1.0)  # exactly symmetric: q(v -> v') uses row v, its reverse row v'
+    return out
+
+
+_SPEARMAN_CACHE: dict = {}
+
+
+def predictor_correlations(codes: np.ndarray, is_categorical: np.ndarray, nbins: np.ndarray) -> np.ndarray:
+    """``spearman_matrix`` of ``codes``, computed once per codes array (the chains of a fit share
+    their problem's array; the entry goes when the array does). Treat the result as read-only."""
+    key = id(codes)
+    hit = _SPEARMAN_CACHE.get(key)
+    if hit is not None and hit[0]() is codes:
+        return hit[1]
+    mat = spearman_matrix(codes, is_categorical, nbins)
+    try:
+        ref = weakref.ref(codes, lambda _, k=key: _SPEARMAN_CACHE.pop(k, None))
+    except TypeError:  # not weak-referenceable: no caching
+        return mat
+    _SPEARMAN_CACHE[key] = (ref, mat)
+    return mat
+
+
+def change_of_variable_table(codes: np.ndarray, is_categorical: np.ndarray, nbins: np.ndarray,
+                             probability: float, sweep: bool = False) -> np.ndarray:
+    """The kernels' ``chv`` argument of ``perturb_step``: ``[probability, sweep, P row-major]`` with
+    P the predictors' Spearman matrix (``predictor_correlations``), or ``[0.0, sweep]`` (plain
+    PERTURB, no matrix built) when ``probability`` is 0; ``sweep`` 1.0 makes a perturb move visit
+    every internal node."""
+    head = np.array([max(float(probability), 0.0), 1.0 if sweep else 0.0])
+    if probability <= 0.0:
+        return head
+    mat = predictor_correlations(codes, is_categorical, nbins)
+    return np.concatenate([head, mat.ravel()])
+
 
 @helper
-def perturb_step(rng, tree, data, target, fstate, n_total, scratch, width=PERTURB_WIDTH,
-                 force_accept=False):
-    """One PERTURB MH step in place at a uniformly chosen internal node. Returns (accepted,
-    proposal valid, log r)."""
+def _chv_weight(chv, p, v, i, is_cat, counts):
+    """CHGV proposal weight of variable i from row v (see the module docstring)."""
+    if i == v:
+        return 1.0
+    if is_cat[i] or counts[i] <= 0.0:
+        return 0.0
+    return abs(chv[2 + v * p + i])
+
+
+@helper
+def change_of_variable_step(rng, tree, data, target, fstate, n_total, scratch, chv, root, force_accept):
+    """One CHGV MH step at internal node ``root`` (numeric rule). Returns (accepted, proposal
+    valid, log r); the tree is unchanged unless accepted."""
     xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
+    m = target.prior.min_leaf
+    p = xt.shape[0]
+    v = tree.var[root]
+    old_cut = tree.cut[root]
+    node_rule_counts(tree.perm, tree.start[root], tree.end[root], is_cat, nbins, m, scratch, False)
+    counts = scratch.counts
+    total = 0.0
+    for i in range(p):
+        total += _chv_weight(chv, p, v, i, is_cat, counts)
+    u = rng.random() * total
+    v_new = v
+    acc = 0.0
+    for i in range(p):
+        w = _chv_weight(chv, p, v, i, is_cat, counts)
+        if w > 0.0:
+            v_new = i  # the last positive weight catches a u rounded up to the total
+            acc += w
+            if u < acc:
+                break
+    total_rev = 0.0
+    for i in range(p):
+        total_rev += _chv_weight(chv, p, v_new, i, is_cat, counts)
+    n_old = counts[v]
+    n_new = counts[v_new]
+    lo_new = scratch.lows[v_new]
+    log_q = (math.log(_chv_weight(chv, p, v_new, v, is_cat, counts)) - math.log(total_rev)
+             - math.log(_chv_weight(chv, p, v, v_new, is_cat, counts)) + math.log(total)
+             + math.log(n_new) - math.log(n_old))
+    new_cut = np.int64(lo_new + int(rng.random() * n_new))
+    swap = v_new != v and chv[2 + v * p + v_new] < 0.0
+    count = subtree_nodes(tree, root, scratch.nodes, scratch.stack)
+    # the node's own prior factor changes with its variable (and DART's weights): whole subtree
+    old_prior = cached_subtree_log_prior(tree, scratch.nodes, count, data, target, scratch)
+    old_lm, old_b = sum_leaf_terms(tree, scratch.nodes, count)
+    log_u = -np.inf if force_accept else math.log(rng.random())
+    _save_subtree(tree, scratch, count)
+    tree.var[root] = v_new
+    tree.cut[root] = new_cut
+    lc = tree.left[root]
+    rc = tree.right[root]
+    if swap:
+        tree.left[root] = rc
+        tree.right[root] = lc
+    log_r, new_lm, new_b, early = _rewire_and_score(
+        tree, root, data, target, fstate, n_total, scratch, count, 0, old_prior, old_lm, old_b,
+        log_u - log_q,
+    )
+    log_r += log_q
+    valid = log_r > -np.inf
+    if valid and not early and (force_accept or log_u < log_r):
+        fstate[F_LM_SUM] += new_lm - old_lm
+        fstate[F_B_SUM] += new_b - old_b
+        sort_segment(tree.perm, tree.start[root], tree.end[root], scratch.row_flag, scratch.part_buf)
+        repartition_subtree(tree, xt, is_cat, root, m, scratch.stack, scratch.part_buf)
+        return True, True, log_r
+    tree.var[root] = v
+    tree.cut[root] = old_cut
+    tree.left[root] = lc
+    tree.right[root] = rc
+    _restore_subtree(tree, scratch, count)
+    return False, valid, log_r
+
+
+@helper
+def perturb_step(rng, tree, data, target, fstate, n_total, scratch, chv, width=PERTURB_WIDTH,
+                 force_accept=False):
+    """One PERTURB MH step in place at a uniformly chosen internal node; at a numeric rule, with
+    probability ``chv[0]`` a CHGV step instead (``change_of_variable_step``; ``chv``: see
+    ``change_of_variable_table``). Returns (accepted, proposal valid, log r). With ``chv[1] > 0``
+    a sweep: the step at every internal node in turn; returns (any accepted, True, 0.0)."""
+    if chv.shape[0] > 1 and chv[1] > 0.0:
+        any_accepted = False
+        found = False
+        # perturb and CHGV leave every slot's internal / leaf / free status as it was
+        for node in range(tree.meta[M_SPAN]):
+            if tree.var[node] >= 0:
+                found = True
+                accepted, _, _ = perturb_at(rng, tree, data, target, fstate, n_total, scratch, chv, node, width,
+                                            force_accept)
+                any_accepted = any_accepted or accepted
+        return any_accepted, found, 0.0
     root, _ = _pick_node(rng, tree, 2)
     if root < 0:
         return False, False, -np.inf
+    return perturb_at(rng, tree, data, target, fstate, n_total, scratch, chv, root, width, force_accept)
+
+
+@helper
+def perturb_at(rng, tree, data, target, fstate, n_total, scratch, chv, root, width, force_accept):
+    """The PERTURB (or CHGV) MH step at internal node ``root`` (see ``perturb_step``)."""
+    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
     m = target.prior.min_leaf
     v = tree.var[root]
+    # (a table of another width than 2 + p^2 would be read out of bounds: plain perturb then)
+    if not is_cat[v] and chv[0] > 0.0 and chv.shape[0] == 2 + xt.shape[0] ** 2 and rng.random() < chv[0]:
+        return change_of_variable_step(rng, tree, data, target, fstate, n_total, scratch, chv, root,
+                                       force_accept)
     old_cut = tree.cut[root]
     log_q = 0.0
     if is_cat[v]:

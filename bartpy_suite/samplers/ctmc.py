@@ -16,7 +16,14 @@ tuning, set after each sweep to 1 / the sweep's mean total rate, about one jump 
 then fixed; or a positive number); ``rotate`` and ``perturb`` (CT-B / CT-C): False (default),
 True (rate ``DEFAULT_EVENT_RATE``) or a positive rate at which a rotate (perturb) event fires,
 each event one Metropolis-Hastings step of Pratola's move (``_kernels/rotate.py``; see
-``_kernels/ctmc.py`` for why the rate is a constant and not the paper's share of Lambda).
+``_kernels/ctmc.py`` for why the rate is a constant and not the paper's share of Lambda);
+``change_of_variable`` (default 0.1, OpenBT's ``probchv``), the probability that a perturb event
+at a numeric rule is Pratola's CHANGE-OF-VARIABLE proposal between correlated predictors (the
+predictors' Spearman matrix is computed once per fit, only when perturb events fire). Fits with
+perturb events draw differently from before this option existed unless it is 0.
+``perturb_sweep`` (default False): each perturb event visits every internal node in turn (OpenBT's
+schedule; the event kernel is then pi-invariant but not reversible, which stationarity of the
+process does not need).
 
 Statistics: CART ``weight`` (1 / Lambda), ``total_rate`` (Lambda) and ``event`` (the jump
 that reached the recorded tree); BART ``jumps`` (mean jumps per tree visit), ``total_rate``
@@ -49,8 +56,10 @@ from .._kernels.ctmc import (
 )
 from .._kernels.ctmc_chain import ctmc_bart_sweep, run_ctmc_bart_chain, run_ctmc_cart_chain
 from .._kernels.records import CtmcBartOut, CtmcCartOut, CtmcClock, ForestOut, RunOut, make_window
+from .._kernels.rotate import change_of_variable_table
 from ..errors import ArgumentError
 from .forest import ForestChain
+from .mh import CHANGE_OF_VARIABLE, _check_change_of_variable, _check_sweep
 from .problems import BartProblem, CartProblem
 from .registry import Option, SamplerSpec, Statistic, register
 from .single_tree import TreeChain
@@ -60,12 +69,22 @@ from .single_tree import TreeChain
 DEFAULT_EVENT_RATE = 1.0
 
 
-def event_rates(rotate: float, perturb: float) -> np.ndarray | None:
-    """The kernels' ``mh_rates``: the rotate and perturb rates, or None when both are 0, so that
-    the chain's kernels compile without those events (``_kernels/ctmc.py``)."""
+def event_rates(rotate: float, perturb: float, chv: np.ndarray | None = None) -> np.ndarray | None:
+    """The kernels' ``mh_rates``: the rotate and perturb rates followed by perturb's
+    CHANGE-OF-VARIABLE table ``chv`` (``rotate.change_of_variable_table``; ``[0.0, 0.0]``, plain perturb,
+    when None), or None when both rates are 0, so that the chain's kernels compile without those
+    events (``_kernels/ctmc.py``)."""
     if rotate == 0.0 and perturb == 0.0:
         return None
-    return np.array([float(rotate), float(perturb)])
+    return np.concatenate([np.array([float(rotate), float(perturb)]), np.zeros(2) if chv is None else chv])
+
+
+def perturb_table(codes: np.ndarray, is_categorical: np.ndarray, nbins: np.ndarray, perturb: float,
+                  change_of_variable: float, sweep: bool = False) -> np.ndarray:
+    """Perturb's CHANGE-OF-VARIABLE table of a chain: built (the predictors' Spearman matrix, once per
+    fit) only when perturb events fire and ``change_of_variable`` > 0, else ``[0.0, sweep]``."""
+    return change_of_variable_table(codes, is_categorical, nbins, change_of_variable if perturb > 0.0 else 0.0,
+                                    sweep=bool(sweep and perturb > 0.0))
 
 
 def _ctmc_state(chain, names: tuple, n_rows: int, capacity: int, n_classes: int):
@@ -91,12 +110,17 @@ class CtmcCartChain(TreeChain):
     rng : numpy.random.Generator
     rotate, perturb : float
         Rates of the rotate and perturb events (0: none).
+    change_of_variable : float
+        Probability that a perturb event at a numeric rule is a CHANGE-OF-VARIABLE proposal.
     """
 
     def __init__(self, problem: CartProblem, rng: np.random.Generator, capacity: int | None = None,
-                 rotate: float = 0.0, perturb: float = 0.0):
+                 rotate: float = 0.0, perturb: float = 0.0, change_of_variable: float = 0.0,
+                 perturb_sweep: bool = False):
         super().__init__(problem, rng, capacity)
-        self.mh_rates = event_rates(rotate, perturb)
+        self.mh_rates = event_rates(rotate, perturb, perturb_table(problem.codes, problem.is_categorical,
+                                                                   problem.nbins, perturb, change_of_variable,
+                                                                   perturb_sweep))
         self.cs = _ctmc_state(self, problem.predictor_names, self.y.shape[0], self.capacity, self.n_classes)
 
     def allocate(self, draws: int) -> None:
@@ -192,12 +216,16 @@ class CtmcBartChain(ForestChain):
     rng : numpy.random.Generator
     rotate, perturb : float
         Rates of the rotate and perturb events (0: none).
+    change_of_variable : float
+        Probability that a perturb event at a numeric rule is a CHANGE-OF-VARIABLE proposal.
     """
 
     def __init__(self, problem: BartProblem, time, rng: np.random.Generator, rotate: float = 0.0,
-                 perturb: float = 0.0):
+                 perturb: float = 0.0, change_of_variable: float = 0.0, perturb_sweep: bool = False):
         super().__init__(problem, rng)
-        self.mh_rates = event_rates(rotate, perturb)
+        self.mh_rates = event_rates(rotate, perturb, perturb_table(problem.codes, problem.is_categorical,
+                                                                   problem.nbins, perturb, change_of_variable,
+                                                                   perturb_sweep))
         self.adapt = time == "auto"
         # The starting time before adaptation: about one jump per visit for a stump with a few
         # hundred available rules at rate ~1 would need ~1e-3; adaptation replaces it.
@@ -262,11 +290,13 @@ def _build_cart(problem: CartProblem, options: dict, rng) -> CtmcCartChain:
     if options["time"] != "auto":
         raise ArgumentError("sampler option 'time' applies to BART only (a CART fit records every jump with its "
                             "expected holding time); remove it")
-    return CtmcCartChain(problem, rng, rotate=options["rotate"], perturb=options["perturb"])
+    return CtmcCartChain(problem, rng, rotate=options["rotate"], perturb=options["perturb"],
+                         change_of_variable=options["change_of_variable"], perturb_sweep=options["perturb_sweep"])
 
 
 def _build_bart(problem: BartProblem, options: dict, rng) -> CtmcBartChain:
-    return CtmcBartChain(problem, options["time"], rng, rotate=options["rotate"], perturb=options["perturb"])
+    return CtmcBartChain(problem, options["time"], rng, rotate=options["rotate"], perturb=options["perturb"],
+                         change_of_variable=options["change_of_variable"], perturb_sweep=options["perturb_sweep"])
 
 
 CTMC = register(SamplerSpec(
@@ -282,7 +312,13 @@ CTMC = register(SamplerSpec(
                     "one Metropolis-Hastings rotate step (Pratola 2016)"),
              Option("perturb", 0.0, _check_event_rate,
                     f"perturb events (CT-C): False (default), True (rate {DEFAULT_EVENT_RATE}) or their rate; each is "
-                    "one Metropolis-Hastings perturb step of one split rule")),
+                    "one Metropolis-Hastings perturb step of one split rule"),
+             Option("change_of_variable", CHANGE_OF_VARIABLE, _check_change_of_variable,
+                    "probability that a perturb event at a numeric rule is a change-of-variable proposal between "
+                    f"correlated predictors (Pratola 2016; default {CHANGE_OF_VARIABLE}, OpenBT's probchv; 0: plain "
+                    "perturb)"),
+             Option("perturb_sweep", False, _check_sweep,
+                    "True: each perturb event visits every internal node in turn (OpenBT's sweep)")),
     statistics={
         "cart": (
             Statistic("weight", (), "1 / Lambda: expected holding time of the recorded tree (CT-MCMC eq. 4, 12)"),

@@ -5,7 +5,13 @@ inside Bayesian backfitting, for BART.
 Options: ``moves``, the move probabilities (also the models' ``moves=`` keyword). Both samplers
 also accept Pratola's (2016) ``"rotate"`` and ``"perturb"`` moves (``_kernels/rotate.py``),
 probability 0 by default, e.g. ``{"grow": .25, "prune": .25, "change": .2, "swap": .1,
-"rotate": .1, "perturb": .1}`` (the paper's RJ-B/RJ-C counterparts).
+"rotate": .1, "perturb": .1}`` (the paper's RJ-B/RJ-C counterparts). ``change_of_variable``
+(default 0.1, OpenBT's ``probchv``): the probability that a perturb move at a numeric rule is
+Pratola's CHANGE-OF-VARIABLE proposal between correlated predictors instead (``_kernels/rotate.py``;
+the Spearman matrix of the predictors is computed once per fit, only when perturb has mass).
+Fits with the perturb move draw differently from before this option existed unless it is 0.
+``perturb_sweep`` (default False): each perturb move visits every internal node in turn, as OpenBT
+sweeps perturb / change of variable once per iteration.
 Statistics: CART records the move tried at each kept iteration and whether it was accepted;
 BART the proposals and acceptances of each move type over the trees of the kept sweep.
 
@@ -14,6 +20,7 @@ Import rule: imports ``_kernels``, ``_validation`` and the modules of this packa
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 from functools import partial
 
@@ -24,6 +31,7 @@ from .._kernels.bart_chain import mh_bart_sweep, run_bart_chain, run_multinomial
 from .._kernels.cart_chain import run_cart_chain, run_sparse_cart_chain
 from .._kernels.cart_moves import MOVE_NAMES
 from .._kernels.records import Dart, MhBartOut, MoveOut, Moves, RunOut, make_window
+from .._kernels.rotate import change_of_variable_table
 from .._kernels.sparse import S_START, new_conf
 from ..errors import ArgumentError
 from .forest import ForestChain
@@ -38,6 +46,8 @@ CGM_MOVES = {"grow": 0.25, "prune": 0.25, "change": 0.4, "swap": 0.1}
 GROW_PRUNE_MOVES = {"grow": 0.5, "prune": 0.5}
 #: Moves every MH sampler accepts beyond its defaults (weight 0 unless given).
 EXTRA_MOVES = {"rotate": 0.0, "perturb": 0.0}
+#: Default probability of a CHANGE-OF-VARIABLE proposal within perturb (OpenBT's R default ``probchv``).
+CHANGE_OF_VARIABLE = 0.1
 
 
 def move_vector(moves: dict) -> np.ndarray:
@@ -45,13 +55,41 @@ def move_vector(moves: dict) -> np.ndarray:
     return np.array([float(moves.get(name, 0.0)) for name in MOVE_NAMES], dtype=np.float64)
 
 
-def move_flags(move_probs: np.ndarray) -> tuple[bool | None, bool | None]:
-    """The kernels' ``change_swap`` and ``rotation`` arguments for a move vector: each True when
-    the vector gives those moves (change or swap; rotate or perturb) mass, else None, and the
-    chain's kernels are then compiled without them."""
+def move_flags(move_probs: np.ndarray, chv: np.ndarray | None = None) -> tuple[bool | None, np.ndarray | None]:
+    """The kernels' ``change_swap`` and ``rotation`` arguments for a move vector: ``change_swap``
+    True when the vector gives change or swap mass, ``rotation`` the CHANGE-OF-VARIABLE table
+    ``chv`` of perturb (``rotate.change_of_variable_table``; ``[0.0, 0.0]``, plain perturb, when None)
+    when it gives rotate or perturb mass; each None otherwise, and the chain's kernels are then
+    compiled without those moves."""
     change_swap = move_probs[MOVE_INDEX["change"]:MOVE_INDEX["swap"] + 1]
     extra = move_probs[MOVE_INDEX["rotate"]:MOVE_INDEX["perturb"] + 1]
-    return (True if (change_swap > 0).any() else None), (True if (extra > 0).any() else None)
+    rotation = None
+    if (extra > 0).any():
+        rotation = np.zeros(2) if chv is None else chv
+    return (True if (change_swap > 0).any() else None), rotation
+
+
+def chv_table(codes: np.ndarray, is_categorical: np.ndarray, nbins: np.ndarray, move_probs: np.ndarray,
+              change_of_variable: float, sweep: bool = False) -> np.ndarray:
+    """The perturb move's CHANGE-OF-VARIABLE table for a chain (``[0.0, sweep]`` unless perturb has mass
+    and ``change_of_variable`` > 0: a fit that never perturbs builds no correlation matrix)."""
+    perturb = len(move_probs) > MOVE_INDEX["perturb"] and move_probs[MOVE_INDEX["perturb"]] > 0
+    return change_of_variable_table(codes, is_categorical, nbins, change_of_variable if perturb else 0.0,
+                                    sweep=bool(sweep and perturb))
+
+
+def _check_sweep(name: str, value) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ArgumentError(f"sampler option {name!r} must be True or False (True: each perturb move visits every "
+                        f"internal node, as OpenBT's sweep); got {value!r}")
+
+
+def _check_change_of_variable(name: str, value) -> float:
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and 0.0 <= float(value) <= 1.0:
+        return float(value)
+    raise ArgumentError(f"sampler option {name!r} must be a probability in [0, 1] (the share of perturb moves at a "
+                        f"numeric rule that are change-of-variable proposals; 0 switches them off); got {value!r}")
 
 
 class CartChain(TreeChain):
@@ -65,11 +103,15 @@ class CartChain(TreeChain):
     moves : dict
         Move probabilities by name.
     rng : numpy.random.Generator
+    change_of_variable : float
+        Probability of a CHANGE-OF-VARIABLE proposal within a perturb move (0: plain perturb).
     """
 
-    def __init__(self, codes, is_categorical, nbins, y, ycls, prior, moves, rng, capacity=None, sparse=None):
+    def __init__(self, codes, is_categorical, nbins, y, ycls, prior, moves, rng, capacity=None, sparse=None,
+                 change_of_variable: float = 0.0, perturb_sweep: bool = False):
         super().__init__(CartProblem(codes, is_categorical, nbins, y, ycls, prior, sparse=sparse), rng, capacity)
         self.move_probs = move_vector(moves)
+        self.chv = chv_table(codes, is_categorical, nbins, self.move_probs, change_of_variable, perturb_sweep)
         # DART (``_kernels/sparse.py``): its settings and the split counts' work array
         self.sparse_conf = None if sparse is None else new_conf(*sparse, start=0)
         self.split_count = np.zeros(self.codes.shape[0])
@@ -99,7 +141,7 @@ class CartChain(TreeChain):
         done = 0
         while done < n_iter:
             head = (self.rng, self.tree, self.data, self.target,
-                    Moves(self.move_probs, *move_flags(self.move_probs)), self.fstate, self.scratch)
+                    Moves(self.move_probs, *move_flags(self.move_probs, self.chv)), self.fstate, self.scratch)
             if self.sparse_conf is None:
                 steps, pending = run_cart_chain(
                     *head, make_window(first_iter + done, n_iter - done, tune, thin),
@@ -130,11 +172,16 @@ class BartChain(ForestChain):
     moves : dict
         Move probabilities by name.
     rng : numpy.random.Generator
+    change_of_variable : float
+        Probability of a CHANGE-OF-VARIABLE proposal within a perturb move (0: plain perturb).
     """
 
-    def __init__(self, problem: BartProblem, moves: dict, rng: np.random.Generator):
+    def __init__(self, problem: BartProblem, moves: dict, rng: np.random.Generator, change_of_variable: float = 0.0,
+                 perturb_sweep: bool = False):
         super().__init__(problem, rng)
         self.move_probs = move_vector(moves)
+        self.chv = chv_table(problem.codes, problem.is_categorical, problem.nbins, self.move_probs, change_of_variable,
+                             perturb_sweep)
         # DART (``_kernels/sparse.py``): its settings and the split counts' work array
         self.sparse_conf = None if problem.sparse is None else new_conf(*problem.sparse, start=0)
         self.split_count = np.zeros(self.codes.shape[0])
@@ -156,7 +203,7 @@ class BartChain(ForestChain):
         """One backfitting sweep; returns the (move, [proposed, accepted]) counts."""
         counts = np.zeros((len(MOVE_NAMES), 2), dtype=np.int64)
         mh_bart_sweep(self.rng, self.forest, self.state, self.data, Moves(self.move_probs,
-        *move_flags(self.move_probs)), self.scratch, counts)
+        *move_flags(self.move_probs, self.chv)), self.scratch, counts)
         return counts
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
@@ -166,8 +213,8 @@ class BartChain(ForestChain):
         switch it on: the first sweeps grow trees from stumps with splits close to uniformly
         placed, and counts from them would pull s towards whichever variables came first.
         """
-        args = (self.rng, self.forest, self.state, self.data, Moves(self.move_probs, *move_flags(self.move_probs)),
-        self.scratch)
+        args = (self.rng, self.forest, self.state, self.data,
+                Moves(self.move_probs, *move_flags(self.move_probs, self.chv)), self.scratch)
         if self.sparse_conf is None:
             self.run_kernel(run_bart_chain, args, (self.counts,), first_iter, n_iter, tune, thin)
             return
@@ -192,9 +239,12 @@ class MultinomialMHChain(MultinomialChain):
     rng : numpy.random.Generator
     """
 
-    def __init__(self, problem: MultinomialBartProblem, moves: dict, rng: np.random.Generator):
+    def __init__(self, problem: MultinomialBartProblem, moves: dict, rng: np.random.Generator,
+                 change_of_variable: float = 0.0, perturb_sweep: bool = False):
         super().__init__(problem, rng)
         self.move_probs = move_vector(moves)
+        self.chv = chv_table(problem.codes, problem.is_categorical, problem.nbins, self.move_probs, change_of_variable,
+                             perturb_sweep)
 
     def allocate(self, draws: int) -> None:
         """Buffers for ``draws`` kept draws (the model's and the moves' statistics)."""
@@ -204,7 +254,7 @@ class MultinomialMHChain(MultinomialChain):
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
         """Advance ``n_iter`` sweeps, recording kept draws (the store grows on demand)."""
         self.run_kernel(run_multinomial_chain, (self.rng, self.forest, self.state, self.data, Moves(self.move_probs,
-                        *move_flags(self.move_probs)),
+                        *move_flags(self.move_probs, self.chv)),
                                                 self.scratch),
                         (self.counts,), first_iter, n_iter, tune, thin)
 
@@ -226,19 +276,24 @@ def _check_moves(defaults: dict, sampler: str, name: str, value) -> dict:
 def _build_cart(problem: CartProblem, options: dict, rng) -> CartChain:
     p = problem
     return CartChain(p.codes, p.is_categorical, p.nbins, p.y, p.ycls, p.prior, options["moves"], rng,
-                     sparse=p.sparse)
+                     sparse=p.sparse, change_of_variable=options["change_of_variable"],
+                     perturb_sweep=options["perturb_sweep"])
 
 
 def _build_bart(problem: BartProblem, options: dict, rng) -> BartChain:
-    return BartChain(problem, options["moves"], rng)
+    return BartChain(problem, options["moves"], rng, change_of_variable=options["change_of_variable"],
+                     perturb_sweep=options["perturb_sweep"])
 
 
 def _build_multinomial(problem: MultinomialBartProblem, options: dict, rng) -> MultinomialMHChain:
-    return MultinomialMHChain(problem, options["moves"], rng)
+    return MultinomialMHChain(problem, options["moves"], rng, change_of_variable=options["change_of_variable"],
+                              perturb_sweep=options["perturb_sweep"])
 
 
 def _build_ordinal(problem: OrdinalBartProblem, options: dict, rng) -> OrdinalMHChain:
-    return OrdinalMHChain(problem, options["moves"], rng, move_vector, move_flags)
+    chv = chv_table(problem.codes, problem.is_categorical, problem.nbins, move_vector(options["moves"]),
+                    options["change_of_variable"], options["perturb_sweep"])
+    return OrdinalMHChain(problem, options["moves"], rng, move_vector, partial(move_flags, chv=chv))
 
 
 _STATISTICS = {
@@ -263,7 +318,14 @@ def _mh_spec(name: str, description: str, defaults: dict) -> SamplerSpec:
         name=name, family="mh", description=description,
         builders={"cart": _build_cart, "bart": _build_bart, "bart_multinomial": _build_multinomial,
                   "bart_ordinal": _build_ordinal},
-        options=(moves,), statistics=_STATISTICS, coords={"move": MOVE_NAMES}, missing_split=_mh_missing_split,
+        options=(moves, Option("change_of_variable", CHANGE_OF_VARIABLE, _check_change_of_variable,
+                               "probability that a perturb move at a numeric rule is a change-of-variable proposal "
+                               f"between correlated predictors (Pratola 2016; default {CHANGE_OF_VARIABLE}, OpenBT's "
+                               "probchv; 0: plain perturb)"),
+                 Option("perturb_sweep", False, _check_sweep,
+                        "True: each perturb move visits every internal node in turn (OpenBT's sweep), instead of "
+                        "one node drawn uniformly")),
+        statistics=_STATISTICS, coords={"move": MOVE_NAMES}, missing_split=_mh_missing_split,
     )
 
 

@@ -52,7 +52,7 @@ from .._kernels.records import (
     make_window,
 )
 from ..errors import ArgumentError
-from .ctmc import CTMC, event_rates
+from .ctmc import CTMC, event_rates, perturb_table
 from .forest import BART_MAX_NODES, INITIAL_NODES_PER_TREE, new_forest
 from .mh import CGM_MOVES, GROW_PRUNE_MOVES, move_flags, move_vector
 from .particle import PG, new_particles, new_work
@@ -284,12 +284,12 @@ def _part(spec: ForestSpec, resid: np.ndarray, sigma2: np.ndarray, basis: np.nda
     )
     data = Data(codes, is_cat, nbins, resid, state.ycls)
     code = FOREST_SAMPLERS.get(name, UPDATE_MH)
-    update = _new_update(code, options or {}, n, capacity, nbins, is_cat, forest_name)
+    update = _new_update(code, options or {}, n, capacity, nbins, is_cat, forest_name, codes)
     return ForestPart(forest, state, data, scratch, update_tag(code), update), capacity
 
 
 def _new_update(code: int, options: dict, n: int, capacity: int, nbins: np.ndarray, is_cat: np.ndarray,
-                forest_name: str):
+                forest_name: str, codes: np.ndarray):
     """The state of a forest's sampler (``multi_forest_update``; None for MH), before ``allocate`` gives it
     room for the kept draws."""
     if code == UPDATE_PG:
@@ -312,7 +312,9 @@ def _new_update(code: int, options: dict, n: int, capacity: int, nbins: np.ndarr
         adapt = options["time"] == "auto"
         # the starting time before adaptation, as samplers/ctmc.CtmcBartChain: adaptation replaces it
         clock = CtmcClock(np.array([1e-3 if adapt else float(options["time"])]), bool(adapt))
-        return CtmcUpdate(cs, clock, event_rates(options["rotate"], options["perturb"]), np.zeros(N_UPDATE_STATS),
+        chv = perturb_table(codes, is_cat, nbins, options["perturb"], options["change_of_variable"],
+                            options["perturb_sweep"])
+        return CtmcUpdate(cs, clock, event_rates(options["rotate"], options["perturb"], chv), np.zeros(N_UPDATE_STATS),
                           np.zeros((0, N_UPDATE_STATS)))
     return None
 

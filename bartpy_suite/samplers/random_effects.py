@@ -67,8 +67,9 @@ class BartReChain(BartChain):
     rng : numpy.random.Generator
     """
 
-    def __init__(self, problem: BartReProblem, moves: dict, rng: np.random.Generator):
-        super().__init__(problem, moves, rng)
+    def __init__(self, problem: BartReProblem, moves: dict, rng: np.random.Generator, change_of_variable: float = 0.0,
+                 perturb_sweep: bool = False):
+        super().__init__(problem, moves, rng, change_of_variable=change_of_variable, perturb_sweep=perturb_sweep)
         self.re = new_random_effects(problem.group, problem.basis, int(problem.n_groups), a=float(problem.re_a),
                                      b=float(problem.re_b), alpha_var=float(problem.re_alpha_var),
                                      intercept=int(problem.intercept))
@@ -88,7 +89,7 @@ class BartReChain(BartChain):
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
         """Advance ``n_iter`` sweeps, recording kept draws (the store grows on demand)."""
-        moves = Moves(self.move_probs, *move_flags(self.move_probs))
+        moves = Moves(self.move_probs, *move_flags(self.move_probs, self.chv))
         done = 0
         while done < n_iter:
             o = self.out
@@ -103,7 +104,8 @@ class BartReChain(BartChain):
 
 
 def _build_bart_re(problem: BartReProblem, options: dict, rng) -> BartReChain:
-    return BartReChain(problem, options["moves"], rng)
+    return BartReChain(problem, options["moves"], rng, change_of_variable=options["change_of_variable"],
+                       perturb_sweep=options["perturb_sweep"])
 
 
 # The MH samplers fit the kind; their statistics are those of BART.

@@ -414,7 +414,7 @@ def step(chain: CartChain, move: str | None = None) -> tuple[str, bool]:
         if move in ("grow", "prune"):
             probs[:2] = 0.5
     k, accepted = cart_step(
-        chain.rng, chain.tree, chain.data, chain.target, probs, *move_flags(probs), chain.fstate, chain.scratch, NO_LEAF_MAP,
+        chain.rng, chain.tree, chain.data, chain.target, probs, *move_flags(probs, chain.chv), chain.fstate, chain.scratch, NO_LEAF_MAP,
     )
     return (MOVE_NAMES[k] if k >= 0 else "none"), bool(accepted)
 
@@ -446,7 +446,7 @@ def propose(chain: CartChain, move: str) -> tuple[float, object]:
             accepted, valid, log_r = rotate_step(chain.rng, *args, chain.fstate, n_total, chain.scratch, True)
         elif move == "perturb":
             accepted, valid, log_r = perturb_step(chain.rng, *args, chain.fstate, n_total, chain.scratch,
-                                                   PERTURB_WIDTH, True)
+                                                   chain.chv, PERTURB_WIDTH, True)
         else:
             accepted, valid, log_r = change_or_swap(chain.rng, *args, chain.fstate, n_total, chain.scratch,
                                                     MOVE_INDEX[move], chain.scratch.model, True)
