@@ -175,10 +175,14 @@ CLAIMS: list[Claim] = [
           Ours("partly", "similar at the first level (RJ-A 1.18, CT-A 1.15); the two lower levels ran noise "
                          "variances 0.1 and 0.01, not the paper's",
                "ctmc_wu.md", ("| RJ-A | ours | 1.18 |", "| CT-A | ours | 1.15 |")),
-          Ours("partly", "sd 1: 0.983-1.15 for all methods (reproduced); sd 0.1 and 0.01: 0.0168-0.243 against 0.01 "
-                         "and 1.02e-4 (not: single chains stay in over-grown trees or lack a needed split)",
-               "ctmc_wu.md", ("| 0.5 | 1 | 4.41-6.20 |", "0.243, 0.0325, 0.12, 0.0223, 0.0658",
-                              "0.145, 0.0289, 0.126, 0.0168, 0.0621"))),
+          Ours("partly", "sd 1: 0.988-1.15 for all methods (reproduced); sd 0.1 and 0.01 on our cut grid: "
+                         "0.0025-0.243 against 0.01 and 1.02e-4 (RJ-A and CT-A stay in over-grown trees); on OpenBT's "
+                         "grid of 100 evenly spaced cuts RJ-C reaches the noise floor (0.0098 and 0.000133 with beta "
+                         "0.5), RJ-A does not (0.13, 0.092)",
+               "ctmc_wu.md", ("| 1.11, 0.988, 1.15, 0.99, 0.991 |", "| 0.243, 0.0325, 0.12, 0.00952, 0.0286 |",
+                              "| 0.145, 0.0231, 0.0942, 0.0025, 0.0401 |", "| RJ-C grid100 | ours | 0.0098 |",
+                              "| RJ-C grid100 | ours | 0.000133 |", "| RJ-A grid100 | ours | 0.13 |",
+                              "| RJ-A grid100 | ours | 0.092 |"))),
     Claim("ctmc", "Tables 1-3, ESS", "CT-A's ESS of the variable activities far above RJ-A's",
           "CT-A / RJ-A 11.2-13.7 (sd 1), 7.0-17.6 (lower noise)",
           Ours("reproduced", "8.1-10.2, 21-24, 29-32 (at noise variances, not sds)", "ctmc_wu.md",
@@ -191,14 +195,14 @@ CLAIMS: list[Claim] = [
           "CT-A / RJ-A on the activities 2.3-2.9 (sd 1), 1.5-3.6 (lower noise)",
           Ours("reproduced", "1.5-1.9, 3.5-4.0, 5.4-5.8 per second of wall time including each fit's fixed overhead",
                "ctmc_wu.md", ("CT-A / RJ-A on the activities 1.5-1.9 at sigma^2 = 1",)),
-          Ours("partly", "per CPU second of sampling: 0.36-0.58 at sd 1 with beta 0.5 (CT behind), 1.39-2.77 with "
-                         "beta 2, 2.03-2.82 at sd 0.1 and 0.01 (beta 0.5)",
-               "ctmc_wu.md", ("| 0.5 | 1 | 4.41-6.20 | 0.36-0.58 |", "| 2 | 1 | 18.50-39.66 | 1.39-2.77 |",
-                              "| 0.5 | 0.1 | 24.43-33.43 | 2.03-2.82 |"))),
+          Ours("partly", "per CPU second of sampling: 0.34-0.56 at sd 1 with beta 0.5 (CT behind), 1.52-3.09 with "
+                         "beta 2, 2.25-3.44 at sd 0.1 and 0.01 (beta 0.5)",
+               "ctmc_wu.md", ("| 0.5 | 1 | 4.41-6.20 | 0.34-0.56 |", "| 2 | 1 | 18.50-39.66 | 1.52-3.09 |",
+                              "| 0.5 | 0.1 | 24.43-33.43 | 2.39-3.44 |", "| 0.5 | 0.01 | 27.37-35.87 | 2.25-2.93 |"))),
     Claim("ctmc", "Tables 1-3, ESS/s of sigma^2", "CT behind RJ per second on sigma^2", "CT-A / RJ-A 0.16-0.26",
           Ours("reproduced", "0.14-0.31", "ctmc_wu.md", ("ratio 0.14-0.31 here",)),
-          Ours("reproduced", "0.07-0.26", "ctmc_wu.md", ("| 0.5 | 1 | 4.41-6.20 | 0.36-0.58 | 0.26 |",
-                                                         "| 2 | 0.1 | 573.12-660.90 | 38.61-45.09 | 0.07 |"))),
+          Ours("reproduced", "0.08-0.25", "ctmc_wu.md", ("| 0.5 | 1 | 4.41-6.20 | 0.34-0.56 | 0.25 |",
+                                                         "| 2 | 0.1 | 573.12-660.90 | 41.18-48.17 | 0.08 |"))),
     Claim("ctmc", "Tables 1-3, unique trees", "CT-A visits many more unique trees than RJ-A",
           "11.44 vs 1.83 (sd 1; unit not stated)",
           Ours("reproduced", "13,017 vs 2,913", "ctmc_wu.md", ("13,017 vs 2,913",)),
@@ -213,15 +217,23 @@ CLAIMS: list[Claim] = [
           "CT-B / CT-A 1.9-3.6 on the activities",
           Ours("not reproduced", "CT-B / CT-A 0.21-0.26 (sd 1), 0.04-0.08 (lower noise)", "ctmc_wu.md",
                ("CT-B / CT-A\n  is 0.21-0.26",)),
-          Ours("not reproduced", "CT-B / CT-A 0.01-0.38, CT-C / CT-A 0.00-0.49. With rotate and perturb the chains "
-                                 "hold smaller trees (RJ-A, CT-A, RJ-C, CT-C: 12.6, 10.9, 5.1, 6.1 leaves at sd 1, "
-                                 "beta 0.5); that this lowers their within-chain ESS is not isolated",
-               "ctmc_wu.md", ("| 0.28-0.38 | 0.39-0.49 |", "| 0.01 | 0.00 |", "| 12.6, 10.9, 5.1, 6.1 |"))),
+          Ours("not reproduced", "CT-B / CT-A 0.01-0.38, CT-C / CT-A 0.00-0.20 with change of variable (0.00-0.49 "
+                                 "without). With rotate and perturb the chains hold smaller trees (RJ-A, CT-A, RJ-C, "
+                                 "CT-C: 12.6, 10.9, 4.8, 4.8 leaves at sd 1, beta 0.5); that this lowers their "
+                                 "within-chain ESS is not isolated",
+               "ctmc_wu.md", ("| 0.28-0.38 | 0.10-0.20 | 0.39-0.49 |", "| 0.01 | 0.00 | 0.00 |",
+                              "| 12.6, 10.9, 4.8, 4.8 |"))),
     Claim("ctmc", "Tables 1-3, RJ-C", "Perturb makes x1 and x3 mix (RJ-C / RJ-A ESS of x1, x3)", "8-13x",
           Ours("not reproduced", "1.1x, 0.6x, 1.5x", "ctmc_wu.md", ("(1.1x, 0.6x, 1.5x)",)),
-          Ours("not reproduced", "0.10-4.59x: Pratola's change-of-variable proposal between correlated predictors "
-                                 "is not implemented",
-               "ctmc_wu.md", ("| 0.15, 0.10 |", "| 4.59, 1.98 |"))),
+          Ours("not reproduced", "Pratola's change of variable is now in perturb (exact, default probability 0.1): "
+                                 "RJ-C / RJ-A 0.09-2.15 with it, 0.10-4.59 without; on OpenBT's grid of 100 evenly "
+                                 "spaced cuts it makes every chain switch between the x1 and x3 forms and gives the "
+                                 "paper's RJ-C activities (x1 0.263, x2 0.485, x3 0.252 at sd 1, beta 0.5), but "
+                                 "RJ-C / RJ-A ESS of x1, x3 falls to 0.01-0.03: rare, large switches score as slow "
+                                 "within-chain mixing, and cannot give the paper's 8-13x",
+               "ctmc_wu.md", ("| 0.66, 0.09 |", "| 1.83, 2.15 |", "| 0.15, 0.10 |", "| 4.59, 1.98 |",
+                              "| RJ-C grid100 | ours | 0.98 | 12,427 | 18.06 | 369 | 17.50 | 0.263 | 0.485 | 0.252 |",
+                              "RJ-C grid100 / RJ-A grid100 (ours, paper): ESS x1 0.03 (12.67)"))),
     Claim("ctmc", "Section 4 text", "Rao-Blackwellized estimate has lower MSE than the unweighted one",
           "0.01 vs 0.014 (sd 0.1), 1.04e-4 vs 1.98e-3 (sd 0.01)",
           Ours(NA, "not computed", None),
