@@ -39,6 +39,7 @@ import bartpy_suite as bps
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _provenance  # noqa: E402
+import _tables  # noqa: E402
 
 ESTIMATORS = ("Rao-Blackwellized 1/Lambda", "holding time tau", "unweighted jump chain")
 #: The paper's section 4 figures: noise sd -> (Rao-Blackwellized, unweighted) test MSE.
@@ -121,10 +122,7 @@ def main() -> None:
         if NOTES_MARKER in old:
             text += "\n" + old[old.index(NOTES_MARKER):]
     if args.out:
-        tmp = args.out + ".part"
-        with open(tmp, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, args.out)
+        _tables.write_atomic(args.out, text)
     print(text)
 
 
