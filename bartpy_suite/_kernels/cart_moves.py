@@ -586,6 +586,17 @@ def _log_r_upper_bound(tree, nodes, count, target, old_prior, d_loglik):
 
 
 @helper
+def _keep_rewired(tree, fstate, root, d_lm, d_b, xt, is_cat, m, scratch):
+    """Keep an accepted rule change below ``root`` scored by ``_rewire_and_score``: the forest sums
+    move by the change of the leaves' terms, and the subtree is re-split from sorted rows so every
+    leaf's rows are sorted again (same row sets, same cached leaf terms)."""
+    fstate[F_LM_SUM] += d_lm
+    fstate[F_B_SUM] += d_b
+    sort_segment(tree.perm, tree.start[root], tree.end[root], scratch.row_flag, scratch.part_buf)
+    repartition_subtree(tree, xt, is_cat, root, m, scratch.stack, scratch.part_buf)
+
+
+@helper
 def _rewire_and_score(tree, root, data, target, fstate, n_total, scratch, count, first,
                       old_prior, old_lm, old_b, log_u):
     """After rules in the subtree at ``root`` changed: re-partition and score.
@@ -713,13 +724,9 @@ def change_or_swap(rng, tree, data, target, fstate, n_total, scratch, move, mode
     log_r += log_k
     valid = log_r > -np.inf
     if valid and not early and (force_accept or log_u < log_r):
-        fstate[F_LM_SUM] += new_lm - old_lm
-        fstate[F_B_SUM] += new_b - old_b
         if move == MOVE_CHANGE:
             tree.lp[root] = np.nan  # its rule changed; descendants were refreshed when scored
-        # Re-split from sorted rows so every leaf's rows are sorted again (same row sets).
-        sort_segment(tree.perm, tree.start[root], tree.end[root], scratch.row_flag, scratch.part_buf)
-        repartition_subtree(tree, xt, is_cat, root, m, scratch.stack, scratch.part_buf)
+        _keep_rewired(tree, fstate, root, new_lm - old_lm, new_b - old_b, xt, is_cat, m, scratch)
         return True, True, log_r
     # Reject: restore the rules, the partition and the cached leaf terms.
     _put_rules(tree, move, root, old_var, old_cut, child, other, c_var, c_cut, both)

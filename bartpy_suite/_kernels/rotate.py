@@ -104,7 +104,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .cart_moves import _pick_node, _restore_subtree, _rewire_and_score, _save_subtree
+from .cart_moves import _keep_rewired, _pick_node, _restore_subtree, _rewire_and_score, _save_subtree
 from .jit import helper
 from .tree import (
     F_B_SUM,
@@ -730,10 +730,7 @@ def change_of_variable_step(rng, tree, data, target, fstate, n_total, scratch, c
     log_r += log_q
     valid = log_r > -np.inf
     if valid and not early and (force_accept or log_u < log_r):
-        fstate[F_LM_SUM] += new_lm - old_lm
-        fstate[F_B_SUM] += new_b - old_b
-        sort_segment(tree.perm, tree.start[root], tree.end[root], scratch.row_flag, scratch.part_buf)
-        repartition_subtree(tree, xt, is_cat, root, m, scratch.stack, scratch.part_buf)
+        _keep_rewired(tree, fstate, root, new_lm - old_lm, new_b - old_b, xt, is_cat, m, scratch)
         return True, True, log_r
     tree.var[root] = v
     tree.cut[root] = old_cut
@@ -810,10 +807,7 @@ def perturb_at(rng, tree, data, target, fstate, n_total, scratch, chv, root, wid
     log_r += log_q
     valid = log_r > -np.inf
     if valid and not early and (force_accept or log_u < log_r):
-        fstate[F_LM_SUM] += new_lm - old_lm
-        fstate[F_B_SUM] += new_b - old_b
-        sort_segment(tree.perm, tree.start[root], tree.end[root], scratch.row_flag, scratch.part_buf)
-        repartition_subtree(tree, xt, is_cat, root, m, scratch.stack, scratch.part_buf)
+        _keep_rewired(tree, fstate, root, new_lm - old_lm, new_b - old_b, xt, is_cat, m, scratch)
         return True, True, log_r
     tree.cut[root] = old_cut
     _restore_subtree(tree, scratch, count)
