@@ -252,7 +252,8 @@ def test_sampler_option_errors(files):
     status, _, err = run(["fit", "y ~ .", str(files["train"]), "--sampler", "cgm", *FIT_ARGS,
                           "--sampler-option", "mvoes=1"])
     assert status == 2
-    assert "sampler 'cgm' has no option 'mvoes'; its options are: 'moves'. Did you mean 'moves'?" in err
+    assert ("sampler 'cgm' has no option 'mvoes'; its options are: 'moves', 'change_of_variable', 'perturb_sweep'. "
+            "Did you mean 'moves'?") in err
     status, _, err = run(["fit", "y ~ .", str(files["train"]), *FIT_ARGS, "--sampler-option", "moves"])
     assert status == 2
     assert "--sampler-option takes KEY=VALUE, got 'moves'" in err

@@ -36,7 +36,8 @@ def bart_fit(cgm):
 
 # -- options ---------------------------------------------------------------------------------------
 def test_unknown_sampler_option_lists_the_valid_ones(cgm):
-    with pytest.raises(ArgumentError, match=r"sampler 'cgm' has no option 'move'; its options are: 'moves'\. "
+    with pytest.raises(ArgumentError, match=r"sampler 'cgm' has no option 'move'; its options are: 'moves', "
+                                            r"'change_of_variable', 'perturb_sweep'\. "
                                             r"Did you mean 'moves'\?"):
         bps.cart("y ~ x1 + x2", data=cgm, sampler="cgm", sampler_options={"move": {"grow": 1, "prune": 1}}, **FAST)
 
