@@ -61,7 +61,8 @@ def test_moves_through_sampler_options_equal_moves_keyword(cgm):
     np.testing.assert_array_equal(a.posterior["n_leaves"].values, b.posterior["n_leaves"].values)
     np.testing.assert_array_equal(a.idata["trees"]["node_cut"].values, b.idata["trees"]["node_cut"].values)
     assert a.config["sampler_options"] == {"moves": {"grow": 0.3, "prune": 0.3, "change": 0.4, "swap": 0.0,
-                                                     "rotate": 0.0, "perturb": 0.0}}
+                                                     "rotate": 0.0, "perturb": 0.0},
+                                           "change_of_variable": 0.1, "perturb_sweep": False}
 
 
 def test_bad_option_value_names_the_option(cgm):

@@ -741,8 +741,7 @@ def change_of_variable_step(rng, tree, data, target, fstate, n_total, scratch, c
 
 
 @helper
-def perturb_step(rng, tree, data, target, fstate, n_total, scratch, chv, width=PERTURB_WIDTH,
-                 force_accept=False):
+def perturb_step(rng, tree, data, target, fstate, n_total, scratch, chv, force_accept=False):
     """One PERTURB MH step in place at a uniformly chosen internal node; at a numeric rule, with
     probability ``chv[0]`` a CHGV step instead (``change_of_variable_step``; ``chv``: see
     ``change_of_variable_table``). Returns (accepted, proposal valid, log r). With ``chv[1] > 0``
@@ -754,19 +753,20 @@ def perturb_step(rng, tree, data, target, fstate, n_total, scratch, chv, width=P
         for node in range(tree.meta[M_SPAN]):
             if tree.var[node] >= 0:
                 found = True
-                accepted, _, _ = perturb_at(rng, tree, data, target, fstate, n_total, scratch, chv, node, width,
+                accepted, _, _ = perturb_at(rng, tree, data, target, fstate, n_total, scratch, chv, node,
                                             force_accept)
                 any_accepted = any_accepted or accepted
         return any_accepted, found, 0.0
     root, _ = _pick_node(rng, tree, 2)
     if root < 0:
         return False, False, -np.inf
-    return perturb_at(rng, tree, data, target, fstate, n_total, scratch, chv, root, width, force_accept)
+    return perturb_at(rng, tree, data, target, fstate, n_total, scratch, chv, root, force_accept)
 
 
 @helper
-def perturb_at(rng, tree, data, target, fstate, n_total, scratch, chv, root, width, force_accept):
-    """The PERTURB (or CHGV) MH step at internal node ``root`` (see ``perturb_step``)."""
+def perturb_at(rng, tree, data, target, fstate, n_total, scratch, chv, root, force_accept):
+    """The PERTURB (or CHGV) MH step at internal node ``root`` (see ``perturb_step``), with OpenBT's
+    initial window ``PERTURB_WIDTH`` (not adapted)."""
     xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
     m = target.prior.min_leaf
     v = tree.var[root]
@@ -786,7 +786,7 @@ def perturb_at(rng, tree, data, target, fstate, n_total, scratch, chv, root, wid
         if n_cuts <= 1:
             return False, False, -np.inf
         hi = lo + n_cuts - 1
-        half = max(1, int(width * n_cuts / 2.0))
+        half = max(1, int(PERTURB_WIDTH * n_cuts / 2.0))
         a = max(lo, old_cut - half)
         b = min(hi, old_cut + half)
         new_cut = np.int64(a + int(rng.random() * (b - a + 1)))

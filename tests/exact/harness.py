@@ -23,7 +23,7 @@ from bartpy_suite._kernels.cart_moves import (
     undo_grow,
 )
 from bartpy_suite._kernels.record import to_padded
-from bartpy_suite._kernels.rotate import PERTURB_WIDTH, perturb_step, rotate_step
+from bartpy_suite._kernels.rotate import perturb_step, rotate_step
 from bartpy_suite.priors import DirichletLeafPrior, NormalLeafPrior, TreePrior, kernel_prior
 from bartpy_suite.samplers.mh import MOVE_INDEX, CartChain, move_flags
 
@@ -446,7 +446,7 @@ def propose(chain: CartChain, move: str) -> tuple[float, object]:
             accepted, valid, log_r = rotate_step(chain.rng, *args, chain.fstate, n_total, chain.scratch, True)
         elif move == "perturb":
             accepted, valid, log_r = perturb_step(chain.rng, *args, chain.fstate, n_total, chain.scratch,
-                                                   chain.chv, PERTURB_WIDTH, True)
+                                                   chain.chv, True)
         else:
             accepted, valid, log_r = change_or_swap(chain.rng, *args, chain.fstate, n_total, chain.scratch,
                                                     MOVE_INDEX[move], chain.scratch.model, True)
