@@ -15,9 +15,20 @@ runs use the package's default (``adaptation="carry"``, its default ``warmup``),
 Environment settings shrink the protocol (the header of the output states what was run):
 
     RJHMC_CHAINS (10), RJHMC_TUNE (200), RJHMC_DRAWS (800), RJHMC_CGM_TUNE (500), RJHMC_CGM_DRAWS (500),
-    RJHMC_SETS (cgm,iris,wine,breast_cancer,raisin), RJHMC_SAMPLERS (hmc_dfi,hmc_df),
+    RJHMC_SETS (cgm,iris,wine,breast_cancer,raisin; empty: only rebuild the table), RJHMC_SAMPLERS (hmc_dfi,hmc_df),
     RJHMC_WARMUP (package default), RJHMC_MAX_DEPTH (package default), RJHMC_FAITHFUL (0),
-    RJHMC_CART (1: also fit the cgm and smc CART baselines)
+    RJHMC_CART (1: also fit the cgm and smc CART baselines),
+    RJHMC_CHAIN_IDS (0..RJHMC_CHAINS-1, e.g. ``5-9`` or ``9,8,7``: the chains this process runs),
+    RJHMC_REUSE (0; 1: skip a chain already stored with the same settings, looked up before each chain)
+
+The chains of a soft-tree row run one at a time: chain c is ``bps.soft_tree(..., chains=1,
+seed=SeedSequence(1, n_children_spawned=c))``, which is chain c of ``chains=10, seed=1`` exactly.
+Each finished chain is stored in ``results/rjhmc_tables/chains/<data>_<sampler>_<setting>_c<c>.npz``
+(its per-draw paper metric, posterior-mean test prediction or class probabilities, leaves,
+acceptance counts, CPU seconds), and the row is rebuilt after every chain from all stored chains
+of the same settings (``tests/test_rjhmc_tables.py``: the same numbers as one multi-chain fit).
+So a long row can be spread over processes (``RJHMC_CHAIN_IDS`` with ``RJHMC_REUSE=1``), resumed,
+and, if stopped, reports the chains that finished (its "chains" column says how many).
 
 The topology is found during tune (eq. 19 compares the endpoints of the NUTS runs; after tune
 eq. 18 judges a grow at its prior-drawn split and leaf and accepts almost none), so CGM needs its
@@ -93,14 +104,102 @@ def metric(name, fit, test):
     return float(per_draw.mean()), float(per_draw.std()), avg
 
 
-def run_soft(name, sampler, train, chains, tune, draws, options):
+def soft_kwargs(name: str, sampler: str, tune: int, draws: int, options: dict) -> dict:
+    """Arguments of ``bps.soft_tree`` for one row (spec table 4 hyperparameters), chains and seed excepted."""
     h_i, h_f, a_s, b_s = HYPER[sampler][name]
+    return dict(sampler=sampler, tune=tune, draws=draws, h_init=h_i, h_final=h_f, alpha=a_s, beta=b_s,
+                standardize=False, class_constant=False, sampler_options=options, progress=False, threads=1,
+                check_mixing=False)
+
+
+def chain_seed(c: int) -> np.random.SeedSequence:
+    """Chain ``c`` of ``seed=1``: ``spawn_generators`` gives chain c of a multi-chain fit the generator
+    of chain 0 of a fit seeded with ``SeedSequence(1, n_children_spawned=c)``, so the chains run one
+    at a time here are exactly chains 0..9 of ``bps.soft_tree(..., chains=10, seed=1)``."""
+    return np.random.SeedSequence(1, n_children_spawned=c)
+
+
+def chain_path(rows_dir: Path, name: str, sampler: str, label: str, c: int) -> Path:
+    return rows_dir / "chains" / f"{name}_{sampler}_{label}_c{c}.npz"
+
+
+def run_chain(name, sampler, label, options, train, test, c, tune, draws, rows_dir=ROWS):
+    """Fit chain ``c`` alone and store what its row needs (``chains/<row>_c<c>.npz``, written whole or
+    not at all): the chain's per-draw paper metric (last 500 kept draws), its posterior-mean test
+    prediction (regression) or class probabilities and weight sum (for the eq. 3 average over all
+    chains), leaves of the last 500 draws, accepted RJ moves, and its CPU seconds."""
     t0 = time.process_time()
-    fit = bps.soft_tree(f"{RESPONSE[name]} ~ .", data=train, sampler=sampler, chains=chains, tune=tune, draws=draws,
-                        seed=1, h_init=h_i, h_final=h_f, alpha=a_s, beta=b_s, standardize=False,
-                        class_constant=False, sampler_options=options, progress=False, threads=1,
-                        check_mixing=False)
-    return fit, (time.process_time() - t0) / chains
+    fit = bps.soft_tree(f"{RESPONSE[name]} ~ .", data=train, chains=1, seed=chain_seed(c),
+                        **soft_kwargs(name, sampler, tune, draws, options))
+    sec = time.process_time() - t0
+    y = test[RESPONSE[name]]
+    last = soft.paper_metric(fit, test)[-500:]
+    labels = np.array([], dtype=str)
+    if name == "cgm":
+        per_draw = ((last - y.to_numpy()) ** 2).mean(axis=1)
+        mean = fit.predict(test)["mean"].to_numpy()
+    else:
+        labels = np.asarray(fit.config["class_labels"], dtype=object)
+        per_draw = (labels[last] == y.astype(str).to_numpy().astype(object)).mean(axis=1)
+        prob = fit.predict(test, kind="prob")
+        mean = prob[[f"prob_{lab}" for lab in labels]].to_numpy()
+        labels = np.array([str(lab) for lab in labels])
+    kept = fit.sample_stats["accepted"].values[0]
+    after_tune = int(kept[fit.sample_stats["move"].values[0] != 2].sum())
+    out = dict(per_draw=per_draw, mean=mean, weight=float(fit.flat_weights.sum()),
+               leaves=fit.posterior["n_leaves"].values[0, -500:],
+               accepted_total=int(fit.sample_stats["accepted_total"].values[0, -1]),
+               kept_accepted=int(kept.sum()), kept_n=int(kept.size), grow_prune_after_tune=after_tune,
+               cpu_s=sec, labels=labels, n_train=len(train), tune=tune, draws=draws,
+               options=json.dumps(options, sort_keys=True))
+    path = chain_path(rows_dir, name, sampler, label, c)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npz")
+    np.savez(tmp, **out)
+    tmp.replace(path)  # never a half-written chain
+    return out
+
+
+def load_chains(rows_dir, name, sampler, label, tune, draws, options):
+    """The stored chains of one row run with these settings, by chain number."""
+    found = {}
+    for path in sorted((rows_dir / "chains").glob(f"{name}_{sampler}_{label}_c*.npz")):
+        with np.load(path) as z:
+            ch = {k: z[k] for k in z.files}
+        wanted = (tune, draws, json.dumps(options, sort_keys=True))
+        if (int(ch["tune"]), int(ch["draws"]), str(ch["options"])) == wanted:
+            found[int(path.stem.rsplit("_c", 1)[1])] = ch
+    return dict(sorted(found.items()))
+
+
+def assemble(name, sampler, label, options, test, tune, draws, rows_dir=ROWS):
+    """The row of (data, sampler, setting) from its stored chains: the same numbers a multi-chain fit
+    of those chains gives (``tests/test_rjhmc_tables.py`` checks it)."""
+    chains = load_chains(rows_dir, name, sampler, label, tune, draws, options)
+    if not chains:
+        return None
+    ch = list(chains.values())
+    per_draw = np.concatenate([c["per_draw"] for c in ch])
+    w = np.array([float(c["weight"]) for c in ch])
+    mean = np.tensordot(w / w.sum(), np.stack([c["mean"] for c in ch]), axes=(0, 0))
+    y = test[RESPONSE[name]]
+    if name == "cgm":
+        eq3 = float(((mean - y.to_numpy()) ** 2).mean())
+    else:
+        labels = ch[0]["labels"].astype(object)
+        eq3 = float((labels[np.argmax(mean, axis=1)] == y.astype(str).to_numpy().astype(object)).mean())
+    leaves = np.concatenate([c["leaves"] for c in ch])
+    acc = np.array([100 * int(c["accepted_total"]) / (tune + draws) for c in ch])
+    kept = sum(int(c["kept_accepted"]) for c in ch) / sum(int(c["kept_n"]) for c in ch)
+    cpu = [float(c["cpu_s"]) for c in ch]
+    return {"data": name, "sampler": sampler, "setting": label, "options": options, "chains": len(ch),
+            "chain_ids": list(chains), "tune": tune, "draws": draws, "paper_metric": float(per_draw.mean()),
+            "paper_metric_sd": float(per_draw.std()), "eq3": eq3, "leaves": float(leaves.mean()),
+            "leaves_sd": float(leaves.std()), "accept_paper": float(acc.mean()), "accept_paper_sd": float(acc.std()),
+            "accept_kept": float(100 * kept),
+            "grow_prune_accepted_after_tune": sum(int(c["grow_prune_after_tune"]) for c in ch),
+            "cpu_s_per_chain": float(np.mean(cpu)), "cpu_s_chains": cpu,
+            "n_train": int(ch[0]["n_train"]), "n_test": len(test)}
 
 
 def run_cart(name, sampler, train, test):
@@ -119,17 +218,32 @@ def run_cart(name, sampler, train, test):
     return float((fit.predict(test, kind="class")["class"].astype(str) == y.astype(str)).mean()), sec
 
 
-def save(row):
-    ROWS.mkdir(parents=True, exist_ok=True)
-    path = ROWS / f"{row['data']}_{row['sampler']}_{row['setting']}.json"
-    tmp = path.with_suffix(".tmp")
+def save(row, rows_dir=ROWS):
+    rows_dir.mkdir(parents=True, exist_ok=True)
+    path = rows_dir / f"{row['data']}_{row['sampler']}_{row['setting']}.json"
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp")  # per process: runs of other chains may save too
     tmp.write_text(json.dumps(row, indent=1))
     tmp.replace(path)  # never a half-written row
 
 
+def chain_ids(chains: int) -> list[int]:
+    """``RJHMC_CHAIN_IDS`` (e.g. ``0,2,4`` or ``5-9``): the chains this process runs, default 0..chains-1."""
+    spec = os.environ.get("RJHMC_CHAIN_IDS")
+    if not spec:
+        return list(range(chains))
+    ids = []
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        ids.extend(range(int(lo), int(hi or lo) + 1))
+    return ids
+
+
 def main():
     chains = env("RJHMC_CHAINS", 10)
-    sets = os.environ.get("RJHMC_SETS", "cgm,iris,wine,breast_cancer,raisin").split(",")
+    ids = chain_ids(chains)
+    reuse = env("RJHMC_REUSE", 0)
+    # RJHMC_SETS="" runs nothing and only rebuilds the table from the stored rows
+    sets = [s for s in os.environ.get("RJHMC_SETS", "cgm,iris,wine,breast_cancer,raisin").split(",") if s]
     samplers = os.environ.get("RJHMC_SAMPLERS", "hmc_dfi,hmc_df").split(",")
     base = {}
     if "RJHMC_WARMUP" in os.environ:
@@ -150,21 +264,16 @@ def main():
             if env("RJHMC_FAITHFUL", 0):
                 settings.append(("faithful", {**base, "warmup": 500, "adaptation": "restart"}))
             for label, options in settings:
-                fit, sec = run_soft(name, sampler, train, chains, tune, draws, options)
-                pm, pm_sd, averaged = metric(name, fit, test)
-                leaves = fit.posterior["n_leaves"].values[:, -500:]
-                acc = 100 * fit.sample_stats["accepted_total"].values[:, -1] / (tune + draws)
-                kept = fit.sample_stats["accepted"].values
-                row = {"data": name, "sampler": sampler, "setting": label, "options": options, "chains": chains,
-                       "tune": tune, "draws": draws, "paper_metric": pm, "paper_metric_sd": pm_sd,
-                       "eq3": averaged, "leaves": float(leaves.mean()), "leaves_sd": float(leaves.std()),
-                       "accept_paper": float(acc.mean()), "accept_paper_sd": float(acc.std()),
-                       "accept_kept": float(100 * kept.mean()),
-                       "grow_prune_accepted_after_tune": int(kept[fit.sample_stats["move"].values != 2].sum()),
-                       "cpu_s_per_chain": sec, "n_train": len(train), "n_test": len(test)}
-                save(row)
-                print(row, flush=True)
-                write()
+                for c in ids:
+                    # looked up before each chain: another process (RJHMC_CHAIN_IDS) may have stored it
+                    if reuse and c in load_chains(ROWS, name, sampler, label, tune, draws, options):
+                        continue
+                    run_chain(name, sampler, label, options, train, test, c, tune, draws)
+                    # the row from every stored chain of these settings (other processes may add theirs)
+                    row = assemble(name, sampler, label, options, test, tune, draws)
+                    save(row)
+                    print(f"chain {c}:", row, flush=True)
+                    write()
     write()
 
 
@@ -261,7 +370,9 @@ split and leaf and accepts almost none, so the topology is frozen at the end of 
 length was the cause. This script therefore runs CGM with the paper's 500 tune iterations.
 """
     OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(text)
+    tmp = OUT.with_name(f".{OUT.stem}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(OUT)
 
 
 if __name__ == "__main__":
