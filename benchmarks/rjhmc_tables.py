@@ -370,8 +370,8 @@ def write():
                and r["tune"] == (500 if r["data"] == "cgm" else 200) for r in soft_rows)
     protocol = ("the paper's protocol" if full else
                 "**a reduced protocol** (see the chains x (tune + kept) column; the paper's is 10 x (500 + 500) "
-                "for CGM and 10 x (200 + 800) for the others; a row with fewer chains has the first chains of "
-                "the 10, the iterations in full)")
+                "for CGM and 10 x (200 + 800) for the others; a row with fewer chains has some of the 10, "
+                "numbered below, each with its iterations in full)")
     text = f"""# RJHMC-Tree tables 1 and 2: replication
 
 Produced by `PYTHONPATH=. python3 benchmarks/rjhmc_tables.py` (module docstring: settings and the
