@@ -81,7 +81,9 @@ def test_one_validation_names_the_argument():
 
 def test_moves_merge_into_sampler_options_once():
     settings, spec = check_run_settings("cart", {"sampler": "cgm", "moves": {"grow": 1, "prune": 1}})
-    assert settings.sampler_options == {"moves": spec.check_options({"moves": {"grow": 1, "prune": 1}})["moves"]}
+    # the checked options hold every option with its default (cgm: change_of_variable, perturb_sweep too)
+    assert settings.sampler_options == spec.check_options({"moves": {"grow": 1, "prune": 1}})
+    assert set(settings.sampler_options) == {"moves", "change_of_variable", "perturb_sweep"}
     assert settings.moves == settings.sampler_options["moves"]
 
 
