@@ -56,10 +56,9 @@ from .._kernels.ctmc import (
 )
 from .._kernels.ctmc_chain import ctmc_bart_sweep, run_ctmc_bart_chain, run_ctmc_cart_chain
 from .._kernels.records import CtmcBartOut, CtmcCartOut, CtmcClock, ForestOut, RunOut, make_window
-from .._kernels.rotate import change_of_variable_table
 from ..errors import ArgumentError
 from .forest import ForestChain
-from .mh import CHANGE_OF_VARIABLE, _check_change_of_variable, _check_sweep
+from .mh import CHANGE_OF_VARIABLE, _check_change_of_variable, _check_sweep, perturb_table
 from .problems import BartProblem, CartProblem
 from .registry import Option, SamplerSpec, Statistic, register
 from .single_tree import TreeChain
@@ -77,14 +76,6 @@ def event_rates(rotate: float, perturb: float, chv: np.ndarray | None = None) ->
     if rotate == 0.0 and perturb == 0.0:
         return None
     return np.concatenate([np.array([float(rotate), float(perturb)]), np.zeros(2) if chv is None else chv])
-
-
-def perturb_table(codes: np.ndarray, is_categorical: np.ndarray, nbins: np.ndarray, perturb: float,
-                  change_of_variable: float, sweep: bool = False) -> np.ndarray:
-    """Perturb's CHANGE-OF-VARIABLE table of a chain: built (the predictors' Spearman matrix, once per
-    fit) only when perturb events fire and ``change_of_variable`` > 0, else ``[0.0, sweep]``."""
-    return change_of_variable_table(codes, is_categorical, nbins, change_of_variable if perturb > 0.0 else 0.0,
-                                    sweep=bool(sweep and perturb > 0.0))
 
 
 def _ctmc_state(chain, names: tuple, n_rows: int, capacity: int, n_classes: int):

@@ -69,13 +69,20 @@ def move_flags(move_probs: np.ndarray, chv: np.ndarray | None = None) -> tuple[b
     return (True if (change_swap > 0).any() else None), rotation
 
 
+def perturb_table(codes: np.ndarray, is_categorical: np.ndarray, nbins: np.ndarray, perturb: float,
+                  change_of_variable: float, sweep: bool = False) -> np.ndarray:
+    """Perturb's CHANGE-OF-VARIABLE table of a chain whose perturb move or event has weight (or rate)
+    ``perturb``: built (the predictors' Spearman matrix, once per fit) only when ``perturb`` > 0 and
+    ``change_of_variable`` > 0, else ``[0.0, sweep]``: a fit that never perturbs builds no matrix."""
+    return change_of_variable_table(codes, is_categorical, nbins, change_of_variable if perturb > 0.0 else 0.0,
+                                    sweep=bool(sweep and perturb > 0.0))
+
+
 def chv_table(codes: np.ndarray, is_categorical: np.ndarray, nbins: np.ndarray, move_probs: np.ndarray,
               change_of_variable: float, sweep: bool = False) -> np.ndarray:
-    """The perturb move's CHANGE-OF-VARIABLE table for a chain (``[0.0, sweep]`` unless perturb has mass
-    and ``change_of_variable`` > 0: a fit that never perturbs builds no correlation matrix)."""
-    perturb = len(move_probs) > MOVE_INDEX["perturb"] and move_probs[MOVE_INDEX["perturb"]] > 0
-    return change_of_variable_table(codes, is_categorical, nbins, change_of_variable if perturb else 0.0,
-                                    sweep=bool(sweep and perturb))
+    """``perturb_table`` for an MH chain's move vector (perturb's probability in it)."""
+    perturb = float(move_probs[MOVE_INDEX["perturb"]]) if len(move_probs) > MOVE_INDEX["perturb"] else 0.0
+    return perturb_table(codes, is_categorical, nbins, perturb, change_of_variable, sweep)
 
 
 def _check_sweep(name: str, value) -> bool:

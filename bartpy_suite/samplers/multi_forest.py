@@ -52,9 +52,9 @@ from .._kernels.records import (
     make_window,
 )
 from ..errors import ArgumentError
-from .ctmc import CTMC, event_rates, perturb_table
+from .ctmc import CTMC, event_rates
 from .forest import BART_MAX_NODES, INITIAL_NODES_PER_TREE, new_forest
-from .mh import CGM_MOVES, GROW_PRUNE_MOVES, move_flags, move_vector
+from .mh import CGM_MOVES, GROW_PRUNE_MOVES, move_flags, move_vector, perturb_table
 from .particle import PG, new_particles, new_work
 from .tempered import _check_rungs, _check_temperatures, default_temperatures
 
