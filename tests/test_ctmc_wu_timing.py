@@ -9,25 +9,19 @@ the process CPU time minus the main thread's, the independent measure vignettes 
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
 import time
 
 import numpy as np
 import pytest
+from _benchmarks import load_benchmark
 
 import bartpy_suite as bps
 from bartpy_suite.models import _runner
 
-SCRIPT = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "ctmc_wu.py"
-
 
 @pytest.fixture(scope="module")
 def ctmc_wu():
-    spec = importlib.util.spec_from_file_location("ctmc_wu_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("ctmc_wu")
 
 
 def test_timed_fit_draws_are_those_of_a_plain_fit(ctmc_wu):

@@ -9,22 +9,15 @@ bisection's tolerance); and coverage counts the rows inside the interval.
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-
 import numpy as np
 import pytest
+from _benchmarks import load_benchmark
 from scipy import special
-
-SCRIPT = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "real_coverage.py"
 
 
 @pytest.fixture(scope="module")
 def rc():
-    spec = importlib.util.spec_from_file_location("real_coverage_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("real_coverage")
 
 
 def test_one_draw_gives_the_normal_quantile(rc):

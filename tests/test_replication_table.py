@@ -5,15 +5,12 @@ by running the script), and the check does fail on a number that is not there.""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
 from pathlib import Path
 
+from _benchmarks import load_benchmark
+
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("replication_table", ROOT / "benchmarks" / "replication_table.py")
-table = importlib.util.module_from_spec(_spec)
-sys.modules["replication_table"] = table  # dataclasses look their module up there
-_spec.loader.exec_module(table)
+table = load_benchmark("replication_table")
 
 
 def test_every_quoted_number_is_in_its_results_file():

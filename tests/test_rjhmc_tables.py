@@ -7,23 +7,16 @@ computed from one multi-chain fit (paper metric, eq. 3 average, leaves, acceptan
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-
 import numpy as np
 import pytest
+from _benchmarks import load_benchmark
 
 import bartpy_suite as bps
-
-SCRIPT = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "rjhmc_tables.py"
 
 
 @pytest.fixture(scope="module")
 def tables():
-    spec = importlib.util.spec_from_file_location("rjhmc_tables_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("rjhmc_tables")
 
 
 @pytest.mark.parametrize("name", ["iris", "cgm"])
