@@ -62,20 +62,23 @@ def test_mode_exceptions_lists_the_rows_off_each_predictors_most_common_code(mon
     monkeypatch.setattr(T, "EXCEPTION_SHARE", 0.5)  # 7 of these 18 codes are exceptions
     ex = T.mode_exceptions(codes)
     assert ex["ex_mode"].tolist() == [1, 3, 0]  # ties go to the smallest code
-    ptr, rows = ex["ex_ptr"], ex["ex_row"]
+    ptr, rows, ex_codes = ex["ex_ptr"], ex["ex_row"], ex["ex_code"]
     assert ptr.tolist() == [0, 3, 3, 7]
-    assert rows[0:3].tolist() == [0, 3, 5]
-    assert rows[3:7].tolist() == [2, 3, 4, 5]
+    assert rows[0:3].tolist() == [0, 3, 5] and ex_codes[0:3].tolist() == [0, 0, 2]
+    assert rows[3:7].tolist() == [2, 3, 4, 5] and ex_codes[3:7].tolist() == [1, 1, 2, 2]
     monkeypatch.setattr(T, "EXCEPTION_SHARE", 0.25)
-    assert T.mode_exceptions(codes)["ex_ptr"].size == 0  # 7 / 18 > 0.25: too dense, kept empty
+    empty = T.mode_exceptions(codes)  # 7 / 18 > 0.25: too dense, kept empty
+    assert empty["ex_ptr"].size == 0 and empty["ex_row"].size == 0 and empty["ex_code"].size == 0
     assert T.mode_exceptions(codes)["ex_mode"].tolist() == [1, 3, 0]
 
 
 @pytest.mark.parametrize("na", [False, True])
-def test_prior_rule_counts_equal_the_fused_histogram_counts(na):
+def test_prior_rule_counts_equal_the_fused_histogram_counts(na, monkeypatch):
     """Random data and random row segments (sorted, as a node's rows are) for min_leaf_size 1, 2
     and 5: the same return value, counts, lows and extras, the sparse path taken at the large
-    segments, and the row flags left clear for ``sort_segment``."""
+    segments, and the row flags left clear for ``sort_segment``. (The dense columns here put up to
+    a fifth of the codes off their mode: ``EXCEPTION_SHARE`` is raised so the exceptions are kept.)"""
+    monkeypatch.setattr(T, "EXCEPTION_SHARE", 0.5)
     rng = np.random.default_rng(20261127)
     taken = 0
     for trial in range(12):
@@ -98,9 +101,10 @@ def test_prior_rule_counts_equal_the_fused_histogram_counts(na):
     assert taken >= 60  # most large segments went through the exception path
 
 
-def test_cgm_bart_draws_are_the_same_on_both_paths():
+def test_cgm_bart_draws_are_the_same_on_both_paths(monkeypatch):
     """A cgm BART chain (change and swap score the tree prior of whole subtrees) on sparse data:
     the same kept trees, leaves and sigma with the exceptions as with the fused histogram only."""
+    monkeypatch.setattr(T, "EXCEPTION_SHARE", 0.5)
     rng = np.random.default_rng(7)
     n, p = 300, 48
     codes, is_cat, nbins = sparse_codes(rng, n, p, False)

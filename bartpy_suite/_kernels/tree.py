@@ -148,6 +148,7 @@ class Scratch(NamedTuple):
     ex_mode: np.ndarray  # int32[p]: most common code of each predictor (the smallest such)
     ex_ptr: np.ndarray  # int64[p + 1] or int64[0]: predictor v's rows are ex_row[ex_ptr[v]:ex_ptr[v + 1]]
     ex_row: np.ndarray  # int32[number of exceptions]: ascending within each predictor
+    ex_code: np.ndarray  # int32[number of exceptions]: their codes (read in order, not from codes_by_row)
     # DART (``sparse.py``): log of the split-variable weights s, used by ``sample_rule_s`` and
     # ``node_log_prior``; empty for the uniform rule prior (every sampler's default).
     log_s: np.ndarray  # float64[p] or float64[0]
@@ -218,8 +219,10 @@ def new_scratch(codes: np.ndarray, capacity: int, nbins: np.ndarray, n_classes: 
 
 
 #: ``mode_exceptions`` keeps the exceptions only when at most this share of all codes are exceptions:
-#: denser codes would cost memory (4 bytes each) for a path that pays off only at the largest nodes.
-EXCEPTION_SHARE = 0.25
+#: each costs 8 bytes of every chain's scratch (row and code; the codes themselves take 8 bytes per
+#: (row, predictor) there, ``xt`` and ``codes_by_row``), for a path that pays off only at nodes of
+#: more than about that share of the rows (``prior_rule_counts``).
+EXCEPTION_SHARE = 0.1
 
 
 def mode_exceptions(codes: np.ndarray) -> dict[str, np.ndarray]:
@@ -235,9 +238,10 @@ def mode_exceptions(codes: np.ndarray) -> dict[str, np.ndarray]:
     dict
         ``ex_mode`` (int32[p], the smallest of the most common codes), ``ex_ptr`` (int64[p + 1]:
         predictor v's exception rows are ``ex_row[ex_ptr[v]:ex_ptr[v + 1]]``, ascending) and
-        ``ex_row`` (int32), the ``Scratch`` fields that ``prior_rule_counts`` reads. When more than
-        ``EXCEPTION_SHARE`` of all codes are exceptions, ``ex_ptr`` and ``ex_row`` are empty (the
-        fused histogram of ``node_rule_counts`` is then used at every node).
+        ``ex_row`` and ``ex_code`` (int32: the rows and their codes), the ``Scratch`` fields that
+        ``prior_rule_counts`` reads. When more than ``EXCEPTION_SHARE`` of all codes are exceptions,
+        ``ex_ptr``, ``ex_row`` and ``ex_code`` are empty (the fused histogram of
+        ``node_rule_counts`` is then used at every node).
     """
     p, n_rows = codes.shape
     mode = np.zeros(p, dtype=np.int32)
@@ -249,13 +253,17 @@ def mode_exceptions(codes: np.ndarray) -> dict[str, np.ndarray]:
             mode[v] = int(np.argmax(tally))
             n_except[v] = n_rows - int(tally[mode[v]])
     if n_except.sum() > EXCEPTION_SHARE * n_rows * p:
-        return {"ex_mode": mode, "ex_ptr": np.zeros(0, dtype=np.int64), "ex_row": np.zeros(0, dtype=np.int32)}
+        empty = np.zeros(0, dtype=np.int32)
+        return {"ex_mode": mode, "ex_ptr": np.zeros(0, dtype=np.int64), "ex_row": empty, "ex_code": empty.copy()}
     ptr = np.zeros(p + 1, dtype=np.int64)
     np.cumsum(n_except, out=ptr[1:])
     rows = np.zeros(int(ptr[p]), dtype=np.int32)
+    ex_codes = np.zeros(int(ptr[p]), dtype=np.int32)
     for v in range(p):
-        rows[ptr[v]:ptr[v + 1]] = np.flatnonzero(codes[v] != mode[v])
-    return {"ex_mode": mode, "ex_ptr": ptr, "ex_row": rows}
+        off = np.flatnonzero(codes[v] != mode[v])
+        rows[ptr[v]:ptr[v + 1]] = off
+        ex_codes[ptr[v]:ptr[v + 1]] = codes[v, off]
+    return {"ex_mode": mode, "ex_ptr": ptr, "ex_row": rows, "ex_code": ex_codes}
 
 
 def new_tree(n_rows: int, capacity: int, n_classes: int = 1) -> TreeArrays:
@@ -574,6 +582,50 @@ def node_rule_counts(perm, start, end, is_cat, nbins, m, scratch, na):
     return n_vars
 
 
+#: Most exceptions of a numeric predictor at a node that ``prior_rule_counts`` sorts to read its
+#: rule count off order statistics; with more it builds the histogram.
+FEW_EXCEPTIONS = 16
+
+
+@helper
+def _numeric_count_from_exceptions(codes, k, mode, n, m):
+    """``_rule_count_from_hist`` of a numeric predictor (no missing-value split, m >= 1, n >= 2m)
+    whose n rows sit at ``mode`` but for the ``k`` codes ``codes[:k]`` (sorted here, in place).
+
+    Cut index j is available iff m <= c_j <= n - m, c_j the rows with code <= j: iff
+    ``x_(m) <= j < x_(n-m+1)`` with ``x_(i)`` the i-th smallest code. So the available cuts are the
+    range ``x_(m) .. x_(n-m+1) - 1``, which is what the histogram's scan finds (it stops below the
+    last code, and ``x_(n-m+1)`` is at most that code). Returns ``(count, lo, 0)``, (0, 0, 0) when
+    the range is empty.
+    """
+    for i in range(1, k):  # insertion sort: k is at most FEW_EXCEPTIONS
+        c = codes[i]
+        j = i - 1
+        while j >= 0 and codes[j] > c:
+            codes[j + 1] = codes[j]
+            j -= 1
+        codes[j + 1] = c
+    below = 0
+    while below < k and codes[below] < mode:
+        below += 1
+    lo = _kth_code(codes, k, below, mode, n, m)
+    hi = _kth_code(codes, k, below, mode, n, n - m + 1) - 1
+    if hi < lo:
+        return 0.0, 0, 0
+    return float(hi - lo + 1), lo, 0
+
+
+@helper
+def _kth_code(codes, k, below, mode, n, i):
+    """The i-th smallest (1-based) of n codes: the sorted ``codes[:k]``, of which the first
+    ``below`` lie under ``mode``, and n - k rows at ``mode``."""
+    if i <= below:
+        return codes[i - 1]
+    if i <= below + n - k:
+        return mode
+    return codes[i - (n - k) - 1]
+
+
 @helper
 def prior_rule_counts(perm, start, end, is_cat, nbins, m, scratch, na):
     """``node_rule_counts`` without its histograms in ``scratch.hist2d``: the same per-variable
@@ -582,39 +634,45 @@ def prior_rule_counts(perm, start, end, is_cat, nbins, m, scratch, na):
 
     The fused histogram of ``node_rule_counts`` touches every (row, predictor) pair of the node.
     When the predictors' exceptions (``mode_exceptions``: rows whose code is not the predictor's
-    most common one) are fewer than that, each predictor's histogram is built from them instead:
-    the node's rows are flagged (``scratch.row_flag``, cleared again), a predictor starts with all
-    rows at its mode and each flagged exception moves one row to its own code. The histogram, and
-    so every count, is the same; only the work differs (grants, 2,000 rows x 1,497 mostly 0/1
-    predictors: about 1.3% of the codes are exceptions, ``benchmarks/results/cgm_wide_cost.md``).
+    most common one) are fewer than that, each predictor's counts are built from them instead:
+    the node's rows are flagged (``scratch.row_flag``, cleared again) and one pass over the
+    predictor's exceptions finds those at the node. A numeric predictor with at most
+    ``FEW_EXCEPTIONS`` of them gets its count from their sorted codes
+    (``_numeric_count_from_exceptions``); any other gets the histogram: all rows at its mode, each
+    exception at the node moved to its own code. Every count is the same; only the work differs
+    (grants, 2,000 rows x 1,497 mostly 0/1 predictors: about 1.3% of the codes are exceptions,
+    ``benchmarks/results/cgm_wide_cost.md``).
     """
     ptr = scratch.ex_ptr
-    xr = scratch.codes_by_row
-    p = xr.shape[1]
+    p = scratch.ex_mode.shape[0]
     n = end - start
     if ptr.shape[0] != p + 1 or n < 2 * m or ptr[p] + 2 * n >= n * p:
         return node_rule_counts(perm, start, end, is_cat, nbins, m, scratch, na)
-    rows, mode, flags, hist, sums = scratch.ex_row, scratch.ex_mode, scratch.row_flag, scratch.hist, scratch.sums
+    rows, codes, mode = scratch.ex_row, scratch.ex_code, scratch.ex_mode
+    flags, hist, sums = scratch.row_flag, scratch.hist, scratch.sums
     counts, lows, extras = scratch.counts, scratch.lows, scratch.extras
     for i in range(start, end):
         flags[perm[i]] = 1
+    # Up to ``few`` of a predictor's exception codes at the node are kept (in ``hist``) to read a
+    # numeric count off order statistics instead of a histogram of all its bins.
+    few = min(FEW_EXCEPTIONS, hist.shape[0] - 1)
     n_vars = 0
     for v in range(p):
         here = 0
         for j in range(ptr[v], ptr[v + 1]):
+            # Branch-free (a node's flags follow no pattern the branch predictor could learn): the
+            # code is written at the next free place and kept only if its row is at the node.
+            hist[min(here, few)] = codes[j]
             here += flags[rows[j]]
-        if here == 0 and not is_cat[v] and not na and m >= 1:
-            # Every row at one code: no numeric cut sends m >= 1 rows each way, and
-            # ``_rule_count_from_hist`` returns (0, 0, 0) for that histogram.
-            c, lo, ex = 0.0, 0, 0
+        if not is_cat[v] and not na and m >= 1 and here <= few:
+            c, lo, ex = _numeric_count_from_exceptions(hist, here, mode[v], n, m)
         else:
             for k in range(nbins[v] + 1 if na else nbins[v]):
                 hist[k] = 0
             hist[mode[v]] = n - here
             for j in range(ptr[v], ptr[v + 1]):
-                r = rows[j]
-                if flags[r]:
-                    hist[xr[r, v]] += 1
+                if flags[rows[j]]:
+                    hist[codes[j]] += 1
             c, lo, ex = _rule_count_from_hist(hist, is_cat[v], nbins[v], n, m, sums, na)
         counts[v] = c
         lows[v] = lo
