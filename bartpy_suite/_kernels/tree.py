@@ -143,8 +143,8 @@ class Scratch(NamedTuple):
     leaf_n: np.ndarray  # int64[N]: rows per leaf of the scored subtree
     leaf_sum: np.ndarray  # float64[N]
     # Each predictor's most common code and the rows that do not have it (``mode_exceptions``), so
-    # that ``prior_rule_counts`` histograms a node in time proportional to those rows rather than to
-    # rows x predictors; ``ex_ptr`` is empty when the codes are too dense for this to pay.
+    # that ``prior_rule_counts`` counts a node's rules in time proportional to those rows rather than
+    # to rows x predictors; ``ex_ptr`` is empty when the codes are too dense for this to pay.
     ex_mode: np.ndarray  # int32[p]: most common code of each predictor (the smallest such)
     ex_ptr: np.ndarray  # int64[p + 1] or int64[0]: predictor v's rows are ex_row[ex_ptr[v]:ex_ptr[v + 1]]
     ex_row: np.ndarray  # int32[number of exceptions]: ascending within each predictor
@@ -219,9 +219,9 @@ def new_scratch(codes: np.ndarray, capacity: int, nbins: np.ndarray, n_classes: 
 
 
 #: ``mode_exceptions`` keeps the exceptions only when at most this share of all codes are exceptions:
-#: each costs 8 bytes of every chain's scratch (row and code; the codes themselves take 8 bytes per
-#: (row, predictor) there, ``xt`` and ``codes_by_row``), for a path that pays off only at nodes of
-#: more than about that share of the rows (``prior_rule_counts``).
+#: each costs 8 bytes of every chain's scratch (row and code; a chain already holds the codes twice,
+#: 8 bytes per (row, predictor): ``xt`` and ``codes_by_row``), for a path that pays off only at nodes
+#: of more than about that share of the rows (``prior_rule_counts``).
 EXCEPTION_SHARE = 0.1
 
 
