@@ -60,8 +60,8 @@ from .tree import (
     leaf_left_count_sum,
     leaf_terms,
     merge_sorted_halves,
-    node_rule_counts,
     p_split,
+    prior_rule_counts,
     refresh_leaf_terms,
     repartition_subtree,
     rule_log_prob,
@@ -185,8 +185,8 @@ def _leaf_split_log_one_minus(tree, node, data, target, scratch):
 def _rule_log_probs(tree, node, v_a, v_b, is_cat, nbins, target, scratch):
     """log p_RULE at ``node`` (its current rows) of a stored rule on variable ``v_a`` and on
     ``v_b`` (the mass of a rule depends on its variable only, see ``tree.rule_log_prob``)."""
-    n_vars = node_rule_counts(tree.perm, tree.start[node], tree.end[node], is_cat, nbins, target.prior.min_leaf,
-                              scratch, target.prior.na_split)
+    n_vars = prior_rule_counts(tree.perm, tree.start[node], tree.end[node], is_cat, nbins, target.prior.min_leaf,
+                               scratch, target.prior.na_split)
     a = rule_log_prob(n_vars, scratch.counts[v_a], scratch.extras[v_a], is_cat[v_a])
     b = rule_log_prob(n_vars, scratch.counts[v_b], scratch.extras[v_b], is_cat[v_b])
     return a, b

@@ -142,6 +142,13 @@ class Scratch(NamedTuple):
     cell_sum: np.ndarray  # float64[2^MAX_CELL_RULES]: their response sum
     leaf_n: np.ndarray  # int64[N]: rows per leaf of the scored subtree
     leaf_sum: np.ndarray  # float64[N]
+    # Each predictor's most common code and the rows that do not have it (``mode_exceptions``), so
+    # that ``prior_rule_counts`` counts a node's rules in time proportional to those rows rather than
+    # to rows x predictors; ``ex_ptr`` is empty when the codes are too dense for this to pay.
+    ex_mode: np.ndarray  # int32[p]: most common code of each predictor (the smallest such)
+    ex_ptr: np.ndarray  # int64[p + 1] or int64[0]: predictor v's rows are ex_row[ex_ptr[v]:ex_ptr[v + 1]]
+    ex_row: np.ndarray  # int32[number of exceptions]: ascending within each predictor
+    ex_code: np.ndarray  # int32[number of exceptions]: their codes (read in order, not from codes_by_row)
     # DART (``sparse.py``): log of the split-variable weights s, used by ``sample_rule_s`` and
     # ``node_log_prior``; empty for the uniform rule prior (every sampler's default).
     log_s: np.ndarray  # float64[p] or float64[0]
@@ -205,9 +212,58 @@ def new_scratch(codes: np.ndarray, capacity: int, nbins: np.ndarray, n_classes: 
         cell_sum=np.zeros(1 << MAX_CELL_RULES, dtype=np.float64),
         leaf_n=np.zeros(capacity, dtype=np.int64),
         leaf_sum=np.zeros(capacity, dtype=np.float64),
+        **mode_exceptions(codes),
         log_s=np.full(p, -math.log(p)) if sparse and p else np.zeros(0),
         model=model_tag(model),
     )
+
+
+#: ``mode_exceptions`` keeps the exceptions only when at most this share of all codes are exceptions:
+#: each costs 8 bytes of every chain's scratch (row and code; a chain already holds the codes twice,
+#: 8 bytes per (row, predictor): ``xt`` and ``codes_by_row``), for a path that pays off only at nodes
+#: of more than about that share of the rows (``prior_rule_counts``).
+EXCEPTION_SHARE = 0.1
+
+
+def mode_exceptions(codes: np.ndarray) -> dict[str, np.ndarray]:
+    """Each predictor's most common code and the rows whose code differs from it.
+
+    Parameters
+    ----------
+    codes : numpy.ndarray
+        The (p, n) binned predictors (non-negative codes).
+
+    Returns
+    -------
+    dict
+        ``ex_mode`` (int32[p], the smallest of the most common codes), ``ex_ptr`` (int64[p + 1]:
+        predictor v's exception rows are ``ex_row[ex_ptr[v]:ex_ptr[v + 1]]``, ascending) and
+        ``ex_row`` and ``ex_code`` (int32: the rows and their codes), the ``Scratch`` fields that
+        ``prior_rule_counts`` reads. When more than ``EXCEPTION_SHARE`` of all codes are exceptions,
+        ``ex_ptr``, ``ex_row`` and ``ex_code`` are empty (the fused histogram of
+        ``node_rule_counts`` is then used at every node).
+    """
+    p, n_rows = codes.shape
+    mode = np.zeros(p, dtype=np.int32)
+    n_except = np.zeros(p, dtype=np.int64)
+    # One predictor at a time: a single bincount over all codes would need an n x p index array.
+    for v in range(p):
+        if n_rows:
+            tally = np.bincount(codes[v])
+            mode[v] = int(np.argmax(tally))
+            n_except[v] = n_rows - int(tally[mode[v]])
+    if n_except.sum() > EXCEPTION_SHARE * n_rows * p:
+        empty = np.zeros(0, dtype=np.int32)
+        return {"ex_mode": mode, "ex_ptr": np.zeros(0, dtype=np.int64), "ex_row": empty, "ex_code": empty.copy()}
+    ptr = np.zeros(p + 1, dtype=np.int64)
+    np.cumsum(n_except, out=ptr[1:])
+    rows = np.zeros(int(ptr[p]), dtype=np.int32)
+    ex_codes = np.zeros(int(ptr[p]), dtype=np.int32)
+    for v in range(p):
+        off = np.flatnonzero(codes[v] != mode[v])
+        rows[ptr[v]:ptr[v + 1]] = off
+        ex_codes[ptr[v]:ptr[v + 1]] = codes[v, off]
+    return {"ex_mode": mode, "ex_ptr": ptr, "ex_row": rows, "ex_code": ex_codes}
 
 
 def new_tree(n_rows: int, capacity: int, n_classes: int = 1) -> TreeArrays:
@@ -523,6 +579,108 @@ def node_rule_counts(perm, start, end, is_cat, nbins, m, scratch, na):
         extras[v] = ex
         if c > 0:
             n_vars += 1
+    return n_vars
+
+
+#: Most exceptions of a numeric predictor at a node that ``prior_rule_counts`` sorts to read its
+#: rule count off order statistics; with more it builds the histogram.
+FEW_EXCEPTIONS = 16
+
+
+@helper
+def _numeric_count_from_exceptions(codes, k, mode, n, m):
+    """``_rule_count_from_hist`` of a numeric predictor (no missing-value split, m >= 1, n >= 2m)
+    whose n rows sit at ``mode`` but for the ``k`` codes ``codes[:k]`` (sorted here, in place).
+
+    Cut index j is available iff m <= c_j <= n - m, c_j the rows with code <= j: iff
+    ``x_(m) <= j < x_(n-m+1)`` with ``x_(i)`` the i-th smallest code. So the available cuts are the
+    range ``x_(m) .. x_(n-m+1) - 1``, which is what the histogram's scan finds (it stops below the
+    last code, and ``x_(n-m+1)`` is at most that code). Returns ``(count, lo, 0)``, (0, 0, 0) when
+    the range is empty.
+    """
+    for i in range(1, k):  # insertion sort: k is at most FEW_EXCEPTIONS
+        c = codes[i]
+        j = i - 1
+        while j >= 0 and codes[j] > c:
+            codes[j + 1] = codes[j]
+            j -= 1
+        codes[j + 1] = c
+    below = 0
+    while below < k and codes[below] < mode:
+        below += 1
+    lo = _kth_code(codes, k, below, mode, n, m)
+    hi = _kth_code(codes, k, below, mode, n, n - m + 1) - 1
+    if hi < lo:
+        return 0.0, 0, 0
+    return float(hi - lo + 1), lo, 0
+
+
+@helper
+def _kth_code(codes, k, below, mode, n, i):
+    """The i-th smallest (1-based) of n codes: the sorted ``codes[:k]``, of which the first
+    ``below`` lie under ``mode``, and n - k rows at ``mode``."""
+    if i <= below:
+        return codes[i - 1]
+    if i <= below + n - k:
+        return mode
+    return codes[i - (n - k) - 1]
+
+
+@helper
+def prior_rule_counts(perm, start, end, is_cat, nbins, m, scratch, na):
+    """``node_rule_counts`` without its histograms in ``scratch.hist2d``: the same per-variable
+    counts (``scratch.counts``, ``.lows``, ``.extras``) and the same return value, what the tree
+    prior of a node needs (``node_log_prior``).
+
+    The fused histogram of ``node_rule_counts`` touches every (row, predictor) pair of the node.
+    When the predictors' exceptions (``mode_exceptions``: rows whose code is not the predictor's
+    most common one) are fewer than that, each predictor's counts are built from them instead:
+    the node's rows are flagged (``scratch.row_flag``, cleared again) and one pass over the
+    predictor's exceptions finds those at the node. A numeric predictor with at most
+    ``FEW_EXCEPTIONS`` of them gets its count from their sorted codes
+    (``_numeric_count_from_exceptions``); any other gets the histogram: all rows at its mode, each
+    exception at the node moved to its own code. Every count is the same; only the work differs
+    (grants, 2,000 rows x 1,497 mostly 0/1 predictors: about 1.3% of the codes are exceptions,
+    ``benchmarks/results/cgm_wide_cost.md``).
+    """
+    ptr = scratch.ex_ptr
+    p = scratch.ex_mode.shape[0]
+    n = end - start
+    if ptr.shape[0] != p + 1 or n < 2 * m or ptr[p] + 2 * n >= n * p:
+        return node_rule_counts(perm, start, end, is_cat, nbins, m, scratch, na)
+    rows, codes, mode = scratch.ex_row, scratch.ex_code, scratch.ex_mode
+    flags, hist, sums = scratch.row_flag, scratch.hist, scratch.sums
+    counts, lows, extras = scratch.counts, scratch.lows, scratch.extras
+    for i in range(start, end):
+        flags[perm[i]] = 1
+    # Up to ``few`` of a predictor's exception codes at the node are kept (in ``hist``) to read a
+    # numeric count off order statistics instead of a histogram of all its bins.
+    few = min(FEW_EXCEPTIONS, hist.shape[0] - 1)
+    n_vars = 0
+    for v in range(p):
+        here = 0
+        for j in range(ptr[v], ptr[v + 1]):
+            # Branch-free (a node's flags follow no pattern the branch predictor could learn): the
+            # code is written at the next free place and kept only if its row is at the node.
+            hist[min(here, few)] = codes[j]
+            here += flags[rows[j]]
+        if not is_cat[v] and not na and m >= 1 and here <= few:
+            c, lo, ex = _numeric_count_from_exceptions(hist, here, mode[v], n, m)
+        else:
+            for k in range(nbins[v] + 1 if na else nbins[v]):
+                hist[k] = 0
+            hist[mode[v]] = n - here
+            for j in range(ptr[v], ptr[v + 1]):
+                if flags[rows[j]]:
+                    hist[codes[j]] += 1
+            c, lo, ex = _rule_count_from_hist(hist, is_cat[v], nbins[v], n, m, sums, na)
+        counts[v] = c
+        lows[v] = lo
+        extras[v] = ex
+        if c > 0:
+            n_vars += 1
+    for i in range(start, end):
+        flags[perm[i]] = 0
     return n_vars
 
 
@@ -1039,7 +1197,7 @@ def node_log_prior(tree, node, data, target, scratch):
     rc = tree.right[node]
     if tree.end[lc] - tree.start[lc] < m or tree.end[rc] - tree.start[rc] < m:
         return -np.inf
-    n_vars = node_rule_counts(tree.perm, s, e, is_cat, nbins, m, scratch, na)
+    n_vars = prior_rule_counts(tree.perm, s, e, is_cat, nbins, m, scratch, na)
     if scratch.log_s.shape[0] > 0:
         return math.log(ps) + rule_log_prob_s(scratch.log_s, scratch.counts, v, scratch.extras[v], is_cat[v])
     return math.log(ps) + rule_log_prob(n_vars, scratch.counts[v], scratch.extras[v], is_cat[v])
