@@ -6,7 +6,9 @@ quarter of each run tuning). A configuration is a sampler (``tempered`` with the
 likelihood, adapted, DEO, K rungs; or ``cgm``), and a within-rung MH move mix: the thesis' four
 moves with equal weights (``thesis``), or those scaled by 0.8 with Pratola's rotate and perturb
 at 0.1 each (``rotate_perturb``: perturb without the change of variable, which ``tempered`` does
-not offer). For each configuration and each budget of MH steps per run (iterations x K) the fit is
+not offer); and the package's ``cgm`` mix (``cgm_mix``, the sampler's default) without and with the
+same rotate/perturb share (``cgm_mix_rotate_perturb``, the mix the mixing advice suggests). For
+each configuration and each budget of MH steps per run (iterations x K) the fit is
 repeated with several seeds (each seed is a new set of 8 runs), because one R-hat across 8 runs is
 a noisy number. Reported per (configuration, budget): CPU seconds of the 8-run fit (one thread,
 kernels compiled before the first timed fit), R-hat of n_leaves and of the log posterior across
@@ -41,14 +43,17 @@ from _provenance import header  # noqa: E402
 from _tables import markdown_table, write_atomic  # noqa: E402
 
 import bartpy_suite as bps  # noqa: E402
+from bartpy_suite.samplers.mh import CGM_MOVES, ROTATE_PERTURB_MOVES  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 POSTERIOR_ROOT = "x2#3"
 THESIS = {"grow": 0.25, "prune": 0.25, "change": 0.25, "swap": 0.25}
 MOVES = {"thesis": THESIS,
-         "rotate_perturb": {**{k: 0.8 * v for k, v in THESIS.items()}, "rotate": 0.1, "perturb": 0.1}}
+         "rotate_perturb": {**{k: 0.8 * v for k, v in THESIS.items()}, "rotate": 0.1, "perturb": 0.1},
+         "cgm_mix": dict(CGM_MOVES), "cgm_mix_rotate_perturb": dict(ROTATE_PERTURB_MOVES)}
 DEFAULT_CONFIGS = ("tempered:6:thesis,tempered:8:thesis,tempered:12:thesis,tempered:16:thesis,"
-                   "tempered:8:rotate_perturb,tempered:16:rotate_perturb,cgm:1:thesis,cgm:1:rotate_perturb")
+                   "tempered:8:rotate_perturb,tempered:16:rotate_perturb,cgm:1:thesis,cgm:1:rotate_perturb,"
+                   "tempered:16:cgm_mix,tempered:16:cgm_mix_rotate_perturb")
 
 
 def parse_config(text: str) -> tuple[str, int, str]:

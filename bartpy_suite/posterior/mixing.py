@@ -279,7 +279,7 @@ def _advice(fit, severity: str) -> str:
         if model == "cart" and not any(moves.get(m, 0.0) > 0 for m in ("rotate", "perturb")):
             # on cgm1998 the rung count (6-16) changed nothing per MH step; these moves did
             return (f"{longer}, or Pratola's rotate and perturb moves inside the rungs (sampler_options="
-                    f"{{'moves': {ROTATE_PERTURB_MOVES}}}: on cgm1998 the runs agreed after an eighth of the MH "
+                    f"{{'moves': {ROTATE_PERTURB_MOVES}}}: on cgm1998 the runs agreed after a quarter of the MH "
                     "steps, benchmarks/results/tempered_agreement.md)")
         rungs = opts.get("rungs")
         if rungs is None and opts.get("temperatures") is None:  # the sampler's defaults (its 'rungs' option)
