@@ -158,7 +158,9 @@ def rung_stats(fit, options: dict) -> dict:
     return out
 
 
-def run_scheme(df, label, options, rungs, steps, seed, fractions=(), traces=None):
+def run_scheme(df, label, options, rungs, steps, seed, fractions=(), traces=None, moves=None):
+    """Fit one scheme (8 runs) and measure it; ``moves``: the within-rung MH move mix (default the
+    thesis' equal weights)."""
     iters = steps // rungs
     tune = iters // 4
     draws = iters - tune
@@ -167,7 +169,8 @@ def run_scheme(df, label, options, rungs, steps, seed, fractions=(), traces=None
     t0 = time.perf_counter()
     c0 = time.process_time()
     fit = bps.cart("y ~ x1 + x2", data=df, sampler=sampler, sampler_options=options, chains=RUNS,
-                   draws=draws // thin, tune=tune, thin=thin, seed=seed, progress=False, threads=1, **PRIORS)
+                   draws=draws // thin, tune=tune, thin=thin, seed=seed, progress=False, threads=1,
+                   **{**PRIORS, **({"moves": moves} if moves else {})})
     wall = time.perf_counter() - t0
     cpu = time.process_time() - c0
     out = {"label": label, "rungs": rungs, "iterations": iters, "mh_steps": iters * rungs, "wall_s": wall,

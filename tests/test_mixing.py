@@ -171,7 +171,8 @@ def _stub_report(severity):
 @pytest.mark.parametrize("sampler, model, wanted, unwanted", [
     ("cgm", "cart", ["tune=1000 now", "sampler='tempered'"], ["sampler='cgm'"]),
     ("grow_prune", "bart", ["tune=1000 now", "sampler='pg'"], ["sampler='grow_prune'"]),
-    ("tempered", "cart", ["more rungs", "'rungs': 32", "16 now"], ["sampler='tempered'"]),
+    ("tempered", "cart", ["tune=1000 now", "'rotate': 0.1", "'perturb': 0.1"], ["sampler='tempered'", "more rungs"]),
+    ("tempered", "bart", ["more rungs", "'rungs': 16", "8 now"], ["sampler='tempered'", "'rotate'"]),
     ("pg", "bart", ["more particles", "'particles': 20", "ancestor_sampling"], ["sampler='pg'"]),
     ("smc", "cart", ["smc has no tune", "more particles per island (draws=1000 now", "more islands (chains)"],
      ["tune="]),
@@ -185,6 +186,12 @@ def test_advice_fits_the_sampler_in_use(sampler, model, wanted, unwanted):
         assert text in message, (sampler, text)
     for text in unwanted:
         assert text not in message, (sampler, text)
+
+
+def test_tempered_cart_with_pratolas_moves_is_advised_more_rungs():
+    fit = _StubFit("tempered", "cart", moves={"grow": 0.4, "prune": 0.4, "rotate": 0.1, "perturb": 0.1})
+    message = mixing._message(fit, _stub_report("strong"))
+    assert "more rungs (sampler_options={'rungs': 32}; 16 now)" in message and "Pratola" not in message
 
 
 def test_a_note_is_logged_not_warned(caplog, capsys):

@@ -96,10 +96,17 @@ RUNG_CASES = [
     pytest.param("classes", "classification", "geometric", Rung(0.4, 0.4), None, marks=SLOW),
     pytest.param("factor", "mean_shift", "shrinkage", Rung(1.0, 1.0, 0.5, 2.0), None, marks=SLOW),
     pytest.param("grid", None, "geometric-prior", Rung(0.0, 0.25), None, marks=SLOW),
+    # Pratola's moves inside a rung: their ratios must temper the likelihood by t and the prior by s
+    ("grid", "mean_shift", "geometric", Rung(0.3, 0.3), "rotate"),
+    ("grid", "mean_shift", "geometric", Rung(0.3, 0.3), "perturb"),
+    ("factor", "mean_shift", "likelihood", Rung(0.2, 1.0), "perturb"),
+    pytest.param("factor", "mean_shift", "shrinkage", Rung(1.0, 1.0, 0.5, 2.0), "perturb", marks=SLOW),
+    pytest.param("grid", "mean_shift", "likelihood", Rung(0.2, 1.0), "rotate", marks=SLOW),
 ]
 CASE_IDS = ["grid-geometric-cgm", "grid-geometric-grow", "grid-geometric-change", "grid-geometric-swap",
             "factor-geometric-cgm", "factor-mvs-likelihood-cgm", "classes-geometric-cgm", "factor-shrinkage-cgm",
-            "grid-prior-geometric-cgm"]
+            "grid-prior-geometric-cgm", "grid-geometric-rotate", "grid-geometric-perturb",
+            "factor-likelihood-perturb", "factor-shrinkage-perturb", "grid-likelihood-rotate"]
 
 
 @pytest.mark.parametrize("dataset,model,label,rung,move", RUNG_CASES, ids=CASE_IDS)
@@ -181,18 +188,21 @@ def test_swap_keeps_product_target_and_rate(dataset, model, rungs):
 
 
 FULL_CASES = [
-    ("grid", None, [Rung(), Rung(0.0, 0.5), Rung(0.0, 0.1)]),
-    ("factor", "mean_shift", [Rung(), Rung(1.0, 1.0, 0.6, 1.5), Rung(1.0, 1.0, 0.4, 3.0)]),
-    pytest.param("grid", "mean_shift", [Rung(), Rung(0.3), Rung(0.0)], marks=SLOW),
+    ("grid", None, [Rung(), Rung(0.0, 0.5), Rung(0.0, 0.1)], H.CGM_MOVES),
+    ("factor", "mean_shift", [Rung(), Rung(1.0, 1.0, 0.6, 1.5), Rung(1.0, 1.0, 0.4, 3.0)], H.CGM_MOVES),
+    pytest.param("grid", "mean_shift", [Rung(), Rung(0.3), Rung(0.0)], H.CGM_MOVES, marks=SLOW),
+    # the sampler's own path for a user's rotate/perturb mix (move flags built by TemperedCartChain)
+    ("grid", "mean_shift", [Rung(), Rung(0.3), Rung(0.0)], H.PERTURB_MOVES),
 ]
 
 
-@pytest.mark.parametrize("dataset,model,rungs", FULL_CASES, ids=["prior-geometric", "shrinkage", "likelihood"])
-def test_full_iteration_exact_start(dataset, model, rungs):
+@pytest.mark.parametrize("dataset,model,rungs,moves", FULL_CASES,
+                         ids=["prior-geometric", "shrinkage", "likelihood", "likelihood-rotate-perturb"])
+def test_full_iteration_exact_start(dataset, model, rungs, moves):
     """Three tempered iterations (moves on every rung, swaps of both parities) keep every rung's
     target; the prior-only case is the sampler with the likelihood switched off."""
-    seed = 7200 + len(dataset) + (model is None) + int(10 * rungs[1].s)
-    out, probs, ex, _ = exact_start_tempered(dataset, model, rungs, H.CGM_MOVES, N_STEPS, seed, 8_000)
+    seed = 7200 + len(dataset) + (model is None) + int(10 * rungs[1].s) + (moves is not H.CGM_MOVES)
+    out, probs, ex, _ = exact_start_tempered(dataset, model, rungs, moves, N_STEPS, seed, 8_000)
     for r in range(len(rungs)):
         assert_fit(H.fit_trees(out[r], ex.index, probs[r]), f"full rung {r} {rungs[r]}")
 
@@ -243,6 +253,21 @@ def test_user_contract_statistics(small_df):
     np.testing.assert_array_equal(ss["rung_n_leaves"].values[:, :, 0], fit.posterior["n_leaves"].values)
     # The target rung's log target is its log posterior.
     np.testing.assert_allclose(ss["rung_log_target"].values[:, :, 0], ss["log_posterior"].values, rtol=1e-9)
+
+
+def test_rotate_perturb_moves_reach_the_rungs(small_df):
+    """A user's rotate/perturb mix is kept in the fit's options and drives the kernel: the same seed
+    with the grow/prune part alone gives other draws (their correctness: the exact-start tests above)."""
+    def fit(moves):
+        return bps.cart("y ~ x1 + x2", data=small_df, sampler="tempered", chains=1, draws=100, tune=50, seed=5,
+                        sampler_options={"moves": moves, "rungs": 4}, check_mixing=False)
+
+    pratola = fit({"grow": 0.3, "prune": 0.3, "rotate": 0.2, "perturb": 0.2})
+    kept = pratola.config["sampler_options"]["moves"]
+    assert kept["rotate"] == pytest.approx(0.2) and kept["perturb"] == pytest.approx(0.2) and kept["change"] == 0.0
+    plain = fit({"grow": 0.3, "prune": 0.3})
+    assert not np.array_equal(pratola.idata["sample_stats"]["log_posterior"].values,
+                              plain.idata["sample_stats"]["log_posterior"].values)
 
 
 def test_same_seed_same_draws(small_df):

@@ -105,6 +105,9 @@ def test_bart_options_and_statistics():
     with pytest.raises(ArgumentError, match="ladder must be 'likelihood'"):
         bps.bart("y ~ .", data=df, trees=5, chains=1, draws=5, tune=5, sampler="tempered",
                  sampler_options={"ladder": "geometric"})
+    with pytest.raises(ArgumentError, match="'rotate' and 'perturb' moves for CART"):
+        bps.bart("y ~ .", data=df, trees=5, chains=1, draws=5, tune=5, sampler="tempered",
+                 sampler_options={"moves": {"grow": 0.4, "prune": 0.4, "perturb": 0.2}})
     binary = df.assign(y=np.where(df["y"] > df["y"].median(), "high", "low"))
     with pytest.raises(ArgumentError, match="probit BART"):
         bps.bart("y ~ .", data=binary, trees=5, chains=1, draws=5, tune=5, sampler="tempered")

@@ -65,6 +65,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import MixingWarning, StrongMixingWarning
+from ..samplers.mh import ROTATE_PERTURB_MOVES
 from ..samplers.registry import SAMPLERS
 from .weighted import MIN_DRAWS, kish_ess, weighted_ess, weighted_rhat
 
@@ -274,6 +275,12 @@ def _advice(fit, severity: str) -> str:
                  "new trees)")
         return f"{longer}, or {other}"
     if sampler == "tempered":
+        moves = opts.get("moves") or {}
+        if model == "cart" and not any(moves.get(m, 0.0) > 0 for m in ("rotate", "perturb")):
+            # on cgm1998 the rung count (6-16) changed nothing per MH step; these moves did
+            return (f"{longer}, or Pratola's rotate and perturb moves inside the rungs (sampler_options="
+                    f"{{'moves': {ROTATE_PERTURB_MOVES}}}: on cgm1998 the runs agreed after a quarter of the MH "
+                    "steps, benchmarks/results/tempered_agreement.md)")
         rungs = opts.get("rungs")
         if rungs is None and opts.get("temperatures") is None:  # the sampler's defaults (its 'rungs' option)
             rungs = 8 if model == "bart" else (15 if opts.get("ladder") == "shrinkage" else 16)

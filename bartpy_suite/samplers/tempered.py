@@ -35,7 +35,8 @@ Options (``sampler_options``):
     rejection rates of the pairs are equal (``ladder.py``), then freeze the ladder (default True:
     in the experiment it evened the swap rates and doubled the round trips).
 ``moves``
-    The within-rung MH move mix (as ``cgm``).
+    The within-rung MH move mix (as ``cgm``; CART also takes Pratola's ``rotate`` and ``perturb``,
+    weight 0 by default, perturb without the change of variable).
 ``store_rungs``
     Also keep every rung's tree at each kept draw (default False: only the target rung's). CART
     only. The fit then has a DataTree group ``rung_trees``: ``tree_nodes`` (chain, draw, rung)
@@ -98,7 +99,7 @@ from ..errors import ArgumentError
 from .draws import ChainDraws
 from .forest import ForestChain
 from .ladder import new_positions, path_rows, round_boundaries
-from .mh import CGM_MOVES, move_flags, move_vector
+from .mh import CGM_MOVES, EXTRA_MOVES, move_flags, move_vector
 from .problems import BartProblem, CartProblem
 from .registry import Option, SamplerSpec, Statistic, register
 from .single_tree import INITIAL_NODES_PER_DRAW, TreeChain
@@ -459,7 +460,8 @@ class TemperedBartChain(_Rungs, ForestChain):
 # -- options -------------------------------------------------------------------------------------
 
 def _check_moves(name: str, value) -> dict:
-    return check.check_moves(value, CGM_MOVES, paired=[("grow", "prune")], required=["grow"], name=name)
+    return check.check_moves(value, {**CGM_MOVES, **EXTRA_MOVES}, paired=[("grow", "prune")], required=["grow"],
+                             name=name)
 
 
 def _check_bool(name: str, value) -> bool:
@@ -537,6 +539,10 @@ def _build_bart(problem: BartProblem, options: dict, rng) -> TemperedBartChain:
     if options["ladder"] != "likelihood":
         raise ArgumentError(f"sampler 'tempered' for BART tempers the likelihood of the sum of trees: "
                             f"ladder must be 'likelihood', got {options['ladder']!r}")
+    if any(options["moves"].get(m, 0.0) > 0 for m in EXTRA_MOVES):
+        # their ratios are checked against tempered CART targets only (tests/test_tempered.py)
+        raise ArgumentError("sampler 'tempered' offers the 'rotate' and 'perturb' moves for CART (bps.cart) "
+                            "only; give BART's tempered rungs grow, prune, change and swap moves")
     n_rungs = options["rungs"]
     temps = options["temperatures"]
     if temps is None:
