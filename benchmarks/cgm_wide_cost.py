@@ -13,8 +13,9 @@ for contrast, of ``ames`` (73 predictors), BART with m = 200 trees and the defau
 .25 and change .5, or swap .5).
 
 Each data set runs in a worker process (``--worker``) twice: "before" on the package at
-``--before`` (default ``/work/main``, the code before the fix, read only: its numba cache goes to
-a temporary folder and no bytecode is written there) and "after" on this checkout. A worker
+``--before-cgm`` (default ``BEFORE_CGM``, main before the fix: a git revision, exported with ``git
+archive`` to a temporary folder, or a checkout, read only: its numba cache goes to a temporary
+folder and no bytecode is written there) and "after" on this checkout. A worker
 reports, per mix, a hash of the whole fit (``draw_fingerprints.py``'s; before and after must
 agree, so that both columns time the same chain), the CPU seconds of the sweeps alone
 (``TreeModel._run``, after a warm-up fit has loaded the kernels; CPU rather than wall time on the
@@ -28,6 +29,15 @@ pass over rows x predictors, the old path of the tree prior's rule counts) again
 ``tree.prior_rule_counts`` (the same counts from each predictor's exceptions to its most common
 code), on the fit's own binned codes at random row subsets of 2,000 / 1,000 / 300 / 100 rows
 (sorted, as a node's rows are; 200 calls each, data seed 0).
+
+Second part, the other samplers whose kernels counted rules with ``node_rule_counts``
+(``SAMPLER_CASES``: ``pg`` as a control, ``pg`` with ancestor sampling, ``ctmc`` with and without
+rotate / perturb events, ``cgm`` with grow / prune / rotate / perturb): the same data, priors and
+grid, CPU ms per sweep and a hash of the fit, "before" on the package at ``--before`` (default
+``BEFORE_SAMPLERS``, main with the cgm fix) and "after" on this checkout; ``pg`` and ``ctmc`` run
+fewer sweeps (``--pg-tune`` / ``--pg-draws``, ``--ctmc-tune`` / ``--ctmc-draws``). Hand-written
+sections at the end of an existing ``--out`` file (a ``## `` heading saying "written by hand" and
+all after it) are kept below the regenerated tables.
 """
 
 from __future__ import annotations
@@ -55,7 +65,27 @@ MIXES = {
     "grow_prune+change": {"grow": 0.25, "prune": 0.25, "change": 0.5},
     "grow_prune+swap": {"grow": 0.25, "prune": 0.25, "swap": 0.5},
 }
+#: The other samplers whose kernels counted a node's rules with ``node_rule_counts`` (``--part
+#: samplers``): name -> (sampler, sampler options). ``pg`` with the prior proposal never counts them
+#: (a control); ancestor sampling scores the reference's rules at every stage (``_rule_log_prior``),
+#: CT-MCMC every leaf's birth rates and nog's death rate, CHANGE-OF-VARIABLE (a tenth of the
+#: perturb moves / events) the rules at its node.
+SAMPLER_CASES = {
+    "pg": ("pg", {}),
+    "pg ancestor_sampling": ("pg", {"ancestor_sampling": True}),
+    "ctmc": ("ctmc", {}),
+    "ctmc rotate+perturb": ("ctmc", {"rotate": True, "perturb": True}),
+    "cgm grow/prune/rotate/perturb": ("cgm", {"moves": {"grow": 0.25, "prune": 0.25, "rotate": 0.25,
+                                                        "perturb": 0.25}}),
+}
 MOVES = ("grow", "prune", "change", "swap")
+#: tune + kept sweeps of the pg and ctmc cases (slower per sweep than the others: ctmc about 5 CPU s
+#: per sweep on grants)
+PG_SWEEPS = (20, 20)
+CTMC_SWEEPS = (5, 5)
+#: main before the cgm fix (the first parent of its merge) and main with it (the merge)
+BEFORE_CGM = "0c781de"
+BEFORE_SAMPLERS = "40e9e1f"
 SIZES = (2000, 1000, 300, 100)
 HELPER_CALLS = 200
 
@@ -135,12 +165,24 @@ def worker(args) -> None:
     _base.TreeModel._run = timed_run
     SamplerSpec.make_chain = kept_chain
 
-    def fit(data, moves, tune, draws, trees):
+    def fit(data, moves, tune, draws, trees, sampler="cgm", options=None):
+        options = {"moves": moves} if options is None else options
         with paper_grid("uniform"):
-            return bps.bart("y ~ .", data=data, trees=trees, sampler="cgm", chains=1, draws=draws, tune=tune, seed=0,
-                            min_leaf_size=1, max_cuts=N_CUTS, sampler_options={"moves": moves}, progress=False,
+            return bps.bart("y ~ .", data=data, trees=trees, sampler=sampler, chains=1, draws=draws, tune=tune, seed=0,
+                            min_leaf_size=1, max_cuts=N_CUTS, sampler_options=options, progress=False,
                             check_mixing=False, log_likelihood=False)
 
+    if args.part == "samplers":
+        for name, (sampler, options) in SAMPLER_CASES.items():
+            fit(df.iloc[:200], None, 2, 2, 3, sampler, options)  # load or compile outside the timed fit
+            tune, draws = {"pg": (args.pg_tune, args.pg_draws), "ctmc": (args.ctmc_tune, args.ctmc_draws)}.get(
+                sampler, (args.tune, args.draws))
+            f = fit(df, None, tune, draws, args.trees, sampler, options)
+            rec = {"data": args.data, "predictors": n_predictors, "case": name, "sweeps": tune + draws,
+                   "kept": draws, "cpu_s": sweeps["cpu"], "leaves": float(f.posterior["mean_leaves"].values.mean()),
+                   "draws_sha1": _hash_fit(f)}
+            print(json.dumps(rec), flush=True)
+        return
     for moves in MIXES.values():  # load or compile each mix's kernels outside the timed fits
         fit(df.iloc[:200], moves, 2, 2, 3)
     for name, moves in MIXES.items():
@@ -163,14 +205,16 @@ def worker(args) -> None:
         print(json.dumps(rec), flush=True)
 
 
-def run_worker(code_root: str, data: str, args, cache: str) -> list[dict]:
-    """Run ``--worker`` for ``data`` with the package at ``code_root``; its JSON records."""
+def run_worker(code_root: str, data: str, args, cache: str, part: str = "cgm") -> list[dict]:
+    """Run ``--worker`` for ``data`` and ``part`` with the package at ``code_root``; its JSON records."""
     env = dict(os.environ, PYTHONPATH=code_root)
     if os.path.realpath(code_root) != os.path.realpath(ROOT):
         # another checkout (read only): numba's cache and Python's bytecode stay out of it
         env.update(NUMBA_CACHE_DIR=cache, PYTHONDONTWRITEBYTECODE="1")
     cmd = [sys.executable, "-W", "ignore", os.path.abspath(__file__), "--worker", "--data", data,
-           "--tune", str(args.tune), "--draws", str(args.draws), "--trees", str(args.trees)]
+           "--tune", str(args.tune), "--draws", str(args.draws), "--trees", str(args.trees),
+           "--pg-tune", str(args.pg_tune), "--pg-draws", str(args.pg_draws), "--ctmc-tune", str(args.ctmc_tune),
+           "--ctmc-draws", str(args.ctmc_draws), "--part", part]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=HERE)
     if proc.returncode != 0:
         raise RuntimeError(f"worker {data} on {code_root} failed:\n{proc.stderr[-3000:]}")
@@ -192,16 +236,19 @@ def report(results: dict, args) -> list[str]:
     lines += _provenance.header(
         "sampler seed 0 for every fit; training set 0 of pg_bart_real.py's splits (permutation seed 2015); "
         "helper timing row subsets from default_rng(0)",
-        settings=(f"BART m = {args.trees}, {args.tune} + {args.draws} sweeps, min_leaf_size 1, 100 evenly spaced "
-                  f"cuts, one chain; before = the package at {args.before}, after = this checkout"))
+        settings=(f"BART m = {args.trees}, {args.tune} + {args.draws} sweeps "
+                  f"({args.pg_tune} + {args.pg_draws} for pg, {args.ctmc_tune} + {args.ctmc_draws} for ctmc), "
+                  "min_leaf_size 1, 100 evenly spaced cuts, one chain; before = the package at "
+                  f"{args.before_cgm} (cgm move mixes) or {args.before} (other samplers), git revisions exported "
+                  "to a temporary folder; after = this checkout"))
     lines += ["CPU ms per sweep of the sweeps alone (no binning, no posterior), mean leaves per tree, proposals per "
               "sweep and acceptance of grow / prune / change / swap (the same before and after). \"same draws\": the "
               "fit's whole posterior hashes the same before and after (`draw_fingerprints.py`'s hash), so the "
               "two columns time the same chain.", ""]
     rows = []
     for data in args.data:
-        before = {r["mix"]: r for r in results[("before", data)] if "mix" in r}
-        after = {r["mix"]: r for r in results[("after", data)] if "mix" in r}
+        before = {r["mix"]: r for r in results[("before", data, "cgm")] if "mix" in r}
+        after = {r["mix"]: r for r in results[("after", data, "cgm")] if "mix" in r}
         for mix in MIXES:
             b, a = before[mix], after[mix]
             ms_b, ms_a = 1000 * b["cpu_s"] / b["sweeps"], 1000 * a["cpu_s"] / a["sweeps"]
@@ -216,7 +263,7 @@ def report(results: dict, args) -> list[str]:
     rows = []
     for data in args.data:
         for side in ("before", "after"):
-            a, gp, c, s = move_costs([r for r in results[(side, data)] if "mix" in r])
+            a, gp, c, s = move_costs([r for r in results[(side, data, "cgm")] if "mix" in r])
             rows.append([data, side, f"{a:.2f}", f"{gp:.4f}", f"{c:.4f}", f"{s:.4f}"])
     lines += markdown_table(["data", "code", "per sweep (a)", "per grow or prune", "per change", "per swap"], rows)
     lines += ["", "The helper that changed, per call (CPU ms; the fit's own binned codes, min_leaf_size 1, "
@@ -224,37 +271,95 @@ def report(results: dict, args) -> list[str]:
               "of the node, `prior_rule_counts` only each predictor's exceptions to its most common code.", ""]
     rows = []
     for data in args.data:
-        (h,) = [r for r in results[("after", data)] if "helper" in r]
+        (h,) = [r for r in results[("after", data, "cgm")] if "helper" in r]
         share = "-" if h["exceptions"] is None else f"{100 * h['exceptions'] / h['codes']:.1f}%"
         for t in h["helper"]:
             rows.append([data, share, t["rows"], f"{t['fused_ms']:.3f}", f"{t['exceptions_ms']:.3f}",
                          f"{t['fused_ms'] / t['exceptions_ms']:.1f}", "yes" if t["same"] else "NO"])
     lines += markdown_table(["data", "exceptions / codes", "node rows", "fused ms", "exceptions ms", "ratio",
                              "same counts"], rows)
+    lines += ["", f"## The other samplers' rule counts (before = the package at {args.before}, after = this checkout)",
+              "", "CPU ms per sweep of the sweeps alone and mean leaves per tree of the other samplers whose kernels "
+              "counted a node's rules with `node_rule_counts` (now `prior_rule_counts`): `pg` with the prior proposal "
+              "(a control: it never counts them), `pg` with ancestor sampling (the reference's rule priors at every "
+              "stage), `ctmc` (every leaf's birth rates, each nog's death rate), with rotate and perturb events, and "
+              "`cgm` with grow / prune / rotate / perturb (a tenth of the perturbs are CHANGE-OF-VARIABLE, which "
+              f"counts the rules at its node). BART m = {args.trees}, {args.tune} + {args.draws} sweeps "
+              f"({args.pg_tune} + {args.pg_draws} for the `pg` cases, {args.ctmc_tune} + {args.ctmc_draws} "
+              "for `ctmc`), "
+              "otherwise as above.", ""]
+    rows = []
+    for data in args.sampler_data:
+        before = {r["case"]: r for r in results[("before", data, "samplers")]}
+        after = {r["case"]: r for r in results[("after", data, "samplers")]}
+        for case in SAMPLER_CASES:
+            b, a = before[case], after[case]
+            ms_b, ms_a = 1000 * b["cpu_s"] / b["sweeps"], 1000 * a["cpu_s"] / a["sweeps"]
+            rows.append([data, b["predictors"], case, a["sweeps"], f"{ms_b:.1f}", f"{ms_a:.1f}", f"{ms_b / ms_a:.2f}",
+                         f"{a['leaves']:.2f}", "yes" if b["draws_sha1"] == a["draws_sha1"] else "NO"])
+    lines += markdown_table(["data", "D", "sampler", "sweeps", "ms/sweep before", "ms/sweep after", "speed-up",
+                             "leaves/tree", "same draws"], rows)
     return lines
+
+
+def checkout(revision: str, into: str) -> str:
+    """``revision`` if it is a folder, else that git revision of this repository exported (``git
+    archive``) into a new folder under ``into``: the package as it was, read only, no work tree."""
+    if os.path.isdir(revision):
+        return revision
+    dest = tempfile.mkdtemp(prefix=f"rev_{revision}_", dir=into)
+    archive = subprocess.run(["git", "-C", ROOT, "archive", revision], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", dest], input=archive, check=True)
+    return dest
+
+
+def hand_written(path: str | None) -> list[str]:
+    """The hand-written sections at the end of an existing report (from the first ``## `` heading
+    that says "written by hand"), so that regenerating the tables keeps them."""
+    if not path or not os.path.exists(path):
+        return []
+    with open(path) as fh:
+        lines = fh.read().rstrip("\n").split("\n")
+    for i, line in enumerate(lines):
+        if line.startswith("## ") and "written by hand" in line:
+            return [""] + lines[i:]
+    return []
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", nargs="+", default=["grants", "ames"])
+    parser.add_argument("--sampler-data", nargs="+", default=["grants"],
+                        help="data sets of the other samplers' part (ames has a 24-level factor, which ctmc refuses)")
     parser.add_argument("--tune", type=int, default=100)
     parser.add_argument("--draws", type=int, default=100)
+    parser.add_argument("--pg-tune", type=int, default=PG_SWEEPS[0], help="tune sweeps of the pg cases")
+    parser.add_argument("--pg-draws", type=int, default=PG_SWEEPS[1], help="kept sweeps of the pg cases")
+    parser.add_argument("--ctmc-tune", type=int, default=CTMC_SWEEPS[0], help="tune sweeps of the ctmc cases")
+    parser.add_argument("--ctmc-draws", type=int, default=CTMC_SWEEPS[1], help="kept sweeps of the ctmc cases")
     parser.add_argument("--trees", type=int, default=200)
-    parser.add_argument("--before", default="/work/main", help="checkout holding the code before the fix (read only)")
+    parser.add_argument("--before-cgm", default=BEFORE_CGM,
+                        help="git revision (or checkout) before the cgm fix: 'before' of the cgm move mixes")
+    parser.add_argument("--before", default=BEFORE_SAMPLERS,
+                        help="git revision (or checkout) before the other samplers' switch: their 'before'")
     parser.add_argument("--out", default=None)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--part", choices=("cgm", "samplers"), default="cgm", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         args.data = args.data[0]
         worker(args)
         return
     results = {}
+    keep = hand_written(args.out)
     with tempfile.TemporaryDirectory(prefix="cgm_wide_cost_") as cache:
-        for data in args.data:
-            for side, root in (("before", args.before), ("after", ROOT)):
-                results[(side, data)] = run_worker(root, data, args, cache)
-                print(side, data, *results[(side, data)], sep="\n", flush=True)
-    emit(report(results, args), args.out)
+        roots = {"cgm": checkout(args.before_cgm, cache), "samplers": checkout(args.before, cache)}
+        for part, datasets in (("cgm", args.data), ("samplers", args.sampler_data)):
+            for data in datasets:
+                for side, root in (("before", roots[part]), ("after", ROOT)):
+                    results[(side, data, part)] = run_worker(root, data, args, cache, part)
+                    print(side, data, part, *results[(side, data, part)], sep="\n", flush=True)
+    emit(report(results, args) + keep, args.out)
 
 
 if __name__ == "__main__":

@@ -9,11 +9,15 @@ here is an equality, not a tolerance. The cost the path removes is measured in
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
+import pandas as pd
 import pytest
 from _chains import bart_chain, run_padded
 from numba import njit
 
+import bartpy_suite as bps
 from bartpy_suite._kernels import tree as T
 from bartpy_suite._kernels.backfit import SIGMA_SAMPLED
 from bartpy_suite._kernels.likelihood import MODEL_NORMAL_KNOWN_VARIANCE
@@ -122,3 +126,135 @@ def test_cgm_bart_draws_are_the_same_on_both_paths(monkeypatch):
     for key in ("split_var", "split_cut", "leaf_value", "sigma"):
         np.testing.assert_array_equal(np.asarray(outs[0][key]), np.asarray(outs[1][key]))
     assert np.asarray(outs[0]["n_leaves"]).mean() > 1.5  # trees with splits: change and swap had work
+
+
+def _wide_sparse_frame(seed: int, n: int = 160, p: int = 24) -> pd.DataFrame:
+    """Mostly rare 0/1 indicators (as grants' are), two dense correlated numerics (so that
+    CHANGE-OF-VARIABLE has a partner to move to) and a factor with one common level."""
+    rng = np.random.default_rng(seed)
+    cols = {}
+    for v in range(p):
+        cols[f"b{v}"] = (rng.random(n) < (0.02, 0.05, 0.15)[v % 3]).astype(float)
+    x = rng.normal(size=n)
+    cols["x"] = x
+    cols["xc"] = x + 0.3 * rng.normal(size=n)
+    cols["f"] = pd.Categorical(np.where(rng.random(n) < 0.7, "a", rng.choice(["b", "c", "d"], n)))
+    df = pd.DataFrame(cols)
+    df["y"] = df["b2"] + (df["x"] > 0) + 2.0 * df["f"].isin(["b", "c"]) + 0.3 * rng.normal(size=n)
+    return df
+
+
+def _all_draws(fit) -> dict:
+    """Every data variable of every group of the fit (as ``draw_fingerprints._hash_fit`` hashes)."""
+    return {f"{node.path}/{name}": np.asarray(node.ds[name].values)
+            for node in fit.idata.subtree for name in node.ds.data_vars}
+
+
+@pytest.mark.parametrize("model, sampler, options", [
+    ("bart", "pg", {"ancestor_sampling": True}),  # _rule_log_prior, factor rules included
+    ("bart", "ctmc", {"rotate": True, "perturb": True, "change_of_variable": 0.5}),  # birth / death rates, CHGV
+    ("bart", "cgm", {"moves": {"grow": 0.25, "prune": 0.25, "rotate": 0.25, "perturb": 0.25},
+                     "change_of_variable": 0.5}),  # rotate.change_of_variable_step
+    ("cart", "smc", {"proposal": "optimal"}),  # particle_proposal.optimal_choice
+])
+def test_other_samplers_draw_the_same_on_both_rule_count_paths(model, sampler, options, monkeypatch):
+    """The same fit on sparse data with the exceptions kept (``prior_rule_counts`` takes the
+    exception path at the large nodes) and with none kept (the fused histogram at every node):
+    every draw and statistic equal. ``mode_exceptions`` is wrapped to check that the first fit
+    kept them."""
+    df = _wide_sparse_frame(11)
+    kept = []
+    mode_exceptions = T.mode_exceptions
+
+    def recording(codes):
+        out = mode_exceptions(codes)
+        kept.append(out["ex_ptr"].size == codes.shape[0] + 1)
+        return out
+
+    monkeypatch.setattr(T, "mode_exceptions", recording)
+    if model == "bart":
+        run = dict(trees=6, draws=15, tune=10, chains=1, seed=5)
+    else:
+        run = dict(draws=20, chains=1, seed=5)
+    draws = []
+    for share in (0.5, -1.0):  # -1: no share is small enough, nothing kept
+        monkeypatch.setattr(T, "EXCEPTION_SHARE", share)
+        kept.clear()
+        fit = getattr(bps, model)("y ~ .", data=df, sampler=sampler, sampler_options=options, progress=False,
+                                  check_mixing=False, **run)
+        assert kept and all(kept) == (share > 0), kept
+        draws.append(_all_draws(fit))
+    assert draws[0].keys() == draws[1].keys()
+    for key in draws[0]:
+        np.testing.assert_array_equal(draws[0][key], draws[1][key], err_msg=key)
+
+
+class _Segment(NamedTuple):
+    """What ``particle._rule_log_prior`` reads of a particle's tree: its row order and segments."""
+
+    perm: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+
+class _MinLeaf(NamedTuple):
+    min_leaf: int
+
+
+class _Target(NamedTuple):
+    prior: _MinLeaf
+
+
+@njit
+def _rule_log_prior_from_histograms(t, node, v, cut, is_cat, nbins, m, scratch):
+    """``particle._rule_log_prior`` as it was: counts and a factor's left-hand rows from the fused
+    per-variable histograms of ``node_rule_counts``."""
+    s0, e0 = t.start[node], t.end[node]
+    n_vars = T.node_rule_counts(t.perm, s0, e0, is_cat, nbins, m, scratch, False)
+    count = scratch.counts[v]
+    if count <= 0:
+        return -np.inf
+    if is_cat[v]:
+        left = 0
+        for k in range(nbins[v]):
+            if (cut >> k) & 1:
+                left += scratch.hist2d[v, k]
+        if left < m or left > (e0 - s0) - m:
+            return -np.inf
+    else:
+        lo = scratch.lows[v]
+        if cut < lo or cut >= lo + count:
+            return -np.inf
+    return T.rule_log_prob(n_vars, count, scratch.extras[v], is_cat[v])
+
+
+def test_pg_rule_log_prior_equals_its_histogram_version():
+    """pg's ancestor-sampling weights score the reference's rules with ``_rule_log_prior``, which
+    now counts a factor's left-hand rows from its codes instead of the fused histograms: random
+    sparse data, segments, rules (available or not) and min_leaf_size, the same log prior."""
+    from bartpy_suite._kernels.particle import _rule_log_prior
+
+    rng = np.random.default_rng(20261128)
+    finite = infinite = factors = 0
+    for trial in range(6):
+        n, p = int(rng.integers(60, 300)), int(rng.integers(6, 40))
+        codes, is_cat, nbins = sparse_codes(rng, n, p, False)
+        scratch = T.new_scratch(codes, 15, nbins, model=MODEL_NORMAL_KNOWN_VARIANCE)
+        for m in (1, 3):
+            for size in (n, n // 3, 2 * m + 1):
+                start = int(rng.integers(0, n - size + 1))
+                seg = _Segment(rng.permutation(n).astype(np.int32), np.array([start], dtype=np.int64),
+                               np.array([start + size], dtype=np.int64))
+                for _ in range(20):
+                    v = int(rng.integers(0, p))
+                    if is_cat[v]:
+                        cut = int(rng.integers(1, 2 ** nbins[v] - 1))
+                        factors += 1
+                    else:
+                        cut = int(rng.integers(0, nbins[v]))
+                    want = _rule_log_prior_from_histograms(seg, 0, v, np.int64(cut), is_cat, nbins, m, scratch)
+                    got = _rule_log_prior(seg, 0, v, np.int64(cut), is_cat, nbins, _Target(_MinLeaf(m)), scratch)
+                    assert got == want, (trial, m, size, v, cut)
+                    finite += np.isfinite(got)
+                    infinite += not np.isfinite(got)
+    assert finite > 50 and infinite > 50 and factors > 50  # both outcomes, factor rules among them

@@ -98,8 +98,8 @@ from .tree import (
     has_available_rule,
     leaf_terms,
     merge_sorted_halves,
-    node_rule_counts,
     p_split,
+    prior_rule_counts,
     split_leaf,
 )
 
@@ -680,7 +680,7 @@ def _leaf_rule_setup(tree, node, data, target, scratch):
     ratio part shared by all births there; returns (n_vars, log p_SPLIT - log(1 - p_SPLIT))."""
     is_cat, nbins = data.is_cat, data.nbins
     m = target.prior.min_leaf
-    n_vars = node_rule_counts(tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m, scratch, False)
+    n_vars = prior_rule_counts(tree.perm, tree.start[node], tree.end[node], is_cat, nbins, m, scratch, False)
     ps = p_split(target.prior.alpha, target.prior.beta, tree.depth[node])
     return n_vars, math.log(ps) - math.log1p(-ps)
 
@@ -738,7 +738,7 @@ def nog_death_rate(tree, node, data, target, fstate, scratch, cs):
     lc = tree.left[node]
     rc = tree.right[node]
     v = tree.var[node]
-    n_vars = node_rule_counts(tree.perm, s, e, is_cat, nbins, m, scratch, False)
+    n_vars = prior_rule_counts(tree.perm, s, e, is_cat, nbins, m, scratch, False)
     count = scratch.counts[v]
     log_rule = -math.log(n_vars) - (math.log(0.5 * count) if is_cat[v] else math.log(count))
     ps = p_split(target.prior.alpha, target.prior.beta, tree.depth[node])

@@ -44,8 +44,8 @@ from .tree import (
     global_term,
     has_available_rule,
     leaf_terms,
-    node_rule_counts,
     p_split,
+    prior_rule_counts,
     reset_to_root,
     rule_log_prob,
     sample_rule,
@@ -392,15 +392,20 @@ def _rule_log_prior(t, node, v, cut, is_cat, nbins, target, scratch):
     m = target.prior.min_leaf
     s0 = t.start[node]
     e0 = t.end[node]
-    n_vars = node_rule_counts(t.perm, s0, e0, is_cat, nbins, m, scratch, False)
+    # The counts alone (no per-variable histograms: wide sparse data, ``prior_rule_counts``); a
+    # factor's left-hand rows are counted from v's codes at the node.
+    n_vars = prior_rule_counts(t.perm, s0, e0, is_cat, nbins, m, scratch, False)
     count = scratch.counts[v]
     if count <= 0:
         return -np.inf
     if is_cat[v]:
         left = 0
-        for k in range(nbins[v]):
-            if (cut >> k) & 1:
-                left += scratch.hist2d[v, k]
+        xr = scratch.codes_by_row
+        nb = nbins[v]
+        for i in range(s0, e0):
+            k = xr[t.perm[i], v]
+            if k < nb and (cut >> k) & 1:
+                left += 1
         if left < m or left > (e0 - s0) - m:
             return -np.inf
     else:

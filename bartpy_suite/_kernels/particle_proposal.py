@@ -38,8 +38,8 @@ from .likelihood import (
 )
 from .tree import (
     global_term,
-    node_rule_counts,
     p_split,
+    prior_rule_counts,
 )
 
 
@@ -199,7 +199,7 @@ def optimal_choice(rng, tree, node, data, target, scratch, proposal, lm_sum, b_s
     s0 = tree.start[node]
     e0 = tree.end[node]
     ps = p_split(target.prior.alpha, target.prior.beta, tree.depth[node])
-    n_vars = node_rule_counts(perm, s0, e0, is_cat, nbins, m, scratch, False)
+    n_vars = prior_rule_counts(perm, s0, e0, is_cat, nbins, m, scratch, False)
     node_terms = NodeTerms(lm_sum, b_sum, tree.lm[node], tree.b[node], n_total)
     s_stop = math.log1p(-ps)
     n_node = float(e0 - s0)

@@ -119,7 +119,7 @@ from .tree import (
     cached_subtree_log_prior,
     copy_into,
     global_term,
-    node_rule_counts,
+    prior_rule_counts,
     refresh_leaf_terms,
     release_node,
     repartition_subtree,
@@ -684,7 +684,7 @@ def change_of_variable_step(rng, tree, data, target, fstate, n_total, scratch, c
     p = xt.shape[0]
     v = tree.var[root]
     old_cut = tree.cut[root]
-    node_rule_counts(tree.perm, tree.start[root], tree.end[root], is_cat, nbins, m, scratch, False)
+    prior_rule_counts(tree.perm, tree.start[root], tree.end[root], is_cat, nbins, m, scratch, False)
     counts = scratch.counts
     total = 0.0
     for i in range(p):
