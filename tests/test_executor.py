@@ -71,7 +71,9 @@ def test_chains_on_a_cluster_equal_the_threaded_run(client, data, threaded, mode
         remote = fn("y ~ x1 + x2", data=data, executor=client, **kw)
     chain_tasks = [t for t in stream.data if "run_chain_task" in str(t["key"])]
     assert len(chain_tasks) == kw["chains"], "each chain runs as one task on the cluster"
-    assert {t["worker"] for t in chain_tasks} <= set(client.scheduler_info()["workers"])
+    # ``nthreads`` asks the scheduler each time; ``scheduler_info()`` falls back to a cache
+    # without per-worker entries when the scheduler is slow to answer, as on a loaded CI machine.
+    assert {t["worker"] for t in chain_tasks} <= set(client.nthreads())
     assert_same_draws(remote, threaded[model])
 
 
