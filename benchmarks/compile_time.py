@@ -28,7 +28,8 @@ multinomial BART ``c ~ x0 + x1 + x2`` with 20 trees (``c`` has three classes) an
 ``chains=1, draws=5, tune=5`` and a prediction of 5 rows.
 
 ``--separate`` runs each model in a pair of processes of its own (its first fit with nothing
-compiled before it); ``model:sampler`` picks a sampler other than the first of ``SAMPLERS``;
+compiled before it); ``model:sampler`` picks a sampler other than the first of ``SAMPLERS``
+(``cart:tempered+rp``: with the rotate/perturb move mix ``samplers.mh.ROTATE_PERTURB_MOVES``);
 ``--plain-numba`` measures the package compiling with numba as shipped (what dropping the overrides
 of ``_kernels/link_only.py`` and ``config_hash.py`` would cost).
 
@@ -121,7 +122,11 @@ sim["y"] = 10 * np.sin(np.pi * x[:, 0] * x[:, 1]) + 20 * (x[:, 2] - 0.5) ** 2 + 
 sim["c"] = pd.Categorical(np.select([x[:, 0] > 0.6, x[:, 1] > 0.5], ["a", "b"], "c"))
 sim["b"] = pd.Categorical(np.where(x[:, 0] + x[:, 1] > 1.0, "yes", "no"))
 def fit_and_predict(model, sampler):
+    sampler, _, mix = sampler.partition("+")
     common = dict(sampler=sampler, chains=1, draws=5, tune=5, seed=0, progress=False)
+    if mix == "rp":  # the rotate/perturb move mix of the MH samplers
+        from bartpy_suite.samplers.mh import ROTATE_PERTURB_MOVES
+        common["sampler_options"] = {"moves": dict(ROTATE_PERTURB_MOVES)}
     if model == "cart":
         fit, data = bps.cart("y ~ x1 + x2", data=cgm1998, **common), cgm1998
     elif model == "bart":

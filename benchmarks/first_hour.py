@@ -2,7 +2,7 @@
 
 For each data set (below) and each model: Bayesian CART with every sampler that fits it
 (``cgm``, ``grow_prune``, ``tempered``, ``pg``, ``smc``, ``ctmc``) and BART with its default
-sampler, two seeds each, the package's default settings (4 chains, ``draws=1000``,
+sampler, two seeds each (``--seeds``), the package's default settings (4 chains, ``draws=1000``,
 ``tune=1000``, default priors), fitted to a fixed training split with ``check_mixing=False``.
 After each fit the script records:
 
@@ -52,6 +52,7 @@ import pandas as pd
 
 import bartpy_suite as bps
 from bartpy_suite.posterior import mixing
+from bartpy_suite.samplers.mh import CGM_MOVES, ROTATE_PERTURB_MOVES
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _tables import emit, markdown_table  # noqa: E402
@@ -61,6 +62,8 @@ MODELS = tuple(f"cart:{s}" for s in CART_SAMPLERS) + ("bart",)
 SEEDS = (1, 2)
 DATASETS = ("boston", "pima", "airquality", "mtcars", "penguins", "fair", "wdbc")
 SPLIT_SEED = 0
+# named move mixes for ``cart:<sampler>+<mix>``: the package's two mixes for CART's MH samplers
+MOVE_MIXES = {"cgm": CGM_MOVES, "rp": ROTATE_PERTURB_MOVES}
 TRAIN_SHARE = 0.75
 
 
@@ -109,11 +112,15 @@ def load(name: str) -> tuple[str, pd.DataFrame, pd.DataFrame]:
 
 
 def _fit(model: str, formula: str, train: pd.DataFrame, seed: int, **extra):
-    """Fit ``model``: ``"bart"``, ``"cart:<sampler>"`` or ``"cart:<sampler>@<draws>/<tune>"``."""
+    """Fit ``model``: ``"bart"``, ``"cart:<sampler>"``, ``"cart:<sampler>@<draws>/<tune>"``; a
+    ``+<mix>`` after the sampler (``cart:tempered+cgm``) sets its ``moves`` to a named mix of ``MOVE_MIXES``."""
     keywords = {"seed": seed, "progress": False, "check_mixing": False, **extra}
     if model == "bart":
         return bps.bart(formula, data=train, **keywords)
     sampler, _, run = model.split(":")[1].partition("@")
+    sampler, _, mix = sampler.partition("+")
+    if mix:
+        keywords["sampler_options"] = {"moves": dict(MOVE_MIXES[mix])}
     if run and "draws" not in extra:
         draws, tune = (int(v) for v in run.split("/"))
         keywords.update(draws=draws, tune=tune)
@@ -203,7 +210,8 @@ def _fmt(value, spec=".3f") -> str:
 
 def _model_order(model: str) -> tuple:
     base, _, run = model.partition("@")
-    return (MODELS.index(base) if base in MODELS else 99, run)
+    base, _, mix = base.partition("+")
+    return (MODELS.index(base) if base in MODELS else 99, mix, run)
 
 
 def report(records: list[dict], meta: dict) -> list[str]:
@@ -211,14 +219,15 @@ def report(records: list[dict], meta: dict) -> list[str]:
         r["severity_now"] = regrade(r)
     lines = ["# First hour: the mixing check and CART's default sampler on seven real data sets", "",
              f"Command: `{meta['command']}`  ",
-             "Report regenerated from the stored results with the current grading code: `python3 "
-             "benchmarks/first_hour.py --regrade --json benchmarks/results/first_hour.json "
-             "benchmarks/results/first_hour_long.json --out benchmarks/results/first_hour.md`  ",
+             f"Report regenerated from the stored results with the current grading code: `{meta['regrade']}`  ",
              f"Date: {meta['date']}  ",
              f"Machine: {meta['machine']}  ",
              "Settings: the package's defaults (4 chains, draws=1000, tune=1000, default priors and sampler options; "
-             "`tempered@D/T`: draws=D, tune=T), "
-             f"check_mixing=False, seeds {list(SEEDS)}; training split as in the script's docstring. CPU seconds are "
+             "`tempered@D/T`: draws=D, tune=T" + "".join(
+                 f"; `+{mix}`: the moves {dict(MOVE_MIXES[mix])}" for mix in MOVE_MIXES
+                 if any(f"+{mix}" in r["model"] for r in records)) + "), "
+             f"check_mixing=False, seeds {meta.get('seeds', list(SEEDS))}; training split as in the script's "
+             "docstring. CPU seconds are "
              "process time of the fit call (all threads), after a warm-up fit per sampler so compilation is not "
              "timed; the machine (2 cores) was shared with other work, so CPU seconds are noisy (about +-30%).",
              f"Grading thresholds (posterior/mixing.py): note past r_hat {mixing.RHAT_MAX} or ESS "
@@ -240,11 +249,11 @@ def report(records: list[dict], meta: dict) -> list[str]:
     lines += markdown_table(["model", "fits", "warned before", "ok after", "note", "MixingWarning", "strong"], rows)
     # 2. CART table
     lines += ["", "## CART: which sampler by default", "",
-              "Per data set and sampler, over the two seeds: MAP log posterior (best kept tree of all chains; "
-              "both seeds, higher is better), the gap to the best MAP of every CART run in the table on that data set "
+              "Per data set and sampler, over the seeds: MAP log posterior (best kept tree of all chains; "
+              "each seed, higher is better), the gap to the best MAP of every CART run in the table on that data set "
               "and seed, R-hat of n_leaves and the largest R-hat of "
               "f(x) / class probabilities at the 24 monitored rows (median of the seeds), held-out error (mean of the "
-              "seeds), CPU seconds (mean), severity after (both seeds).", ""]
+              "seeds), CPU seconds (mean), severity after (each seed).", ""]
     cart = [r for r in records if r["model"].startswith("cart:")]
     best = {}
     for r in cart:
@@ -261,6 +270,7 @@ def report(records: list[dict], meta: dict) -> list[str]:
             err_key = "error_rate" if sel[0]["classification"] else "rmse"
             err = float(np.mean([r[err_key] for r in sel]))
             summary.setdefault(sampler, []).append({"gap": gaps, "err": err, "cpu": np.mean([r["cpu_s"] for r in sel]),
+                                                    "cpu_total": float(np.sum([r["cpu_s"] for r in sel])),
                                                     "f_rhat": [r["f_rhat_max"] for r in sel], "name": name,
                                                     "err_key": err_key})
             rows.append([name, sampler, " / ".join(f"{r['map_log_posterior']:.1f}" for r in sel),
@@ -278,7 +288,7 @@ def report(records: list[dict], meta: dict) -> list[str]:
               "best over every CART run in the table), median and largest gap, the median over data sets of "
               "max r_hat of f, how often its held-out "
               "error is within 2% "
-              "of the best sampler's on that data set, total CPU seconds (both seeds, all data sets).", ""]
+              "of the best sampler's on that data set, total CPU seconds (all seeds and data sets).", ""]
     best_err = {}
     for items in summary.values():
         for it in items:
@@ -293,7 +303,7 @@ def report(records: list[dict], meta: dict) -> list[str]:
         near = sum(it["err"] <= 1.02 * best_err[it["name"]] + 1e-12 for it in items)
         rows.append([sampler, f"{sum(g <= 0.5 for g in gaps)} / {len(gaps)}", f"{np.median(gaps):.1f}",
                      f"{max(gaps):.1f}", _fmt(float(np.median(rhats)), ".3f"), f"{near} / {len(items)}",
-                     f"{2 * sum(it['cpu'] for it in items):.1f}"])
+                     f"{sum(it['cpu_total'] for it in items):.1f}"])
     lines += markdown_table(["sampler", "MAP within 0.5 nats", "median gap", "largest gap", "median max r_hat f",
                              "held-out within 2% of best", "CPU s total"], rows)
     # 3. BART
@@ -335,14 +345,17 @@ def main(argv=None) -> None:
                         help="raw results file (default: next to --out); several are merged with --regrade")
     parser.add_argument("--datasets", nargs="*", default=list(DATASETS))
     parser.add_argument("--models", nargs="*", default=list(MODELS))
+    parser.add_argument("--seeds", nargs="*", type=int, default=list(SEEDS))
     parser.add_argument("--regrade", action="store_true")
     args = parser.parse_args(argv)
     paths = args.json or [os.path.splitext(args.out)[0] + ".json"]
     json_path = paths[0]
+    regrade_command = f"python3 benchmarks/first_hour.py --regrade --json {' '.join(paths)} --out {args.out}"
     meta = {"command": "python3 benchmarks/first_hour.py " + " ".join(argv if argv is not None else sys.argv[1:]),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-                       f"numpy {np.__version__}, bartpy_suite {bps.__version__}"}
+                       f"numpy {np.__version__}, bartpy_suite {bps.__version__}", "seeds": args.seeds,
+            "regrade": regrade_command}
     if args.regrade:
         records, metas = [], []
         for path in paths:
@@ -351,6 +364,8 @@ def main(argv=None) -> None:
             records += stored["records"]
             metas.append(stored["meta"])
         meta = {key: "; ".join(dict.fromkeys(m[key] for m in metas)) for key in ("command", "date", "machine")}
+        meta["seeds"] = sorted({s for m in metas for s in m.get("seeds", SEEDS)})
+        meta["regrade"] = regrade_command
         emit(report(records, meta), args.out)
         return
     records = []
@@ -358,7 +373,7 @@ def main(argv=None) -> None:
     for name in args.datasets:
         formula, train, test = load(name)
         for model in args.models:
-            for seed in SEEDS:
+            for seed in args.seeds:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", bps.BartpySuiteWarning)
                     try:
