@@ -1,7 +1,7 @@
 """PG-BART table 1 as the paper ran it: BART with one tree on hypercube-D, ESS of the log-likelihood
 by CODA's estimator (the paper's) and by the rank-normalised bulk ESS, with diagnostics of ``pg``.
 
-Command (the committed results, from the repository root; about 15 minutes on a shared 2-core host):
+Command (the committed results, from the repository root; about 20 minutes on a shared 2-core host):
 
     PYTHONPATH=$PWD python3 benchmarks/pg_bart_hypercube.py --out benchmarks/results/pg_bart_hypercube.md
 
@@ -68,6 +68,7 @@ import numpy as np
 
 import bartpy_suite as bps
 from bartpy_suite import _binning
+from bartpy_suite.models import _base
 from bartpy_suite.posterior.coda_ess import coda_ess
 from bartpy_suite.posterior.weighted import weighted_ess
 
@@ -79,6 +80,8 @@ BETA = {2: 1.0, 3: 0.5, 4: 0.4, 5: 0.3, 7: 0.25}
 PAPER_ESS = {2: (751.66, 473.57, 259.11), 3: (762.96, 285.2, 666.71), 4: (14.01, 11.76, 686.79),
              5: (2.92, 1.35, 667.27), 7: (1.16, 1.78, 422.96)}
 PAPER_COLUMN = {"cgm": 0, "grow_prune": 1, "pg": 2}
+# PG-BART table 2: PG's ESS per second over CGM's
+PAPER_TABLE2 = {2: 0.049, 3: 0.119, 4: 5.6, 5: 12.9, 7: 10.1}
 N_CUTS = 100
 SIM_Y_SD = 0.01  # the label noise sd of ``datasets.simulate_hypercube``
 
@@ -181,6 +184,28 @@ def sigma_hat_of(y: np.ndarray, variance: str) -> float | None:
     return None if variance == "leastsquares" else float(np.std(y))
 
 
+@contextlib.contextmanager
+def sampling_cpu():
+    """CPU seconds (all threads) spent running the chains inside the fits made in the block: the
+    sampling alone, without the formula, binning and posterior assembly around it, whose fixed cost
+    is most of a fit's on these small data sets."""
+    spent = [0.0]
+    original = _base.TreeModel._run
+
+    def timed(self, *args, **kwargs):
+        start = time.process_time()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            spent[0] += time.process_time() - start
+
+    _base.TreeModel._run = timed
+    try:
+        yield spent
+    finally:
+        _base.TreeModel._run = original
+
+
 def fit_chains(d: int, s: int, sampler: str, grid: str, args, y_sd: float = 0.01,
                variance: str = "leastsquares") -> list[dict]:
     df, truth = hypercube(d, s, y_sd)
@@ -191,12 +216,12 @@ def fit_chains(d: int, s: int, sampler: str, grid: str, args, y_sd: float = 0.01
         if args.ess_threshold < 1.0:
             options["ess_threshold"] = args.ess_threshold
     t0 = time.perf_counter()
-    with paper_grid(grid):
+    with paper_grid(grid), sampling_cpu() as spent:
         fit = bps.bart("y ~ .", data=df, trees=1, sampler=sampler.replace("pg_as", "pg"), chains=args.chains,
                        draws=args.draws, tune=args.tune, seed=s, alpha=0.95, beta=BETA[d], min_leaf_size=1,
                        max_cuts=N_CUTS, sampler_options=options, progress=False, check_mixing=False,
                        sigma_hat=sigma_hat_of(df["y"].to_numpy(), variance))
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, spent[0]
     y = df["y"].to_numpy()
     f_all = fit.function_samples().reshape(args.chains, args.draws, -1)
     sigma = fit.posterior["sigma"].values
@@ -212,7 +237,8 @@ def fit_chains(d: int, s: int, sampler: str, grid: str, args, y_sd: float = 0.01
         moved = [x for x in changes if x >= 0]
         rec["tree_changed"] = len(moved) / len(changes)
         rec["change_depth"] = float(np.mean(moved)) if moved else float("nan")
-        rec.update(wall=wall / args.chains, leaves=float(fit.posterior["n_leaves"].values[c].mean()),
+        rec.update(wall=wall / args.chains, cpu=cpu / args.chains,
+                   leaves=float(fit.posterior["n_leaves"].values[c].mean()),
                    depth=float(fit.posterior["mean_depth"].values[c].mean()))
         if sampler in ("pg", "pg_as"):
             st = fit.sample_stats
@@ -222,9 +248,38 @@ def fit_chains(d: int, s: int, sampler: str, grid: str, args, y_sd: float = 0.01
     return out
 
 
+def table2(rows, variant_header, variant_cells) -> list[str]:
+    """PG-BART table 2: ESS of the log-likelihood per CPU second of the fit (all chains' CPU over the
+    chains), and pg's against cgm's, beside the paper's ratio (PG / CGM ESS per second)."""
+    per_second = {(d, grid, v, sampler): a["ess_coda"] / a["cpu"] for d, grid, sampler, a, v in rows}
+    out = ["", "ESS per CPU second (PG-BART table 2): CODA ESS of the log-likelihood (mean over chains) divided by the "
+           "mean CPU seconds per chain of sampling (process time of all threads while the chains run, over the chains; "
+           "compiled before timing). The paper's column is its ratio of PG's ESS per second to CGM's.", ""]
+    table = []
+    for d, grid, v in dict.fromkeys((d, grid, v) for d, grid, _, _, v in rows):
+        pg, cgm = per_second.get((d, grid, v, "pg")), per_second.get((d, grid, v, "cgm"))
+        cells = [per_second.get((d, grid, v, s)) for s in ("pg", "cgm", "grow_prune")]
+        table.append([d, *variant_cells(v), grid, *("-" if c is None else f"{c:.1f}" for c in cells),
+                      "-" if pg is None or cgm is None else f"{pg / cgm:.3f}", PAPER_TABLE2.get(d, "-")])
+    out += markdown_table(["D", *variant_header, "grid", "pg ESS / CPU s", "cgm ESS / CPU s",
+                           "grow_prune ESS / CPU s", "pg / cgm", "paper PG / CGM"], table)
+    return out
+
+
+def hand_written_tail(path: str | None) -> list[str]:
+    """The hand-written discussion of an existing report (from its ``## Discussion`` heading on), kept
+    below the regenerated tables."""
+    if not path or not os.path.exists(path):
+        return []
+    with open(path) as fh:
+        text = fh.read()
+    at = text.find("\n## Discussion")
+    return [] if at < 0 else text[at:].rstrip("\n").split("\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--dims", type=int, nargs="+", default=[4, 5, 7], choices=sorted(BETA))
+    parser.add_argument("--dims", type=int, nargs="+", default=[2, 3, 4, 5, 7], choices=sorted(BETA))
     parser.add_argument("--samplers", nargs="+", default=["pg", "cgm", "grow_prune"],
                         choices=["pg", "pg_as", "cgm", "grow_prune"],
                         help="pg_as: pg with ancestor sampling (not in the paper)")
@@ -308,10 +363,10 @@ def main() -> None:
     ]
     lines += markdown_table(
         ["D", *variant_header, "grid", "sampler", "ESS coda", "coda min-max", "ESS bulk", "bulk min-max", "paper ESS",
-         "s per chain", "leaves (true 2^D)", "depth", "RMSE to truth", "mean loglik"],
+         "sampling CPU s per chain", "leaves (true 2^D)", "depth", "RMSE to truth", "mean loglik"],
         [[d, *variant_cells(v), grid, sampler, f"{a['ess_coda']:.1f}", f"{a['coda_min']:.1f}-{a['coda_max']:.1f}",
           f"{a['ess_bulk']:.1f}", f"{a['bulk_min']:.1f}-{a['bulk_max']:.1f}", paper(d, sampler),
-          f"{a['wall']:.1f}", f"{a['leaves']:.1f} ({2 ** d})", f"{a['depth']:.1f}", f"{a['rmse_truth']:.3f}",
+          f"{a['cpu']:.2g}", f"{a['leaves']:.1f} ({2 ** d})", f"{a['depth']:.1f}", f"{a['rmse_truth']:.3f}",
           f"{a['loglik']:.1f}"] for d, grid, sampler, a, v in rows])
     lines += ["", "Where the trees change (means over kept iterations, chains and data sets; the particle "
               "columns for `pg` only):", ""]
@@ -325,7 +380,8 @@ def main() -> None:
         [[d, *variant_cells(v), grid, sampler, f"{a['tree_changed']:.3f}", f"{a['partition_changed']:.3f}",
           f"{a['root_changed']:.3f}", f"{a['change_depth']:.2f}", particle(a, "kept_ref", ".3f"),
           particle(a, "stages", ".1f"), particle(a, "last_ess", ".2f")] for d, grid, sampler, a, v in rows])
-    emit(lines, args.out)
+    lines += table2(rows, variant_header, variant_cells)
+    emit(lines + hand_written_tail(args.out), args.out)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(records, fh, indent=1)
