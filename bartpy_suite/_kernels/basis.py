@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 
 from .backfit import N_ACC, leaf_cursors, map_leaves, shared_perm, tree_view
-from .cart_chain import cart_step
+from .bart_chain import counted_cart_step
 from .jit import helper
 from .likelihood import leaf_log_marginal_basis
 from .tree import F_B_SUM, F_LM_SUM, LEAF, M_SPAN
@@ -147,16 +147,11 @@ def finish_basis_tree(rng, state, forest, j, changed):
 def mh_basis_forest(rng, forest, state, data, moves, scratch, counts):
     """One backfitting pass over the trees of a basis forest, an MH move (``cart_step``) per tree.
     ``counts[k, 0]`` / ``counts[k, 1]`` accumulate proposals / acceptances of move type k."""
-    move_probs, change_swap, rotation = moves.probs, moves.change_swap, moves.rotation
     begin_basis_sweep(state, forest)
     for j in range(forest.var.shape[0]):
         tree = prepare_basis_tree(state, forest, j)
-        move, accepted = cart_step(rng, tree, data, state.target, move_probs, change_swap, rotation, state.fstate,
-                                   scratch, state.leaf_of[j])
-        if move >= 0:
-            counts[move, 0] += 1
-            if accepted:
-                counts[move, 1] += 1
+        accepted = counted_cart_step(rng, tree, data, state.target, moves, state.fstate, scratch, state.leaf_of[j],
+                                     counts)
         finish_basis_tree(rng, state, forest, j, accepted)
 
 
