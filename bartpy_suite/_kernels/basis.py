@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-from .backfit import N_ACC, leaf_cursors, map_leaves, shared_perm, tree_view
+from .backfit import N_ACC, clear_leaf_terms, leaf_cursors, map_leaves, shared_perm, tree_view
 from .bart_chain import counted_cart_step
 from .jit import helper
 from .likelihood import leaf_log_marginal_basis
@@ -61,27 +61,26 @@ def basis_exchange_fits(resid, leaf_out, value_out, leaf_in, value_in, span_in, 
 
 @helper
 def set_basis_leaf_terms(tree, sums, target, fstate):
-    """Cache every leaf's c (``b``) and log marginal (``lm``) from the sums of ``basis_exchange_fits``."""
+    """Cache every leaf's c (``b``) and log marginal (``lm``) from the sums of ``basis_exchange_fits`` (all 0
+    with the likelihood off)."""
+    if not target.prior.likelihood:
+        clear_leaf_terms(tree, fstate)
+        return
     sigma2 = target.sigma2[0]
     tau2 = target.tau2[0]
-    use_lik = target.prior.likelihood
     lm_sum = 0.0
     for node in range(tree.meta[M_SPAN]):
         if tree.var[node] != LEAF:
             continue
-        if use_lik:
-            c = 0.0
-            a = 0.0
-            for k in range(N_ACC):
-                c += sums[k, node]
-                a += sums[N_ACC + k, node]
-            lm = leaf_log_marginal_basis(a, c, sigma2, tau2)
-            tree.lm[node] = lm
-            tree.b[node] = c
-            lm_sum += lm
-        else:
-            tree.lm[node] = 0.0
-            tree.b[node] = 0.0
+        c = 0.0
+        a = 0.0
+        for k in range(N_ACC):
+            c += sums[k, node]
+            a += sums[N_ACC + k, node]
+        lm = leaf_log_marginal_basis(a, c, sigma2, tau2)
+        tree.lm[node] = lm
+        tree.b[node] = c
+        lm_sum += lm
     fstate[F_LM_SUM] = lm_sum
     fstate[F_B_SUM] = 0.0
 
