@@ -15,7 +15,8 @@ import difflib
 import enum
 import math
 import numbers
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar
 
 from bartpy_suite.errors import ArgumentError
 
@@ -155,86 +156,69 @@ def suggest(word: str, options: Iterable[str], n: int = 3) -> list[str]:
     return found[:n]
 
 
+# The three real-number checkers share all of their docstring but the summary and what is refused.
+_REAL_CHECK_DOC = """{summary}
+
+    Parameters
+    ----------
+    name : str
+        Argument name used in the error message.
+    value : object
+        The value to check (bools are rejected).
+
+    Returns
+    -------
+    float
+        ``float(value)``.
+
+    Raises
+    ------
+    ArgumentError
+        If ``value`` {refused}.
+    """
+
+_Checker = TypeVar("_Checker", bound=Callable[[str, object], float])
+
+
+def _real_check_doc(summary: str, refused: str) -> Callable[[_Checker], _Checker]:
+    """Give a real-number checker the numpydoc docstring ``_REAL_CHECK_DOC`` with its own two lines."""
+
+    def document(checker: _Checker) -> _Checker:
+        checker.__doc__ = _REAL_CHECK_DOC.format(summary=summary, refused=refused)
+        return checker
+
+    return document
+
+
+def _check_real_in(name: str, value: object, requirement: str, inside: Callable[[float], bool],
+                   bound: str = "") -> float:
+    """``float(value)`` if it is a finite real number for which ``inside`` holds.
+
+    ``requirement`` names the valid values in both messages (not a finite number / outside);
+    ``bound`` (e.g. ``" (> 0)"``) is added to the second one only.
+    """
+    out = _as_real(name, value, requirement)
+    if not inside(out):
+        raise ArgumentError(f"{name} must be {requirement}{bound}, got {_show(value)}")
+    return out
+
+
+@_real_check_doc("Check that ``value`` is a finite real number > 0.",
+                 "is not a finite number or is <= 0")
 def check_positive(name: str, value: object) -> float:
-    """Check that ``value`` is a finite real number > 0.
-
-    Parameters
-    ----------
-    name : str
-        Argument name used in the error message.
-    value : object
-        The value to check (bools are rejected).
-
-    Returns
-    -------
-    float
-        ``float(value)``.
-
-    Raises
-    ------
-    ArgumentError
-        If ``value`` is not a finite number or is <= 0.
-    """
-    out = _as_real(name, value, "a positive finite number")
-    if out <= 0:
-        raise ArgumentError(f"{name} must be a positive finite number (> 0), got {_show(value)}")
-    return out
+    return _check_real_in(name, value, "a positive finite number", lambda v: v > 0, " (> 0)")
 
 
+@_real_check_doc("Check that ``value`` is a finite real number >= 0.",
+                 "is not a finite number or is < 0")
 def check_nonnegative(name: str, value: object) -> float:
-    """Check that ``value`` is a finite real number >= 0.
-
-    Parameters
-    ----------
-    name : str
-        Argument name used in the error message.
-    value : object
-        The value to check (bools are rejected).
-
-    Returns
-    -------
-    float
-        ``float(value)``.
-
-    Raises
-    ------
-    ArgumentError
-        If ``value`` is not a finite number or is < 0.
-    """
-    out = _as_real(name, value, "a non-negative finite number")
-    if out < 0:
-        raise ArgumentError(
-            f"{name} must be a non-negative finite number (>= 0), got {_show(value)}"
-        )
-    return out
+    return _check_real_in(name, value, "a non-negative finite number", lambda v: v >= 0, " (>= 0)")
 
 
+@_real_check_doc("Check that ``value`` lies strictly between 0 and 1 (e.g. ``alpha``, a credible level).",
+                 "is not a number in the open interval (0, 1)")
 def check_open_unit(name: str, value: object) -> float:
-    """Check that ``value`` lies strictly between 0 and 1 (e.g. ``alpha``, a credible level).
-
-    Parameters
-    ----------
-    name : str
-        Argument name used in the error message.
-    value : object
-        The value to check (bools are rejected).
-
-    Returns
-    -------
-    float
-        ``float(value)``.
-
-    Raises
-    ------
-    ArgumentError
-        If ``value`` is not a number in the open interval (0, 1).
-    """
-    out = _as_real(name, value, "a number in the open interval (0, 1)")
-    if not 0.0 < out < 1.0:
-        raise ArgumentError(
-            f"{name} must be a number in the open interval (0, 1), got {_show(value)}"
-        )
-    return out
+    return _check_real_in(name, value, "a number in the open interval (0, 1)", lambda v: 0.0 < v < 1.0)
 
 
 def check_int_at_least(name: str, value: object, low: int) -> int:

@@ -12,34 +12,20 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from _bcf import (
+    assert_mean_near,
+    batch_se,
+    bcf_problem,
+    check_geweke,
+    check_prior_draws,
+    check_releases_every_array,
+)
 from scipy import stats
 
 import bartpy_suite as bps
-from bartpy_suite._binning import BinnedPredictors
-from bartpy_suite._kernels.likelihood import MODEL_BASIS_NORMAL
-from bartpy_suite._kernels.records import make_prior
 from bartpy_suite.errors import ArgumentError, DataError
 from bartpy_suite.posterior.bcf import CommonSupportWarning
-from bartpy_suite.samplers.multi_forest import CausalChain, CausalProblem, ForestSpec
-
-
-def _problem(n=20, mu_trees=8, tau_trees=5, likelihood=True, min_leaf=1, seed=0, alpha=(0.95, 0.25),
-             beta=(2.0, 3.0), lam=0.2, y=None, w=None):
-    """A small standardised BCF problem on two continuous predictors (HMC20's priors at these tree counts)."""
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(n, 2))
-    z = np.arange(n) % 2
-    if y is None:
-        y = rng.normal(size=n)
-    binned = BinnedPredictors.fit(x, np.zeros(2, bool), [0, 0], 100)
-    common = {"min_leaf": min_leaf, "model": MODEL_BASIS_NORMAL, "nu": 3.0, "lam": lam, "likelihood": likelihood}
-    c_tau = 1 / stats.norm.ppf(0.75)
-    mu = ForestSpec(binned.codes, np.zeros(2, bool), binned.nbins, make_prior(alpha=alpha[0], beta=beta[0], **common),
-                    mu_trees, 4.0 / mu_trees, 0.0)
-    tau = ForestSpec(binned.codes, np.zeros(2, bool), binned.nbins, make_prior(alpha=alpha[1], beta=beta[1], **common),
-                     tau_trees, c_tau ** 2 / tau_trees, 1.0 / tau_trees)
-    w = np.ones(n) if w is None else np.asarray(w, float)
-    return CausalProblem(np.asarray(y, float), z, w, mu, tau, 4.0 / mu_trees, 1.0)
+from bartpy_suite.samplers.multi_forest import CausalChain
 
 
 def _run(problem, sweeps, tune, seed, moves=None):
@@ -47,14 +33,6 @@ def _run(problem, sweeps, tune, seed, moves=None):
     chain.allocate(sweeps)
     chain.run(0, tune + sweeps, tune, 1)
     return chain.collect(sweeps)
-
-
-def _batch_se(x, batches=50):
-    """Standard error of the mean of a correlated series by batch means."""
-    x = np.asarray(x, float)
-    k = x.size // batches
-    means = x[: k * batches].reshape(batches, k).mean(axis=1)
-    return float(means.std(ddof=1) / math.sqrt(batches))
 
 
 # -- the prior (spec 8.2) -------------------------------------------------------------------------
@@ -78,26 +56,11 @@ def test_prior_recovery_with_the_likelihood_off():
     in a few sweeps.
     """
     sweeps = 20_000
-    out = _run(_problem(likelihood=False, mu_trees=2, tau_trees=8, lam=0.2), sweeps, 200, seed=1)
-    p = out["params"]
-
-    def close(values, expected, what):
-        values = np.asarray(values, float)
-        assert abs(values.mean() - expected) < 4 * _batch_se(values), (what, values.mean(), expected)
-
-    diff = p[:, 2] - p[:, 1]
-    close(diff, 0.0, "b1 - b0 mean")
-    close(np.abs(diff) < 1, 0.6827, "P(|b1 - b0| < 1)")
+    out = _run(bcf_problem(likelihood=False, mu_trees=2, tau_trees=8, lam=0.2), sweeps, 200, seed=1)
+    diff = out["params"][:, 2] - out["params"][:, 1]
+    assert_mean_near(diff, 0.0, "b1 - b0 mean")
     assert abs(diff.std() - 1.0) < 0.05
-    ratio = p[:, 3] / np.sqrt(p[:, 4])
-    close(np.abs(ratio) < 1, 0.5, "P(|s_m / sqrt(delta)| < 1)")
-    close(ratio < -1, 0.25, "P(s_m / sqrt(delta) < -1)")
-    for q in (0.25, 0.5, 0.75):
-        close(p[:, 4] < stats.chi2(1).ppf(q), q, f"P(delta < its {q} quantile)")
-    close(p[:, 0] ** 2 < 3 * 0.2 / stats.chi2(3).ppf(0.5), 0.5, "P(sigma^2 < its median)")
-    for forest, alpha in (("mu", 0.95), ("tau", 0.25)):
-        stumps = (out[forest]["n_leaves"] == 1).mean(axis=1)  # share per draw
-        close(stumps, 1 - alpha, f"share of stumps in the {forest} forest")
+    check_prior_draws(out)
 
 
 def test_zero_weights_sample_the_prior():
@@ -106,18 +69,12 @@ def test_zero_weights_sample_the_prior():
     precisions from the prior, sigma^2 with n+ = 0). Same checks and tolerances as above (4 batch-means
     standard errors), on the quantities the weights reach."""
     n = 20
-    out = _run(_problem(n=n, likelihood=True, mu_trees=2, tau_trees=8, lam=0.2, w=np.zeros(n)), 20_000, 200, seed=4)
+    out = _run(bcf_problem(n=n, likelihood=True, mu_trees=2, tau_trees=8, lam=0.2, w=np.zeros(n)), 20_000, 200, seed=4)
     p = out["params"]
-
-    def close(values, expected, what):
-        values = np.asarray(values, float)
-        assert abs(values.mean() - expected) < 4 * _batch_se(values), (what, values.mean(), expected)
-
-    diff = p[:, 2] - p[:, 1]
-    close(np.abs(diff) < 1, 0.6827, "P(|b1 - b0| < 1)")
-    close(np.abs(p[:, 3] / np.sqrt(p[:, 4])) < 1, 0.5, "P(|s_m / sqrt(delta)| < 1)")
-    close(p[:, 0] ** 2 < 3 * 0.2 / stats.chi2(3).ppf(0.5), 0.5, "P(sigma^2 < its median)")
-    close((out["tau"]["n_leaves"] == 1).mean(axis=1), 0.75, "share of stumps in the tau forest")
+    assert_mean_near(np.abs(p[:, 2] - p[:, 1]) < 1, 0.6827, "P(|b1 - b0| < 1)")
+    assert_mean_near(np.abs(p[:, 3] / np.sqrt(p[:, 4])) < 1, 0.5, "P(|s_m / sqrt(delta)| < 1)")
+    assert_mean_near(p[:, 0] ** 2 < 3 * 0.2 / stats.chi2(3).ppf(0.5), 0.5, "P(sigma^2 < its median)")
+    assert_mean_near((out["tau"]["n_leaves"] == 1).mean(axis=1), 0.75, "share of stumps in the tau forest")
 
 
 # -- the conjugate reduction (spec 8.4) -----------------------------------------------------------
@@ -160,7 +117,7 @@ def test_root_only_trees_reduce_to_the_conjugate_model():
     rng = np.random.default_rng(5)
     z = np.arange(n) % 2
     y = 0.4 + 0.8 * z + 0.7 * rng.normal(size=n)
-    problem = _problem(n=n, mu_trees=4, tau_trees=3, min_leaf=n + 1, y=y, lam=0.3)
+    problem = bcf_problem(n=n, mu_trees=4, tau_trees=3, min_leaf=n + 1, y=y, lam=0.3)
     out = _run(problem, 60_000, 1000, seed=2)
     p = out["params"]
     theta_mu = out["mu"]["store"].value.reshape(-1, 4).sum(1)
@@ -169,7 +126,7 @@ def test_root_only_trees_reduce_to_the_conjugate_model():
     exact, ess = _importance_moments(y, z, 4, 3, problem.mu_scale2, problem.tau.tau2, 3.0, 0.3, 2_000_000, 9)
     print("importance ESS", ess)
     for name, (mean, sd) in exact.items():
-        se = math.hypot(_batch_se(chain[name]), sd / math.sqrt(ess))
+        se = math.hypot(batch_se(chain[name]), sd / math.sqrt(ess))
         assert abs(chain[name].mean() - mean) < 4 * se, (name, chain[name].mean(), mean, se)
         assert abs(chain[name].std() / sd - 1) < 0.1, (name, chain[name].std(), sd)
 
@@ -184,36 +141,8 @@ def test_geweke_joint_distribution():
     likelihood off. Their means, and the means of their squares (fourth-moment-free for sigma^2: its
     log), agree within 4 combined batch-means standard errors. A wrong conditional (e.g. the wrong
     sigma^2 power in a leaf draw) shifts them by tens of errors."""
-    n, sweeps = 20, 30_000
-    problem = _problem(n=n, mu_trees=5, tau_trees=4, min_leaf=2, lam=0.5)
-    rng = np.random.default_rng(7)
-    chain = CausalChain(problem, {"grow": 0.25, "prune": 0.25, "change": 0.4, "swap": 0.1}, np.random.default_rng(8))
-    chain.allocate(1)
-    cs, resid = chain.causal, chain.mu.state.resid
-    stats_g = np.empty((sweeps, 3))
-    for it in range(sweeps):
-        chain.run(it, 1, 10**9, 1)  # one sweep, nothing kept
-        b0, b1, sm = cs.params[0], cs.params[1], cs.params[2]
-        sigma2 = chain.mu.state.target.sigma2[0]
-        stats_g[it] = ((b1 - b0) * cs.tfit[0], sm * cs.mfit[0] + b0 * cs.tfit[0], math.log(sigma2))
-        mean = sm * cs.mfit + np.where(cs.z == 1, b1, b0) * cs.tfit
-        y_new = mean + math.sqrt(sigma2) * rng.normal(size=n)
-        resid += y_new - cs.y  # the residual follows y (resid = y - fit)
-        cs.y[:] = y_new
-    prior = CausalChain(_problem(n=n, mu_trees=5, tau_trees=4, min_leaf=2, lam=0.5, likelihood=False),
-                        {"grow": 0.25, "prune": 0.25, "change": 0.4, "swap": 0.1}, np.random.default_rng(9))
-    prior.allocate(1)
-    stats_p = np.empty((sweeps, 3))
-    for it in range(sweeps):
-        prior.run(it, 1, 10**9, 1)
-        c = prior.causal
-        stats_p[it] = ((c.params[1] - c.params[0]) * c.tfit[0], c.params[2] * c.mfit[0] + c.params[0] * c.tfit[0],
-                       math.log(prior.mu.state.target.sigma2[0]))
-    for k, name in enumerate(("tau", "mu0", "log sigma2")):
-        for f, label in ((lambda v: v, "mean"), (lambda v: v * v, "second moment")):
-            a, b = f(stats_g[1000:, k]), f(stats_p[1000:, k])
-            se = math.hypot(_batch_se(a), _batch_se(b))
-            assert abs(a.mean() - b.mean()) < 4 * se, (name, label, a.mean(), b.mean(), se)
+    moves = {"grow": 0.25, "prune": 0.25, "change": 0.4, "swap": 0.1}
+    check_geweke(lambda problem, rng: CausalChain(problem, moves, rng))
 
 
 # -- the user contract ----------------------------------------------------------------------------
@@ -450,19 +379,14 @@ def test_weights():
 def test_bcf_releases_every_array_numba_holds():
     """As ``tests/test_refcounts.py`` for the other fits: a bcf fit and its CATE on new rows leave numba's
     meminfo counts balanced (the basis helpers borrow their caller's arrays)."""
-    from test_refcounts import nrt_balance
-
     df, _ = _hmc20(50, 9)
     kw = dict(treatment="z", propensity="ps", mu_trees=4, tau_trees=3, chains=2, draws=5, tune=3, seed=1,
               threads=1, sampler="cgm")
-    bps.bcf("y ~ x1 + x2", df, **kw).cate(df.head(5))  # compile outside the counted window
 
-    def fit_and_predict():
-        assert bps.bcf("y ~ x1 + x2", df, **kw).cate(df.head(5)).shape == (5, 3)
+    def cate(fit):
+        assert fit.cate(df.head(5)).shape == (5, 3)
 
-    made, released = nrt_balance(fit_and_predict)
-    assert made > 0
-    assert made == released
+    check_releases_every_array("y ~ x1 + x2", df, kw, cate)
 
 
 def test_dot_formula_leaves_out_the_treatment_propensity_and_weights():

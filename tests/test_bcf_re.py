@@ -14,8 +14,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from _bcf import batch_se, bcf_problem, check_releases_every_array
 from scipy import stats
-from test_bcf import _batch_se, _problem
 
 import bartpy_suite as bps
 from bartpy_suite.errors import ArgumentError, DataError, FormulaError
@@ -122,7 +122,7 @@ def test_prior_of_the_effect_sd_with_the_likelihood_off():
     for q in (0.3, 1.0, 3.0):
         expected = 2 * stats.t.cdf(q, df=2) - 1
         hits = (sd < q).astype(float)
-        se = _batch_se(hits)
+        se = batch_se(hits)
         assert abs(hits.mean() - expected) < 4 * se + 1e-3, (q, hits.mean(), expected, se)
 
 
@@ -143,7 +143,7 @@ def test_geweke_with_random_effects(slope):
     def chain_of(likelihood, seed):
         from bartpy_suite.samplers.multi_forest import CausalChain
 
-        problem = _problem(n=n, mu_trees=5, tau_trees=4, min_leaf=2, lam=0.5, likelihood=likelihood)
+        problem = bcf_problem(n=n, mu_trees=5, tau_trees=4, min_leaf=2, lam=0.5, likelihood=likelihood)
         basis = np.column_stack([np.ones(n), np.linspace(-1.5, 1.5, n)]) if slope else np.ones((n, 1))
         problem.random_effects = {"group": group, "basis": basis, "n_groups": 4, "a": 1.0, "b": 1.0,
                                   "alpha_var": 1.0, "intercept": 0}
@@ -184,7 +184,7 @@ def test_geweke_with_random_effects(slope):
         checks.append((4, lambda v: (v < 1.0).astype(float), "P(slope sd < 1)"))
     for k, f, label in checks:
         a, b = f(stats_g[1000:, k]), f(stats_p[1000:, k])
-        se = math.hypot(_batch_se(a), _batch_se(b))
+        se = math.hypot(batch_se(a), batch_se(b))
         assert abs(a.mean() - b.mean()) < 4 * se, (("tau", "mu0", "log sigma2", "sd", "slope sd")[k], label, a.mean(),
                                                    b.mean(), se)
 
@@ -223,19 +223,14 @@ def test_cli_fit_and_predict_with_random_effects(tmp_path):
 def test_bcf_with_random_effects_releases_every_array_numba_holds():
     """As ``test_bcf.test_bcf_releases_every_array_numba_holds``: a fit with random effects and its predictions
     leave numba's meminfo counts balanced (the random-effects helpers borrow their caller's arrays)."""
-    from test_refcounts import nrt_balance
-
     df, _ = _grouped(60, 4, seed=6)
     kw = dict(treatment="z", propensity="ps", mu_trees=4, tau_trees=3, chains=2, draws=5, tune=3, seed=1,
               threads=1, check_mixing=False)
-    bps.bcf("y ~ x1 + (x1 | g)", df, **kw).predict(df.head(5))  # compile outside the counted window
 
-    def fit_and_predict():
-        assert bps.bcf("y ~ x1 + (x1 | g)", df, **kw).predict(df.head(5)).shape == (5, 3)
+    def predict(fit):
+        assert fit.predict(df.head(5)).shape == (5, 3)
 
-    made, released = nrt_balance(fit_and_predict)
-    assert made > 0
-    assert made == released
+    check_releases_every_array("y ~ x1 + (x1 | g)", df, kw, predict)
 
 
 def test_rows_with_missing_values_are_dropped_consistently():

@@ -20,11 +20,11 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from _bcf import batch_se, bcf_problem, check_geweke, check_prior_draws, check_releases_every_array
 from exact import harness as H
 from exact.enumerate import enumerate_trees
 from exact.problems import make_problem
-from scipy import stats
-from test_bcf import _batch_se, _hmc20, _importance_moments, _problem
+from test_bcf import _hmc20, _importance_moments
 
 import bartpy_suite as bps
 from bartpy_suite._binning import BinnedPredictors
@@ -261,23 +261,9 @@ def test_prior_recovery_with_the_likelihood_off(sampler):
     root of continuous predictors with min_leaf 1 always has a rule). Measured z's were all within 2. (For
     ``tempered`` every rung samples the prior, so every swap is accepted: rung 0 still holds prior draws.)"""
     sweeps = 8_000 if sampler == "tempered" else 20_000  # a tempered sweep is 4 BCF sweeps and a swap round
-    out = _run(_problem(likelihood=False, mu_trees=2, tau_trees=8, lam=0.2), sweeps, 200, 1, sampler)
-    p = out["params"]
-
-    def close(values, expected, what):
-        values = np.asarray(values, float)
-        assert abs(values.mean() - expected) < 4 * _batch_se(values), (what, values.mean(), expected)
-
-    diff = p[:, 2] - p[:, 1]
-    close(np.abs(diff) < 1, 0.6827, "P(|b1 - b0| < 1)")
-    ratio = p[:, 3] / np.sqrt(p[:, 4])
-    close(np.abs(ratio) < 1, 0.5, "P(|s_m / sqrt(delta)| < 1)")
-    close(ratio < -1, 0.25, "P(s_m / sqrt(delta) < -1)")
-    for q in (0.25, 0.5, 0.75):
-        close(p[:, 4] < stats.chi2(1).ppf(q), q, f"P(delta < its {q} quantile)")
-    close(p[:, 0] ** 2 < 3 * 0.2 / stats.chi2(3).ppf(0.5), 0.5, "P(sigma^2 < its median)")
-    for forest, alpha in (("mu", 0.95), ("tau", 0.25)):
-        close((out[forest]["n_leaves"] == 1).mean(axis=1), 1 - alpha, f"share of stumps in the {forest} forest")
+    out = _run(bcf_problem(likelihood=False, mu_trees=2, tau_trees=8, lam=0.2), sweeps, 200, 1, sampler)
+    check_prior_draws(out)
+    for forest in ("mu", "tau"):
         expected = {"pg": {"ess", "kept_reference", "stages"}, "ctmc": {"jumps", "total_rate", "time"}}
         assert set(out[forest]["sampler_stats"]) == expected.get(sampler, set())
     if sampler == "tempered":
@@ -300,7 +286,7 @@ def test_root_only_trees_reduce_to_the_conjugate_model(sampler):
     rng = np.random.default_rng(5)
     z = np.arange(n) % 2
     y = 0.4 + 0.8 * z + 0.7 * rng.normal(size=n)
-    problem = _problem(n=n, mu_trees=4, tau_trees=3, min_leaf=n + 1, y=y, lam=0.3)
+    problem = bcf_problem(n=n, mu_trees=4, tau_trees=3, min_leaf=n + 1, y=y, lam=0.3)
     out = _run(problem, 6_000 if sampler == "tempered" else 12_000, 500, 2, sampler)
     if sampler == "tempered":
         rates = out["tempering"]["swap_accepted"] / out["tempering"]["swap_proposed"]
@@ -311,7 +297,7 @@ def test_root_only_trees_reduce_to_the_conjugate_model(sampler):
     chain = {"mu0": p[:, 3] * theta_mu + p[:, 1] * theta_tau, "tau": (p[:, 2] - p[:, 1]) * theta_tau}
     exact, ess = _importance_moments(y, z, 4, 3, problem.mu_scale2, problem.tau.tau2, 3.0, 0.3, 400_000, 9)
     for name, (mean, sd) in exact.items():
-        se = math.hypot(_batch_se(chain[name]), sd / math.sqrt(ess))
+        se = math.hypot(batch_se(chain[name]), sd / math.sqrt(ess))
         assert abs(chain[name].mean() - mean) < 4 * se, (name, chain[name].mean(), mean, se)
         assert abs(chain[name].std() / sd - 1) < 0.15, (name, chain[name].std(), sd)
 
@@ -322,7 +308,7 @@ def _agreement_problem():
     """n = 24 rows whose treatment effect is 1.5 where x0 is above its median, on HMC20's priors."""
     rng = np.random.default_rng(12)
     n = 24
-    problem = _problem(n=n, mu_trees=3, tau_trees=2, min_leaf=2, lam=0.3, seed=12)
+    problem = bcf_problem(n=n, mu_trees=3, tau_trees=2, min_leaf=2, lam=0.3, seed=12)
     x0 = problem.tau.codes[0]
     y = 0.3 + 1.5 * (np.arange(n) % 2) * (x0 > np.median(x0)) + 0.4 * rng.normal(size=n)
     return dataclasses.replace(problem, y=y)
@@ -363,7 +349,7 @@ def test_posterior_agrees_with_the_mh_chain(sampler, options):
     reference = _reference_trace()
     got = _trace(sampler, options, 6_000, 2, _agreement_problem())
     for k, name in enumerate(("tau(x0)", "mu0(x0)", "sigma^2", "tau leaves")):
-        se = math.hypot(_batch_se(got[:, k]), _batch_se(reference[:, k]))
+        se = math.hypot(batch_se(got[:, k]), batch_se(reference[:, k]))
         z = (got[:, k].mean() - reference[:, k].mean()) / se
         assert abs(z) < 4.5, (name, got[:, k].mean(), reference[:, k].mean(), z)
 
@@ -379,37 +365,8 @@ def test_geweke_joint_distribution(sampler, options):
     must have the prior's distribution, taken from a chain with the likelihood off, within 4 combined
     batch-means standard errors. CT-MCMC runs a fixed time per visit (adaptation would make the kernel
     depend on the past)."""
-    n, sweeps = 20, 30_000
     moves = check_multi_forest_sampler(sampler)
-    chain = CausalChain(_problem(n=n, mu_trees=5, tau_trees=4, min_leaf=2, lam=0.5), moves,
-                        np.random.default_rng(8), sampler=sampler, options=options)
-    chain.allocate(1)
-    rng = np.random.default_rng(7)
-    cs, resid = chain.causal, chain.mu.state.resid
-    stats_g = np.empty((sweeps, 3))
-    for it in range(sweeps):
-        chain.run(it, 1, 10**9, 1)  # one sweep, nothing kept
-        b0, b1, sm = cs.params[0], cs.params[1], cs.params[2]
-        sigma2 = chain.mu.state.target.sigma2[0]
-        stats_g[it] = ((b1 - b0) * cs.tfit[0], sm * cs.mfit[0] + b0 * cs.tfit[0], math.log(sigma2))
-        mean = sm * cs.mfit + np.where(cs.z == 1, b1, b0) * cs.tfit
-        y_new = mean + math.sqrt(sigma2) * rng.normal(size=n)
-        resid += y_new - cs.y
-        cs.y[:] = y_new
-    prior = CausalChain(_problem(n=n, mu_trees=5, tau_trees=4, min_leaf=2, lam=0.5, likelihood=False), moves,
-                        np.random.default_rng(9), sampler=sampler, options=options)
-    prior.allocate(1)
-    stats_p = np.empty((sweeps, 3))
-    for it in range(sweeps):
-        prior.run(it, 1, 10**9, 1)
-        c = prior.causal
-        stats_p[it] = ((c.params[1] - c.params[0]) * c.tfit[0], c.params[2] * c.mfit[0] + c.params[0] * c.tfit[0],
-                       math.log(prior.mu.state.target.sigma2[0]))
-    for k, name in enumerate(("tau", "mu0", "log sigma2")):
-        for f, label in ((lambda v: v, "mean"), (lambda v: v * v, "second moment")):
-            a, b = f(stats_g[1000:, k]), f(stats_p[1000:, k])
-            se = math.hypot(_batch_se(a), _batch_se(b))
-            assert abs(a.mean() - b.mean()) < 4 * se, (name, label, a.mean(), b.mean(), se)
+    check_geweke(lambda problem, rng: CausalChain(problem, moves, rng, sampler=sampler, options=options))
 
 
 # -- the user contract ---------------------------------------------------------------------------------
@@ -482,16 +439,11 @@ def test_ctmc_refuses_a_factor_with_too_many_levels():
 def test_bcf_with_new_samplers_releases_every_array(sampler):
     """As ``test_bcf.test_bcf_releases_every_array_numba_holds``: a pg or ctmc bcf fit leaves numba's meminfo
     counts balanced (the particle and CT-MCMC helpers borrow the forests' arrays)."""
-    from test_refcounts import nrt_balance
-
     df, _ = _hmc20(50, 9)
     kw = dict(treatment="z", propensity="ps", mu_trees=4, tau_trees=3, chains=2, draws=5, tune=3, seed=1,
               threads=1, sampler=sampler, check_mixing=False)
-    bps.bcf("y ~ x1 + x2", df, **kw)  # compile outside the counted window
 
-    def fit():
-        assert np.isfinite(bps.bcf("y ~ x1 + x2", df, **kw).ate()["mean"])
+    def ate(fit):
+        assert np.isfinite(fit.ate()["mean"])
 
-    made, released = nrt_balance(fit)
-    assert made > 0
-    assert made == released
+    check_releases_every_array("y ~ x1 + x2", df, kw, ate)

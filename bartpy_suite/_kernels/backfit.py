@@ -122,27 +122,36 @@ def leaf_cursors(var, start, span, cursor):
 
 
 @helper
+def clear_leaf_terms(tree, fstate):
+    """The likelihood off: every leaf's cached ``b`` and ``lm`` and their running totals in ``fstate`` are 0."""
+    for node in range(tree.meta[M_SPAN]):
+        if tree.var[node] == LEAF:
+            tree.lm[node] = 0.0
+            tree.b[node] = 0.0
+    fstate[F_LM_SUM] = 0.0
+    fstate[F_B_SUM] = 0.0
+
+
+@helper
 def set_leaf_terms(tree, sums, target, fstate):
     """Cache every leaf's residual sum (``b``) and log marginal (``lm``) from ``sums[k, leaf]``
-    summed over k; the running totals go to ``fstate``."""
+    summed over k; the running totals go to ``fstate`` (all 0 with the likelihood off)."""
+    if not target.prior.likelihood:
+        clear_leaf_terms(tree, fstate)
+        return
     sigma2 = target.sigma2[0]
     tau2 = target.prior.tau2
-    use_lik = target.prior.likelihood
     lm_sum = 0.0
     for node in range(tree.meta[M_SPAN]):
         if tree.var[node] != LEAF:
             continue
-        if use_lik:
-            s = 0.0
-            for k in range(N_ACC):
-                s += sums[k, node]
-            lm = leaf_log_marginal_normal_known_variance(tree.end[node] - tree.start[node], s, sigma2, tau2)
-            tree.lm[node] = lm
-            tree.b[node] = s
-            lm_sum += lm
-        else:
-            tree.lm[node] = 0.0
-            tree.b[node] = 0.0
+        s = 0.0
+        for k in range(N_ACC):
+            s += sums[k, node]
+        lm = leaf_log_marginal_normal_known_variance(tree.end[node] - tree.start[node], s, sigma2, tau2)
+        tree.lm[node] = lm
+        tree.b[node] = s
+        lm_sum += lm
     fstate[F_LM_SUM] = lm_sum
     fstate[F_B_SUM] = 0.0
 

@@ -19,21 +19,43 @@ from .tree import copy_into
 
 
 @helper(inline=True)
-def mh_tree_updates(rng, forest, state, data, moves, scratch, counts):
-    """The trees' part of a backfitting sweep: an MH move per tree on its partial residual.
+def counted_cart_step(rng, tree, data, target, moves, fstate, scratch, leaf_of, counts):
+    """One MH move on ``tree`` (``cart_step`` with the ``records.Moves`` ``moves``), counted:
+    ``counts[k, 0]`` / ``counts[k, 1]`` accumulate proposals / acceptances of move type k. Returns
+    whether the move was accepted."""
+    move, accepted = cart_step(rng, tree, data, target, moves.probs, moves.change_swap, moves.rotation, fstate,
+                               scratch, leaf_of)
+    if move >= 0:
+        counts[move, 0] += 1
+        if accepted:
+            counts[move, 1] += 1
+    return accepted
 
-    ``counts[k, 0]`` / ``counts[k, 1]`` accumulate proposals / acceptances of move type k.
-    """
-    move_probs, change_swap, rotation = moves.probs, moves.change_swap, moves.rotation
+
+@helper(inline=True)
+def record_move_counts(out_counts, d, counts):
+    """The sweep's move counts ``counts`` as kept draw d of ``out_counts`` (draws, N_MOVES, 2)."""
+    for k in range(N_MOVES):  # not out_counts[d] = counts: see tree.copy_into
+        copy_into(out_counts[d, k], counts[k])
+
+
+@helper(inline=True)
+def record_sigma_and_counts(out_sigma, out_counts, d, state, counts):
+    """Kept draw d of an MH chain: sigma (the square root of the state's sigma^2 cell) into ``out_sigma``
+    and the sweep's move counts into ``out_counts`` (``record_move_counts``)."""
+    out_sigma[d] = math.sqrt(state.target.sigma2[0])
+    record_move_counts(out_counts, d, counts)
+
+
+@helper(inline=True)
+def mh_tree_updates(rng, forest, state, data, moves, scratch, counts):
+    """The trees' part of a backfitting sweep: an MH move per tree on its partial residual, counted in
+    ``counts`` (``counted_cart_step``)."""
     begin_sweep(state, forest)
     for j in range(forest.var.shape[0]):
         tree = prepare_tree(state, forest, j)
-        move, accepted = cart_step(rng, tree, data, state.target, move_probs,
-                                   change_swap, rotation, state.fstate, scratch, state.leaf_of[j])
-        if move >= 0:
-            counts[move, 0] += 1
-            if accepted:
-                counts[move, 1] += 1
+        accepted = counted_cart_step(rng, tree, data, state.target, moves, state.fstate, scratch, state.leaf_of[j],
+                                     counts)
         finish_tree(rng, state, forest, j, accepted)
 
 
@@ -63,9 +85,7 @@ def run_bart_chain(rng, forest, state, data, moves, scratch, window, out_sigma, 
         d = kept_draw(it, tune, thin, out_sigma.shape[0])
         if d < 0:
             continue
-        out_sigma[d] = math.sqrt(state.target.sigma2[0])
-        for k in range(N_MOVES):  # not out_counts[d] = counts: see tree.copy_into
-            copy_into(out_counts[d, k], counts[k])
+        record_sigma_and_counts(out_sigma, out_counts, d, state, counts)
         if not record_forest(forest, store, d, out_leaves, out_depth, nodes, order, scratch.stack):
             return step + 1, d
     return n_iter, -1
@@ -92,10 +112,8 @@ def run_sparse_bart_chain(rng, forest, state, data, moves, scratch, dart, mh_out
         d = kept_draw(it, tune, thin, out_sigma.shape[0])
         if d < 0:
             continue
-        out_sigma[d] = math.sqrt(state.target.sigma2[0])
+        record_sigma_and_counts(out_sigma, out_counts, d, state, counts)
         record_weights(scratch.log_s, conf, out_split_probs, out_alpha, d)
-        for k in range(N_MOVES):  # not out_counts[d] = counts: see tree.copy_into
-            copy_into(out_counts[d, k], counts[k])
         if not record_forest(forest, store, d, out_leaves, out_depth, nodes, order, scratch.stack):
             return step + 1, d
     return n_iter, -1
@@ -105,19 +123,14 @@ def run_sparse_bart_chain(rng, forest, state, data, moves, scratch, dart, mh_out
 def mh_multinomial_sweep(rng, forest, state, data, moves, scratch, counts):
     """One sweep of log-linear BART (``loglinear.py``) with an MH move per tree, then the
     augmentation latents. ``counts`` as in ``mh_bart_sweep``."""
-    move_probs, change_swap, rotation = moves.probs, moves.change_swap, moves.rotation
     m = state.trees_per_class
     for k in range(state.log_fit.shape[0]):
         loglinear.set_class(state, k)
         for t in range(m):
             j = k * m + t
             tree = loglinear.prepare_tree(state, forest, j)
-            move, accepted = cart_step(rng, tree, data, state.target,
-                                       move_probs, change_swap, rotation, state.fstate, scratch, state.leaf_of[0, :0])
-            if move >= 0:
-                counts[move, 0] += 1
-                if accepted:
-                    counts[move, 1] += 1
+            accepted = counted_cart_step(rng, tree, data, state.target, moves, state.fstate, scratch,
+                                         state.leaf_of[0, :0], counts)
             loglinear.finish_tree(rng, state, forest, j, accepted)
     loglinear.draw_latent(rng, state)
 
@@ -136,8 +149,7 @@ def run_multinomial_chain(rng, forest, state, data, moves, scratch,
         d = kept_draw(it, tune, thin, out_counts.shape[0])
         if d < 0:
             continue
-        for k in range(N_MOVES):  # not out_counts[d] = counts: see tree.copy_into
-            copy_into(out_counts[d, k], counts[k])
+        record_move_counts(out_counts, d, counts)
         if not record_forest(forest, store, d, out_leaves, out_depth, nodes, order, scratch.stack):
             return step + 1, d
     return n_iter, -1

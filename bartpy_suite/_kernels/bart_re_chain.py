@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .backfit import draw_noise, record_forest
-from .bart_chain import mh_tree_updates
+from .bart_chain import mh_tree_updates, record_sigma_and_counts
 from .cart_moves import N_MOVES
 from .jit import helper, kernel
 from .kept import kept_draw
@@ -60,9 +60,7 @@ def run_bart_re_chain(rng, forest, state, data, moves, scratch, re, window, re_o
         d = kept_draw(it, tune, thin, re_out.sigma.shape[0])
         if d < 0:
             continue
-        re_out.sigma[d] = math.sqrt(state.target.sigma2[0])
-        for k in range(N_MOVES):  # not out_counts[d] = counts: see tree.copy_into
-            copy_into(re_out.counts[d, k], counts[k])
+        record_sigma_and_counts(re_out.sigma, re_out.counts, d, state, counts)
         copy_into(re_out.alpha[d], re.alpha)
         for g in range(re.xi.shape[0]):
             copy_into(re_out.xi[d, g], re.xi[g])

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import math
 
-from .backfit import N_ACC, leaf_cursors, map_leaves, shared_perm, tree_view
-from .cart_chain import cart_step
+from .backfit import N_ACC, clear_leaf_terms, leaf_cursors, map_leaves, shared_perm, tree_view
+from .bart_chain import counted_cart_step
 from .jit import helper
 from .likelihood import leaf_log_marginal_basis
 from .tree import F_B_SUM, F_LM_SUM, LEAF, M_SPAN
@@ -61,27 +61,26 @@ def basis_exchange_fits(resid, leaf_out, value_out, leaf_in, value_in, span_in, 
 
 @helper
 def set_basis_leaf_terms(tree, sums, target, fstate):
-    """Cache every leaf's c (``b``) and log marginal (``lm``) from the sums of ``basis_exchange_fits``."""
+    """Cache every leaf's c (``b``) and log marginal (``lm``) from the sums of ``basis_exchange_fits`` (all 0
+    with the likelihood off)."""
+    if not target.prior.likelihood:
+        clear_leaf_terms(tree, fstate)
+        return
     sigma2 = target.sigma2[0]
     tau2 = target.tau2[0]
-    use_lik = target.prior.likelihood
     lm_sum = 0.0
     for node in range(tree.meta[M_SPAN]):
         if tree.var[node] != LEAF:
             continue
-        if use_lik:
-            c = 0.0
-            a = 0.0
-            for k in range(N_ACC):
-                c += sums[k, node]
-                a += sums[N_ACC + k, node]
-            lm = leaf_log_marginal_basis(a, c, sigma2, tau2)
-            tree.lm[node] = lm
-            tree.b[node] = c
-            lm_sum += lm
-        else:
-            tree.lm[node] = 0.0
-            tree.b[node] = 0.0
+        c = 0.0
+        a = 0.0
+        for k in range(N_ACC):
+            c += sums[k, node]
+            a += sums[N_ACC + k, node]
+        lm = leaf_log_marginal_basis(a, c, sigma2, tau2)
+        tree.lm[node] = lm
+        tree.b[node] = c
+        lm_sum += lm
     fstate[F_LM_SUM] = lm_sum
     fstate[F_B_SUM] = 0.0
 
@@ -147,16 +146,11 @@ def finish_basis_tree(rng, state, forest, j, changed):
 def mh_basis_forest(rng, forest, state, data, moves, scratch, counts):
     """One backfitting pass over the trees of a basis forest, an MH move (``cart_step``) per tree.
     ``counts[k, 0]`` / ``counts[k, 1]`` accumulate proposals / acceptances of move type k."""
-    move_probs, change_swap, rotation = moves.probs, moves.change_swap, moves.rotation
     begin_basis_sweep(state, forest)
     for j in range(forest.var.shape[0]):
         tree = prepare_basis_tree(state, forest, j)
-        move, accepted = cart_step(rng, tree, data, state.target, move_probs, change_swap, rotation, state.fstate,
-                                   scratch, state.leaf_of[j])
-        if move >= 0:
-            counts[move, 0] += 1
-            if accepted:
-                counts[move, 1] += 1
+        accepted = counted_cart_step(rng, tree, data, state.target, moves, state.fstate, scratch, state.leaf_of[j],
+                                     counts)
         finish_basis_tree(rng, state, forest, j, accepted)
 
 

@@ -16,18 +16,17 @@ sampled, fixed otherwise (a fit with a variance forest fixes sigma0^2, spec 5.4)
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
 
 from .backfit import SIGMA_SAMPLED, record_forest
+from .bart_chain import record_sigma_and_counts
 from .basis import mh_basis_forest
 from .cart_moves import N_MOVES
 from .jit import helper, kernel
 from .kept import kept_draw
 from .likelihood import draw_inverse_gamma
-from .tree import copy_into
 from .variance_forest import mh_variance_forest, set_mean_weights
 
 
@@ -95,9 +94,7 @@ def run_hetero_chain(rng, forest, state, data, moves, scratch, hetero, window, m
         d = kept_draw(it, tune, thin, mh_out.sigma.shape[0])
         if d < 0:
             continue
-        mh_out.sigma[d] = math.sqrt(state.target.sigma2[0])
-        for k in range(N_MOVES):  # not out_counts[d] = counts: see tree.copy_into
-            copy_into(mh_out.counts[d, k], counts[k])
+        record_sigma_and_counts(mh_out.sigma, mh_out.counts, d, state, counts)
         if not record_forest(forest, out.store, d, out.leaves, out.depth, out.nodes, out.order, scratch.stack):
             return step + 1, d, 0
         if not record_forest(vforest, vout.store, d, vout.leaves, vout.depth, vout.nodes, vout.order,

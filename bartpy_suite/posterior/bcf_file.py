@@ -65,15 +65,10 @@ def is_causal_file(path) -> bool:
 
 
 def save_causal(fit: CausalFit, path) -> None:
-    """Write ``fit`` to ``path`` (module docstring) atomically: a temporary name in the same folder, then a
-    rename, so a failure leaves nothing half-written and an existing file untouched.
-
-    Raises
-    ------
-    ArgumentError
-        When ``path`` is a folder or its folder does not exist.
-    OSError
-        When the file cannot be written (the message names ``path``).
+    """Write ``fit`` to ``path`` (module docstring) with :func:`.netcdf_write.write_tree_atomically`: a
+    temporary name in the same folder, then a rename, so a failure leaves nothing half-written and an existing
+    file untouched. It raises what that function raises (a folder or a missing folder, a file that cannot be
+    written), documented there once.
     """
     groups = {}
     for node in fit.idata.subtree:

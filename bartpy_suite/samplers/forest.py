@@ -85,6 +85,21 @@ class ForestBuffers:
     chunk loop around a sampler's kernel, ``run_kernel``.
     Per draw it keeps each tree's leaf count and depth, the trees, and ``model_buffers``."""
 
+    def init_forest(self, problem, rng: np.random.Generator, n_trees: int, n_rows: int, sparse: bool = False) -> None:
+        """Set the binned predictors of ``problem`` (``codes``, ``is_categorical``, ``nbins``), ``rng``, and a
+        forest of ``n_trees`` stumps over ``n_rows`` rows with its node ``capacity`` (at most ``BART_MAX_NODES``),
+        ``scratch`` (for the leaf model of ``problem.prior``; ``sparse`` as in ``_tree.new_scratch``) and
+        ``order`` buffer; a chain's ``__init__`` calls it first."""
+        self.codes = np.ascontiguousarray(problem.codes, dtype=np.int32)
+        self.is_categorical = np.asarray(problem.is_categorical, dtype=np.bool_)
+        self.nbins = np.asarray(problem.nbins, dtype=np.int64)
+        self.rng = rng
+        prior = problem.prior
+        self.capacity = min(_tree.node_capacity(n_rows, prior.min_leaf), BART_MAX_NODES)
+        self.forest = new_forest(n_trees, n_rows, self.capacity)
+        self.scratch = _tree.new_scratch(self.codes, self.capacity, self.nbins, model=prior.model, sparse=sparse)
+        self.order = np.empty(self.capacity, dtype=np.int32)
+
     @property
     def n_trees(self) -> int:
         """Number of trees (over all classes for multinomial BART)."""
@@ -141,6 +156,18 @@ class ForestBuffers:
         return {}
 
 
+class SweepByRun:
+    """Mixin (listed before the chain's base class) for a chain whose ``run`` kernel is its only kernel:
+    ``sweep`` is one iteration of ``run`` with nothing kept."""
+
+    def sweep(self) -> None:
+        """One sweep with nothing recorded (the Geweke test's successive-conditional step); the
+        buffers of ``allocate`` must exist (any size)."""
+        if self.out is None:
+            self.allocate(1)
+        self.run(0, 1, 1 << 62, 1)
+
+
 class ForestChain(ForestBuffers):
     """State of one BART chain.
 
@@ -151,20 +178,11 @@ class ForestChain(ForestBuffers):
     """
 
     def __init__(self, problem: BartProblem, rng: np.random.Generator):
-        self.codes = np.ascontiguousarray(problem.codes, dtype=np.int32)
-        self.is_categorical = np.asarray(problem.is_categorical, dtype=np.bool_)
-        self.nbins = np.asarray(problem.nbins, dtype=np.int64)
-        self.rng = rng
         y = np.asarray(problem.y, dtype=np.float64)
         n = y.shape[0]
         n_trees = int(problem.n_trees)
         prior = problem.prior
-        m = prior.min_leaf
-        self.capacity = min(_tree.node_capacity(n, m), BART_MAX_NODES)
-        self.forest = new_forest(n_trees, n, self.capacity)
-        self.scratch = _tree.new_scratch(self.codes, self.capacity, self.nbins, model=prior.model,
-                                         sparse=getattr(problem, "sparse", None) is not None)
-        self.order = np.empty(self.capacity, dtype=np.int32)
+        self.init_forest(problem, rng, n_trees, n, sparse=getattr(problem, "sparse", None) is not None)
         probit = int(problem.sigma_mode) == SIGMA_PROBIT
         if probit:
             ybin = y.astype(np.int64)

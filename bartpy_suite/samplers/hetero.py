@@ -25,7 +25,7 @@ from .._kernels.likelihood import MODEL_BASIS_NORMAL, MODEL_LOG_VARIANCE
 from .._kernels.record import grow_store, new_store, nodes_of_trees, trim_store
 from .._kernels.records import Data, ForestOut, MhBartOut, Moves, make_basis_target, make_target, make_window
 from .._kernels.variance_forest import VariancePart, VarianceState
-from .forest import BART_MAX_NODES, INITIAL_NODES_PER_TREE, new_forest
+from .forest import BART_MAX_NODES, INITIAL_NODES_PER_TREE, SweepByRun, new_forest
 from .mh import CGM, GROW_PRUNE, BartChain, move_flags
 from .problems import BartProblem
 
@@ -90,7 +90,7 @@ def _variance_part(problem: HeteroProblem, codes: np.ndarray, is_cat: np.ndarray
     return VariancePart(forest, state, data, scratch, out), capacity, cols
 
 
-class HeteroChain(BartChain):
+class HeteroChain(SweepByRun, BartChain):
     """One weighted / heteroskedastic BART chain with an MH move per tree (mean and variance trees).
 
     Parameters
@@ -139,13 +139,6 @@ class HeteroChain(BartChain):
             new_store(draws, t, INITIAL_NODES_PER_TREE * t * min(draws, 256)), np.zeros(cap, dtype=np.int32),
             np.empty(cap, dtype=np.int32)))
         self.hetero = self.hetero._replace(variance=self.variance)
-
-    def sweep(self) -> None:
-        """One sweep with nothing recorded (the Geweke test's successive-conditional step); the
-        buffers of ``allocate`` must exist (any size)."""
-        if self.out is None:
-            self.allocate(1)
-        self.run(0, 1, 1 << 62, 1)
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
         """Advance ``n_iter`` sweeps, recording kept draws (the stores grow on demand)."""

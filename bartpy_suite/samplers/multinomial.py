@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._kernels import tree as _tree
 from .._kernels.loglinear import LoglinearState
 from .._kernels.records import Data, make_target
-from .forest import BART_MAX_NODES, ForestBuffers, new_forest
+from .forest import ForestBuffers
 from .problems import MultinomialBartProblem
 
 
@@ -26,18 +25,11 @@ class MultinomialChain(ForestBuffers):
     """
 
     def __init__(self, problem: MultinomialBartProblem, rng: np.random.Generator):
-        self.codes = np.ascontiguousarray(problem.codes, dtype=np.int32)
-        self.is_categorical = np.asarray(problem.is_categorical, dtype=np.bool_)
-        self.nbins = np.asarray(problem.nbins, dtype=np.int64)
-        self.rng = rng
         ycls = np.ascontiguousarray(problem.ycls, dtype=np.int64)
         n = ycls.shape[0]
         k, m = int(problem.n_classes), int(problem.trees_per_class)
         prior = problem.prior
-        self.capacity = min(_tree.node_capacity(n, prior.min_leaf), BART_MAX_NODES)
-        self.forest = new_forest(k * m, n, self.capacity)  # stumps with mu = 0: every lambda_k = 1
-        self.scratch = _tree.new_scratch(self.codes, self.capacity, self.nbins, model=prior.model)
-        self.order = np.empty(self.capacity, dtype=np.int32)
+        self.init_forest(problem, rng, k * m, n)  # stumps with mu = 0: every lambda_k = 1
         self.state = LoglinearState(
             log_fit=np.zeros((k, n)),
             phi=np.full(n, 1.0 / k),  # E[phi] at the start, where sum_k lambda_k = K

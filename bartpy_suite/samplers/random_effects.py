@@ -19,6 +19,7 @@ import numpy as np
 from .._kernels.bart_re_chain import ReOut, run_bart_re_chain
 from .._kernels.random_effects import new_random_effects
 from .._kernels.records import ForestOut, Moves, make_window
+from .forest import SweepByRun
 from .mh import CGM, GROW_PRUNE, BartChain, move_flags
 from .problems import BartProblem
 
@@ -56,7 +57,7 @@ class BartReProblem(BartProblem):
     intercept: int = -1
 
 
-class BartReChain(BartChain):
+class BartReChain(SweepByRun, BartChain):
     """One BART + random effects chain with an MH move per tree.
 
     Parameters
@@ -79,13 +80,6 @@ class BartReChain(BartChain):
         g, k = self.re.xi.shape
         return {"sigma": np.full(draws, np.nan), "re_alpha": np.full((draws, k), np.nan),
                 "re_xi": np.full((draws, g, k), np.nan), "re_sigma_xi": np.full((draws, k), np.nan)}
-
-    def sweep(self) -> None:
-        """One sweep with nothing recorded (the Geweke test's successive-conditional step); the
-        buffers of ``allocate`` must exist (any size)."""
-        if self.out is None:
-            self.allocate(1)
-        self.run(0, 1, 1 << 62, 1)
 
     def run(self, first_iter: int, n_iter: int, tune: int, thin: int) -> None:
         """Advance ``n_iter`` sweeps, recording kept draws (the store grows on demand)."""
