@@ -14,8 +14,10 @@ them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
+import os
 import sys
 import warnings
 
@@ -39,6 +41,39 @@ def _data(seed: int, n: int = 120) -> pd.DataFrame:
     df["time"] = np.exp(0.3 * f + rng.normal(0, 0.5, n))
     df["event"] = (rng.uniform(size=n) < 0.8).astype(int)
     return df
+
+
+def _sparse_data(seed: int, n: int = 150, p: int = 40) -> pd.DataFrame:
+    """0/1 predictors, each 1 in about 4% of the rows, and y from three of them: the data on which
+    the samplers take their sparse paths (rule counts and bins from each predictor's rows off its
+    most common code), which the dense ``_data`` never reaches."""
+    rng = np.random.default_rng(seed)
+    x = (rng.uniform(size=(n, p)) < 0.04).astype(float)
+    x[: n // 5, :3] = 1.0 - x[: n // 5, :3]  # three predictors common enough to split on
+    df = pd.DataFrame(x, columns=[f"s{j}" for j in range(p)])
+    df["y"] = 2.0 * x[:, 0] - 1.5 * x[:, 1] + x[:, 2] + rng.normal(0, 0.5, n)
+    return df
+
+
+@contextlib.contextmanager
+def _environ(name: str, value: str):
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = old
+
+
+def _row_blocks_fit(sampler: str, df: pd.DataFrame, **kw):
+    """BART with its per-row passes split into row blocks from 50 rows (normally 300,000)."""
+    from bartpy_suite.samplers.forest import ROW_BLOCKS_ENV
+
+    with _environ(ROW_BLOCKS_ENV, "50"):
+        return bps.bart("y ~ x1 + x2 + x3", data=df, sampler=sampler, **kw)
 
 
 def _cases():
@@ -66,6 +101,38 @@ def _cases():
     yield "bart_multinomial", lambda: bps.bart("yc ~ x1 + x2 + x3", data=df, **bart)
     yield "bart_ordinal", lambda: bps.bart("yo ~ x1 + x2 + x3", data=df, **bart)
     yield "bart_survival", lambda: bps.bart("Surv(time, event) ~ x1 + x2 + x3", data=df, **bart)
+    yield "cart_tempered_rotate_perturb", lambda: bps.cart(
+        "y ~ x1 + x2 + x3", data=df, sampler="tempered",
+        sampler_options={"moves": {"grow": .2, "prune": .2, "change": .32, "swap": .08, "rotate": .1, "perturb": .1}},
+        **cart)
+    yield "cart_cgm_rotate_perturb", lambda: bps.cart(
+        "y ~ x1 + x2 + x3", data=df, sampler="cgm",
+        sampler_options={"moves": {"grow": .25, "prune": .25, "change": .2, "swap": .1, "rotate": .1, "perturb": .1}},
+        **cart)
+    grouped = df.assign(g=pd.Categorical((np.arange(len(df)) % 6).astype(str)),
+                        w=np.random.default_rng(5).uniform(0.5, 2.0, len(df)),
+                        z=(np.random.default_rng(6).uniform(size=len(df)) < 0.5).astype(int))
+    yield "bart_random_effects", lambda: bps.bart("y ~ x1 + x2 + x3 + (1 | g)", data=grouped, **bart)
+    yield "bart_random_effects_cgm", lambda: bps.bart("y ~ x1 + x2 + x3 + (1 | g)", data=grouped, sampler="cgm",
+                                                     **bart)
+    yield "bart_hetero", lambda: bps.bart("y ~ x1 + x2 + x3", data=grouped, variance="~ x1", **bart)
+    yield "bart_weights", lambda: bps.bart("y ~ x1 + x2 + x3", data=grouped, weights="w", **bart)
+    yield "bart_no_likelihood", lambda: bps.bart("y ~ x1 + x2 + x3", data=grouped, weights="w", likelihood=False,
+                                                check_mixing=False, **bart)
+    yield "bart_row_blocks_grow_prune", lambda: _row_blocks_fit("grow_prune", df, **bart)
+    yield "bart_row_blocks_cgm", lambda: _row_blocks_fit("cgm", df, **bart)
+    yield "bcf", lambda: bps.bcf("y ~ x1 + x3", data=grouped, treatment="z", draws=40, tune=40, **base)
+    yield "bcf_random_effects", lambda: bps.bcf("y ~ x1 + x3 + (1 | g)", data=grouped, treatment="z", draws=40,
+                                                tune=40, **base)
+    sparse = _sparse_data(2)
+    for sampler, options in (("cgm", None), ("pg", {"ancestor_sampling": True}), ("ctmc", None),
+                             ("ctmc", {"rotate": True, "perturb": True})):
+        name = f"sparse_bart_{sampler}" + ("_rotate_perturb" if options and "rotate" in options else "")
+        name += "_ancestor" if options and options.get("ancestor_sampling") else ""
+        yield name, lambda s=sampler, o=options: bps.bart("y ~ .", data=sparse, sampler=s, sampler_options=o,
+                                                          check_mixing=False, **bart)
+    yield "sparse_cart_smc_optimal", lambda: bps.cart("y ~ .", data=sparse, sampler="smc", draws=30, chains=2, seed=3,
+                                                      sampler_options={"proposal": "optimal"}, check_mixing=False)
     yield "soft_hmc_dfi", lambda: bps.soft_tree("y ~ x1 + x3", data=df.iloc[:60], draws=8, tune=8, chains=2, seed=3)
     yield "soft_hmc_df", lambda: bps.soft_tree("y ~ x1 + x3", data=df.iloc[:60], sampler="hmc_df", draws=8, tune=8,
                                                chains=2, seed=3)
@@ -109,7 +176,10 @@ def save_and_compare(result: dict, out: str | None, compare: str | None) -> int:
     if compare:
         with open(compare) as fh:
             before = json.load(fh)
-        changed = [k for k in result if before.get(k) != result[k]]
+        new = [k for k in result if k not in before]
+        changed = [k for k in result if k in before and before[k] != result[k]]
+        if new:
+            print("new (no hash in the compared file):", ", ".join(new))
         print("changed:", ", ".join(changed) if changed else "none")
         return 1 if changed else 0
     return 0
