@@ -94,6 +94,7 @@ from .tree import (
     LEAF,
     M_N_FREE,
     M_N_INTERNAL,
+    _cut_available,
     collapse_node,
     has_available_rule,
     leaf_terms,
@@ -101,6 +102,7 @@ from .tree import (
     p_split,
     prior_rule_counts,
     split_leaf,
+    var_rule_count,
 )
 
 EVENT_BIRTH = 0
@@ -144,6 +146,8 @@ class CtmcState(NamedTuple):
     death_a: np.ndarray  # float64[N]: the same for the death of a nog node
     death_db: np.ndarray  # float64[N]
     sum_tree: np.ndarray  # float64[2 S], S the power of two >= N: event rate of each node slot, sums
+    bin_mode: np.ndarray  # int64[p]: a sparse predictor's most common code (``_bin_rows``), else -1
+    var_diff: np.ndarray  # uint8[p]: predictors whose code varies over a small row set (``_rows_available``)
 
 
 def new_ctmc_state(n_rows: int, capacity: int, nbins: np.ndarray, is_cat: np.ndarray, n_classes: int) -> CtmcState:
@@ -179,6 +183,8 @@ def new_ctmc_state(n_rows: int, capacity: int, nbins: np.ndarray, is_cat: np.nda
         death_a=np.zeros(capacity),
         death_db=np.zeros(capacity),
         sum_tree=np.zeros(2 * _pow2(capacity)),
+        bin_mode=np.full(p, -1, dtype=np.int64),
+        var_diff=np.zeros(p, dtype=np.uint8),
     )
 
 
@@ -245,11 +251,73 @@ def _global_delta(fstate, db, n_total, target, model):
     return -0.5 * (n_total + target.prior.nu) * math.log1p(db / base)
 
 
+#: Largest row set whose availability ``_rows_available`` decides from the row-major codes
+#: (``Scratch.codes_by_row``) rather than with ``tree.has_available_rule``.
+SMALL_SET = 64
+#: Predictors whose first-row cut ``_rows_available`` tries before comparing the rows' code vectors.
+FIRST_ROW_CUTS = 128
+#: A predictor takes ``_bin_rows_sparse`` when at most this share of all rows are off its most common code.
+SPARSE_BIN_SHARE = 0.25
+
+
 @helper
-def _log_one_minus(xt, perm, start, end, is_cat, nbins, depth, target, scratch):
+def _rows_available(data, rows, start, end, m, scratch, cs):
+    """``tree.has_available_rule`` on ``rows[start:end]`` (no missing-value split), the same answer.
+
+    With the predictors' exceptions kept (``Scratch.ex_ptr``: sparse data, ``tree.mode_exceptions``)
+    and at most ``SMALL_SET`` rows, the rows' code vectors (``scratch.codes_by_row``, one contiguous
+    row each) are compared with the first row's: only a predictor whose code varies over the rows
+    can offer a rule (one code sends every row one way), and those few are counted exactly with
+    ``tree.var_rule_count``. ``has_available_rule`` reads the codes column by column, one cache line
+    per (row, predictor) and, on a set where no first-row cut works, a histogram per predictor: the
+    small sets that a sparse predictor's rare codes split off a leaf (grants: over 90% of the
+    ``has_available_rule`` work of CT-MCMC's birth rates)."""
+    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
+    n = end - start
+    p = xt.shape[0]
+    if n < 2 * m:
+        return False
+    if n > SMALL_SET or m < 1 or scratch.ex_ptr.shape[0] != p + 1:
+        return has_available_rule(xt, rows, start, end, is_cat, nbins, m, scratch.hist, scratch.sums, False)
+    # The first-row cuts of ``has_available_rule`` settle most sets within its first predictors;
+    # a set they leave undecided (one where most predictors are constant) is compared row-wise.
+    for u in range(min(p, FIRST_ROW_CUTS)):
+        if not is_cat[u] and nbins[u] > 1 and _cut_available(xt, rows, start, end, u, xt[u, rows[start]], m):
+            return True
+    xr = scratch.codes_by_row
+    diff = cs.var_diff
+    first = xr[rows[start]]
+    for u in range(p):
+        diff[u] = 0
+    for i in range(start + 1, end):
+        other = xr[rows[i]]
+        for u in range(p):
+            diff[u] |= other[u] != first[u]
+    for u in range(p):
+        if diff[u]:
+            c, lo, ex = var_rule_count(xt, rows, start, end, u, is_cat, nbins, m, scratch.hist, scratch.sums, False)
+            if c > 0:
+                return True
+    return False
+
+
+@helper
+def _set_bin_modes(data, scratch, cs):
+    """``cs.bin_mode``: each predictor's most common code if at most ``SPARSE_BIN_SHARE`` of the rows
+    are off it (exceptions kept: ``tree.mode_exceptions``), else -1 (``_bin_rows``)."""
+    ptr = scratch.ex_ptr
+    p = cs.bin_mode.shape[0]
+    n_rows = data.xt.shape[1]
+    kept = ptr.shape[0] == p + 1
+    for v in range(p):
+        sparse = kept and ptr[v + 1] - ptr[v] <= SPARSE_BIN_SHARE * n_rows
+        cs.bin_mode[v] = scratch.ex_mode[v] if sparse else -1
+
+
+@helper
+def _log_one_minus(perm, start, end, data, depth, target, scratch, cs):
     """log(1 - p_SPLIT) of a leaf over ``perm[start:end]``; 0 if it has no available rule."""
-    m = target.prior.min_leaf
-    if has_available_rule(xt, perm, start, end, is_cat, nbins, m, scratch.hist, scratch.sums, False):
+    if _rows_available(data, perm, start, end, target.prior.min_leaf, scratch, cs):
         return math.log1p(-p_split(target.prior.alpha, target.prior.beta, depth))
     return 0.0
 
@@ -268,7 +336,10 @@ def _rate(log_ratio):
 def _bin_rows(tree, node, xt, v, nb, y, ycls, target, cs, model):
     """Counting sort of the leaf's rows by the code of v into ``cs.sorted_rows[:n]``; binned
     counts, sums and class counts (basis leaves: c and A, ``stats_leaf_terms``); ``cs.bin_n[k]``
-    ends as the rows with code < k."""
+    ends as the rows with code < k.
+
+    A sparse predictor (``cs.bin_mode[v] >= 0``, its most common code, set by ``_leaf_rule_setup``)
+    takes ``_bin_rows_sparse``: the same numbers, faster when most rows share that code."""
     s = tree.start[node]
     e = tree.end[node]
     n_cls = cs.bin_cls.shape[1]
@@ -281,6 +352,9 @@ def _bin_rows(tree, node, xt, v, nb, y, ycls, target, cs, model):
             for j in range(n_cls):
                 cs.bin_cls[k, j] = 0.0
     row = xt[v]
+    if cs.bin_mode[v] >= 0:
+        _bin_rows_sparse(tree, node, row, nb, y, ycls, target, cs, model, cs.bin_mode[v])
+        return
     for i in range(s, e):
         r = tree.perm[i]
         c = row[r]
@@ -309,6 +383,76 @@ def _bin_rows(tree, node, xt, v, nb, y, ycls, target, cs, model):
 
 
 @helper
+def _bin_rows_sparse(tree, node, row, nb, y, ycls, target, cs, model, mode):
+    """``_bin_rows``'s two passes (bins zeroed by the caller) for a predictor whose rows mostly sit
+    at code ``mode``: that bin's count, sums and next sorted slot are kept in registers rather than
+    in ``cs.bin_*``. The hot bin's running sum lived in memory, so each row waited for the previous
+    row's store (grants: about 5 ns per row, ``benchmarks/results/ctmc_wide_cost.md``). Every bin
+    still adds its rows' terms in row order from 0.0, so every sum, count and slot is the same
+    number. The square sums are left at zero for the leaf models that never read them
+    (``stats_leaf_terms``: known variance, classification)."""
+    use_s2 = len(model) != MODEL_NORMAL_KNOWN_VARIANCE and len(model) != MODEL_CLASSIFICATION
+    perm = tree.perm
+    s = tree.start[node]
+    e = tree.end[node]
+    off = cs.sub_rows  # positions of the rows off the mode, in row order
+    n_off = 0
+    n_mode = 0
+    m1 = 0.0
+    m2 = 0.0
+    for i in range(s, e):
+        r = perm[i]
+        c = row[r]
+        yr = y[r]
+        if len(model) == MODEL_BASIS_NORMAL:
+            x1 = target.basis[1, r] * yr
+            x2 = target.basis[2, r]
+        else:
+            x1 = yr
+            x2 = yr * yr
+        if c == mode:
+            n_mode += 1
+            m1 += x1
+            if use_s2:
+                m2 += x2
+        else:
+            off[n_off] = i
+            n_off += 1
+            cs.bin_n[c + 1] += 1
+            cs.bin_s1[c] += x1
+            if use_s2:
+                cs.bin_s2[c] += x2
+        if len(model) == MODEL_CLASSIFICATION:
+            cs.bin_cls[c, ycls[r]] += 1.0
+    cs.bin_n[mode + 1] = n_mode
+    cs.bin_s1[mode] = m1
+    cs.bin_s2[mode] = m2
+    for k in range(nb):
+        cs.bin_n[k + 1] += cs.bin_n[k]
+    # The counting sort's second pass: the mode's rows are the runs of the leaf's rows between
+    # those off it (copied, no code read); the others go to their bins.
+    slot = cs.bin_n[mode]
+    i0 = s
+    for j in range(n_off):
+        i1 = off[j]
+        for i in range(i0, i1):
+            cs.sorted_rows[slot] = perm[i]
+            slot += 1
+        r = perm[i1]
+        c = row[r]
+        cs.sorted_rows[cs.bin_n[c]] = r
+        cs.bin_n[c] += 1
+        i0 = i1 + 1
+    for i in range(i0, e):
+        cs.sorted_rows[slot] = perm[i]
+        slot += 1
+    cs.bin_n[mode] = slot
+    for k in range(nb, 0, -1):
+        cs.bin_n[k] = cs.bin_n[k - 1]
+    cs.bin_n[0] = 0
+
+
+@helper
 def _numeric_rates(tree, node, data, v, log_base, target, fstate, scratch, cs, model):
     """Birth rates of the available cuts ``lo .. lo + count - 1`` of numeric v at a leaf
     (``scratch.lows[v]``, ``scratch.counts[v]``, as ``_leaf_rule_setup`` leaves them) into
@@ -317,7 +461,7 @@ def _numeric_rates(tree, node, data, v, log_base, target, fstate, scratch, cs, m
     ``log_base`` holds the cut-independent part of log pi(T+)/pi(T): log p_SPLIT + log p_RULE
     - log(1 - p_SPLIT) of the leaf.
     """
-    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
+    nbins = data.nbins
     lo, count = scratch.lows[v], int(scratch.counts[v])
     nb = nbins[v]
     n = tree.end[node] - tree.start[node]
@@ -335,8 +479,7 @@ def _numeric_rates(tree, node, data, v, log_base, target, fstate, scratch, cs, m
     b = hi + 1
     while a < b:  # first k whose left child can split
         mid = (a + b) // 2
-        if has_available_rule(xt, rows, 0, cs.bin_n[mid + 1], is_cat, nbins, target.prior.min_leaf, scratch.hist,
-                              scratch.sums, False):
+        if _rows_available(data, rows, 0, cs.bin_n[mid + 1], target.prior.min_leaf, scratch, cs):
             b = mid
         else:
             a = mid + 1
@@ -345,8 +488,7 @@ def _numeric_rates(tree, node, data, v, log_base, target, fstate, scratch, cs, m
     b = hi
     while a < b:  # last k whose right child can split
         mid = (a + b + 1) // 2
-        if has_available_rule(xt, rows, cs.bin_n[mid + 1], n, is_cat, nbins, target.prior.min_leaf, scratch.hist,
-                              scratch.sums, False):
+        if _rows_available(data, rows, cs.bin_n[mid + 1], n, target.prior.min_leaf, scratch, cs):
             a = mid
         else:
             b = mid - 1
@@ -422,14 +564,14 @@ def _factor_setup(data, v, target, scratch, cs):
     present levels into ``cs.levels``, and per level whether its rows alone offer an available
     rule (``cs.lev_self``, one ``has_available_rule`` on the level's rows: O(rows * p) in all).
     Returns the number of present levels."""
-    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
+    nbins = data.nbins
     m = target.prior.min_leaf
     n_present = 0
     for k in range(nbins[v]):
         if cs.bin_n[k + 1] > cs.bin_n[k]:
             cs.levels[n_present] = k
-            cs.lev_self[n_present] = has_available_rule(xt, cs.sorted_rows, cs.bin_n[k], cs.bin_n[k + 1], is_cat,
-                                                        nbins, m, scratch.hist, scratch.sums, False)
+            cs.lev_self[n_present] = _rows_available(data, cs.sorted_rows, cs.bin_n[k], cs.bin_n[k + 1], m, scratch,
+                                                     cs)
             n_present += 1
     return n_present
 
@@ -479,7 +621,6 @@ def _side_availability(n_side, size, n_self, n_big, big_sum, m):
 def _side_rows_available(data, m, g, n_present, left, scratch, cs):
     """``has_available_rule`` on the rows of one side of partition g (the undecided case of
     ``_side_availability``): the side's rows are copied into ``cs.sub_rows``."""
-    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
     fill = 0
     for j in range(n_present):
         on_left = j < n_present - 1 and (g >> j) & 1 == 1
@@ -489,7 +630,7 @@ def _side_rows_available(data, m, g, n_present, left, scratch, cs):
                 cs.sub_rows[fill] = cs.sorted_rows[i]
                 fill += 1
     cs.walk_stats[1] += 1
-    return has_available_rule(xt, cs.sub_rows, 0, fill, is_cat, nbins, m, scratch.hist, scratch.sums, False)
+    return _rows_available(data, cs.sub_rows, 0, fill, m, scratch, cs)
 
 
 @helper
@@ -720,6 +861,7 @@ def leaf_birth_rates(tree, node, data, target, fstate, scratch, cs):
     n_vars, log_split = _leaf_rule_setup(tree, node, data, target, scratch)
     if n_vars == 0:
         return
+    _set_bin_modes(data, scratch, cs)
     for v in range(p):
         if scratch.counts[v] > 0.0:  # has_available_rule leaves scratch.counts/lows intact
             cs.rate_var[node, v] = _var_birth_rates(tree, node, v, n_vars, log_split, data,
@@ -731,7 +873,7 @@ def leaf_birth_rates(tree, node, data, target, fstate, scratch, cs):
 @helper
 def nog_death_rate(tree, node, data, target, fstate, scratch, cs):
     """Death rate of a nog node: ``min(1, pi(T-) / pi(T))`` (CT-MCMC eq. 10)."""
-    xt, is_cat, nbins, y, ycls = data.xt, data.is_cat, data.nbins, data.y, data.ycls
+    is_cat, nbins, y, ycls = data.is_cat, data.nbins, data.y, data.ycls
     m = target.prior.min_leaf
     s = tree.start[node]
     e = tree.end[node]
@@ -746,8 +888,8 @@ def nog_death_rate(tree, node, data, target, fstate, scratch, cs):
     lm_n, b_n = leaf_terms(tree, node, y, ycls, target, scratch.class_counts, scratch.model)
     d = tree.depth[node] + 1
     log_r = math.log1p(-ps) - math.log(ps) - log_rule
-    log_r -= _log_one_minus(xt, tree.perm, tree.start[lc], tree.end[lc], is_cat, nbins, d, target, scratch)
-    log_r -= _log_one_minus(xt, tree.perm, tree.start[rc], tree.end[rc], is_cat, nbins, d, target, scratch)
+    log_r -= _log_one_minus(tree.perm, tree.start[lc], tree.end[lc], data, d, target, scratch, cs)
+    log_r -= _log_one_minus(tree.perm, tree.start[rc], tree.end[rc], data, d, target, scratch, cs)
     log_r += lm_n - tree.lm[lc] - tree.lm[rc]
     db = b_n - tree.b[lc] - tree.b[rc]
     cs.death_a[node] = log_r
