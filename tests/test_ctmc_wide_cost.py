@@ -105,11 +105,21 @@ def _bins(tree, node, data, v, target, cs, model):
     C._bin_rows(tree, node, data.xt, v, data.nbins[v], data.y, data.ycls, target, cs, model)
 
 
+@njit
+def _bins_prepared(tree, node, data, v, target, scratch, cs):
+    C._prepare_leaf(tree, node, data, target, scratch, cs, scratch.model)
+    C._bin_leaf_var(tree, node, data, v, target, scratch, cs)
+    C._unprepare(cs)
+
+
 @pytest.mark.parametrize("model", [MODEL_NORMAL_KNOWN_VARIANCE, MODEL_MEAN_SHIFT, MODEL_CLASSIFICATION])
-def test_bin_rows_sparse_path_gives_the_counting_sorts_numbers(model):
+def test_bin_rows_sparse_paths_give_the_counting_sorts_numbers(model, monkeypatch):
     """Every predictor of random sparse data at random leaves (row segments in random order), with
-    its most common code as ``cs.bin_mode`` and with -1: the same sorted rows, bin counts, response
-    sums (square sums where the leaf model reads them) and class counts, bit for bit."""
+    its most common code as ``cs.bin_mode`` (``_bin_rows_sparse``), from its exceptions at a
+    prepared leaf (``_bin_rows_exceptions``; not for classification) and with -1 (the counting
+    sort): the same sorted rows, bin counts, response sums (square sums where the leaf model reads
+    them) and class counts, bit for bit."""
+    monkeypatch.setattr(T, "EXCEPTION_SHARE", 0.5)
     rng = np.random.default_rng(5)
     n, p = 400, 60
     codes, is_cat, nbins = sparse_codes(rng, n, p)
@@ -122,6 +132,8 @@ def test_bin_rows_sparse_path_gives_the_counting_sorts_numbers(model):
     tag = T.model_tag(model)
     scratch = T.new_scratch(codes, 15, nbins, 3, model=model)
     cs = C.new_ctmc_state(n, 15, nbins, is_cat, 3)
+    assert scratch.ex_ptr.size == p + 1
+    from_exceptions = 0
     for size in (n, 250, 60, 9):
         tree = T.new_tree(n, 15, 3)
         tree.perm[:] = rng.permutation(n).astype(np.int32)
@@ -129,17 +141,26 @@ def test_bin_rows_sparse_path_gives_the_counting_sorts_numbers(model):
         tree.start[0], tree.end[0] = start, start + size
         for v in range(p):
             out = []
-            for mode in (int(scratch.ex_mode[v]), -1):
+            for way in ("exceptions", "registers", "counting sort"):
                 cs.bin_mode[:] = -1
-                cs.bin_mode[v] = mode
-                _bins(tree, 0, data, v, hyper, cs, tag)
+                cs.bin_mode[v] = -1 if way == "counting sort" else int(scratch.ex_mode[v])
+                if way == "exceptions":
+                    _bins_prepared(tree, 0, data, v, hyper, scratch, cs)
+                    from_exceptions += (model != MODEL_CLASSIFICATION
+                                        and scratch.ex_ptr[v + 1] - scratch.ex_ptr[v] <= size)
+                else:
+                    _bins(tree, 0, data, v, hyper, cs, tag)
+                assert not cs.off_code.any() and cs.prepared[0] == -1
                 nb = nbins[v]
                 out.append((cs.sorted_rows[:size].copy(), cs.bin_n[:nb + 1].copy(), cs.bin_s1[:nb].copy(),
                             cs.bin_s2[:nb].copy(), cs.bin_cls[:nb].copy()))
-            for k, (a, b) in enumerate(zip(*out)):
-                if k == 3 and model != MODEL_MEAN_SHIFT:
-                    continue  # the square sums: read by the mean-shift model only (of these three)
-                np.testing.assert_array_equal(a, b, err_msg=f"size {size}, predictor {v}, field {k}")
+            for way in (0, 1):
+                for k, (a, b) in enumerate(zip(out[way], out[2])):
+                    if k == 3 and model != MODEL_MEAN_SHIFT:
+                        continue  # the square sums: read by the mean-shift model only (of these three)
+                    np.testing.assert_array_equal(a, b, err_msg=f"size {size}, predictor {v}, field {k}, way {way}")
+    if model != MODEL_CLASSIFICATION:
+        assert from_exceptions > 100  # most (leaf, predictor) pairs went through the exceptions
 
 
 def _wide_sparse_frame(seed: int, n: int = 160, p: int = 30) -> pd.DataFrame:

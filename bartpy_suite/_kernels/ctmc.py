@@ -148,6 +148,11 @@ class CtmcState(NamedTuple):
     sum_tree: np.ndarray  # float64[2 S], S the power of two >= N: event rate of each node slot, sums
     bin_mode: np.ndarray  # int64[p]: a sparse predictor's most common code (``_bin_rows``), else -1
     var_diff: np.ndarray  # uint8[p]: predictors whose code varies over a small row set (``_rows_available``)
+    leaf_x1: np.ndarray  # float64[n]: per row of the prepared leaf, in its row order, its response sum term
+    leaf_x2: np.ndarray  # float64[n]: and square sum term (``_prepare_leaf``)
+    pos_of: np.ndarray  # int32[n]: a row's position in the prepared leaf (stale for rows elsewhere)
+    off_code: np.ndarray  # int32[n]: per position of the prepared leaf, 1 + the code if off the mode, else 0
+    prepared: np.ndarray  # int64[1]: the leaf ``_prepare_leaf`` prepared, -1: none
 
 
 def new_ctmc_state(n_rows: int, capacity: int, nbins: np.ndarray, is_cat: np.ndarray, n_classes: int) -> CtmcState:
@@ -185,6 +190,11 @@ def new_ctmc_state(n_rows: int, capacity: int, nbins: np.ndarray, is_cat: np.nda
         sum_tree=np.zeros(2 * _pow2(capacity)),
         bin_mode=np.full(p, -1, dtype=np.int64),
         var_diff=np.zeros(p, dtype=np.uint8),
+        leaf_x1=np.zeros(n_rows),
+        leaf_x2=np.zeros(n_rows),
+        pos_of=np.zeros(n_rows, dtype=np.int32),
+        off_code=np.zeros(n_rows, dtype=np.int32),
+        prepared=np.full(1, -1, dtype=np.int64),
     )
 
 
@@ -446,6 +456,108 @@ def _bin_rows_sparse(tree, node, row, nb, y, ycls, target, cs, model, mode):
     for i in range(i0, e):
         cs.sorted_rows[slot] = perm[i]
         slot += 1
+    cs.bin_n[mode] = slot
+    for k in range(nb, 0, -1):
+        cs.bin_n[k] = cs.bin_n[k - 1]
+    cs.bin_n[0] = 0
+
+
+@helper
+def _prepare_leaf(tree, node, data, target, scratch, cs, model):
+    """Gather a leaf's response terms in its row order (``cs.leaf_x1``, ``cs.leaf_x2``: what
+    ``_bin_rows`` adds per row) and its rows' positions (``cs.pos_of``) for ``_bin_rows_exceptions``,
+    and mark the leaf prepared (``cs.prepared``; ``_unprepare`` when done: the response changes
+    between tree visits). Nothing is prepared without kept exceptions (``tree.mode_exceptions``) or
+    for classification (class counts per bin stay with ``_bin_rows``). ``model``: ``scratch.model``."""
+    if scratch.ex_ptr.shape[0] != data.xt.shape[0] + 1 or len(model) == MODEL_CLASSIFICATION:
+        cs.prepared[0] = -1
+        return
+    s = tree.start[node]
+    y = data.y
+    for i in range(tree.end[node] - s):
+        r = tree.perm[s + i]
+        cs.pos_of[r] = i
+        yr = y[r]
+        if len(model) == MODEL_BASIS_NORMAL:
+            cs.leaf_x1[i] = target.basis[1, r] * yr
+            cs.leaf_x2[i] = target.basis[2, r]
+        else:
+            cs.leaf_x1[i] = yr
+            cs.leaf_x2[i] = yr * yr
+    cs.prepared[0] = node
+
+
+@helper
+def _unprepare(cs):
+    cs.prepared[0] = -1
+
+
+@helper
+def _bin_leaf_var(tree, node, data, v, target, scratch, cs):
+    """``_bin_rows`` of predictor v at a leaf: from v's exceptions (``_bin_rows_exceptions``) when
+    the leaf is prepared and v is sparse with no more exceptions in all than the leaf has rows."""
+    ptr = scratch.ex_ptr
+    if cs.prepared[0] == node and cs.bin_mode[v] >= 0 and ptr[v + 1] - ptr[v] <= tree.end[node] - tree.start[node]:
+        _bin_rows_exceptions(tree, node, v, data.nbins[v], scratch, cs, scratch.model)
+    else:
+        _bin_rows(tree, node, data.xt, v, data.nbins[v], data.y, data.ycls, target, cs, scratch.model)
+
+
+@helper
+def _bin_rows_exceptions(tree, node, v, nb, scratch, cs, model):
+    """``_bin_rows`` (the same sorted rows, counts and sums, bit for bit) of a sparse predictor v at
+    the prepared leaf, without reading v's codes row by row: v's exceptions (``Scratch.ex_row``,
+    ``ex_code``) found at the leaf by their positions (``cs.pos_of``, checked against the leaf's
+    rows) give every bin's count before the pass, so one pass over the leaf's positions adds each
+    row's terms (``cs.leaf_x1``, ``leaf_x2``, contiguous) to its bin in row order and places it in
+    ``cs.sorted_rows``. The mode bin's sums stay in registers."""
+    use_s2 = len(model) != MODEL_NORMAL_KNOWN_VARIANCE
+    perm = tree.perm
+    s = tree.start[node]
+    n = tree.end[node] - s
+    mode = cs.bin_mode[v]
+    ptr, ex_row, ex_code = scratch.ex_ptr, scratch.ex_row, scratch.ex_code
+    flag = cs.off_code
+    for k in range(nb + 1):
+        cs.bin_n[k] = 0
+    for k in range(nb):
+        cs.bin_s1[k] = 0.0
+        cs.bin_s2[k] = 0.0
+    n_off = 0
+    for j in range(ptr[v], ptr[v + 1]):
+        r = ex_row[j]
+        i = cs.pos_of[r]
+        if i < n and perm[s + i] == r:
+            c = ex_code[j]
+            flag[i] = c + 1
+            cs.bin_n[c + 1] += 1
+            n_off += 1
+    cs.bin_n[mode + 1] = n - n_off
+    for k in range(nb):
+        cs.bin_n[k + 1] += cs.bin_n[k]
+    # bin_n[k] is the first slot of bin k: fill in row order, then shift back as ``_bin_rows``
+    slot = cs.bin_n[mode]
+    m1 = 0.0
+    m2 = 0.0
+    x1, x2 = cs.leaf_x1, cs.leaf_x2
+    for i in range(n):
+        f = flag[i]
+        if f == 0:
+            m1 += x1[i]
+            if use_s2:
+                m2 += x2[i]
+            cs.sorted_rows[slot] = perm[s + i]
+            slot += 1
+        else:
+            c = f - 1
+            cs.bin_s1[c] += x1[i]
+            if use_s2:
+                cs.bin_s2[c] += x2[i]
+            cs.sorted_rows[cs.bin_n[c]] = perm[s + i]
+            cs.bin_n[c] += 1
+            flag[i] = 0
+    cs.bin_s1[mode] = m1
+    cs.bin_s2[mode] = m2
     cs.bin_n[mode] = slot
     for k in range(nb, 0, -1):
         cs.bin_n[k] = cs.bin_n[k - 1]
@@ -830,12 +942,12 @@ def _leaf_rule_setup(tree, node, data, target, scratch):
 def _var_birth_rates(tree, node, v, n_vars, log_split, data, target, fstate, scratch, cs):
     """Birth rates of predictor v's rules at a leaf into ``cs.rates``; returns their sum.
     ``_leaf_rule_setup`` must have run for the leaf."""
-    xt, is_cat, nbins, y, ycls = data.xt, data.is_cat, data.nbins, data.y, data.ycls
+    is_cat = data.is_cat
     count = scratch.counts[v]
     if count <= 0.0:
         cs.cut_count[node, v] = 0
         return 0.0
-    _bin_rows(tree, node, xt, v, nbins[v], y, ycls, target, cs, scratch.model)
+    _bin_leaf_var(tree, node, data, v, target, scratch, cs)
     if is_cat[v]:
         # p_RULE of an unordered partition: 1 / (n_vars * count / 2), count of ordered subsets.
         log_base = log_split - math.log(n_vars) - math.log(0.5 * count)
@@ -862,10 +974,12 @@ def leaf_birth_rates(tree, node, data, target, fstate, scratch, cs):
     if n_vars == 0:
         return
     _set_bin_modes(data, scratch, cs)
+    _prepare_leaf(tree, node, data, target, scratch, cs, scratch.model)
     for v in range(p):
         if scratch.counts[v] > 0.0:  # has_available_rule leaves scratch.counts/lows intact
             cs.rate_var[node, v] = _var_birth_rates(tree, node, v, n_vars, log_split, data,
                                                     target, fstate, scratch, cs)
+    _unprepare(cs)
 
 
 # -- death rates ------------------------------------------------------------------------------------
@@ -1117,8 +1231,10 @@ def jump(rng, tree, data, target, fstate, scratch, cs, lam, model):
             u -= cs.rate_var[node, k]
         u = min(max(u, 0.0), cs.rate_var[node, v])
         n_vars, log_split = _leaf_rule_setup(tree, node, data, target, scratch)
+        _prepare_leaf(tree, node, data, target, scratch, cs, scratch.model)
         total = _var_birth_rates(tree, node, v, n_vars, log_split, data, target, fstate,
                                  scratch, cs)
+        _unprepare(cs)
         # the recomputed total equals the cached one up to rounding (summation order): rescale
         u = u * total / cs.rate_var[node, v] if cs.rate_var[node, v] > 0.0 else 0.0
         if is_cat[v]:
