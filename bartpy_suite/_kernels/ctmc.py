@@ -136,7 +136,10 @@ class CtmcState(NamedTuple):
     cls_right: np.ndarray  # float64[K]
     levels: np.ndarray  # int64[L]: present levels of a factor at a leaf (L: most levels of a factor)
     lev_self: np.ndarray  # bool[L]: whether a present level's rows alone offer an available rule
-    walk_stats: np.ndarray  # int64[2]: Gray-code steps walked, sides checked on their rows (diagnostics)
+    # int64[7], diagnostics: Gray-code steps walked, sides checked on their rows; leaves whose birth
+    # rates were computed, their rows, their (leaf, predictor) pairs with a rule; availability checks
+    # (``_rows_available``), those decided by comparing rows (``benchmarks/ctmc_wide_cost.py``)
+    walk_stats: np.ndarray
     no_sub: np.ndarray  # int64[0] and
     no_rate: np.ndarray  # float64[0]: "record nothing" for ``_factor_walk``
     cut_a: np.ndarray  # float64[p, n]: per birth candidate, log pi(T+)/pi(T) without the global term
@@ -178,7 +181,7 @@ def new_ctmc_state(n_rows: int, capacity: int, nbins: np.ndarray, is_cat: np.nda
         cls_right=np.zeros(k),
         levels=np.zeros(max_levels, dtype=np.int64),
         lev_self=np.zeros(max_levels, dtype=np.bool_),
-        walk_stats=np.zeros(2, dtype=np.int64),
+        walk_stats=np.zeros(7, dtype=np.int64),
         no_sub=np.zeros(0, dtype=np.int64),
         no_rate=np.zeros(0),
         cut_a=np.zeros((p, n_rows)),
@@ -285,6 +288,7 @@ def _rows_available(data, rows, start, end, m, scratch, cs):
     xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
     n = end - start
     p = xt.shape[0]
+    cs.walk_stats[5] += 1
     if n < 2 * m:
         return False
     if n > SMALL_SET or m < 1 or scratch.ex_ptr.shape[0] != p + 1:
@@ -294,6 +298,7 @@ def _rows_available(data, rows, start, end, m, scratch, cs):
     for u in range(min(p, FIRST_ROW_CUTS)):
         if not is_cat[u] and nbins[u] > 1 and _cut_available(xt, rows, start, end, u, xt[u, rows[start]], m):
             return True
+    cs.walk_stats[6] += 1
     xr = scratch.codes_by_row
     diff = cs.var_diff
     first = xr[rows[start]]
@@ -973,6 +978,9 @@ def leaf_birth_rates(tree, node, data, target, fstate, scratch, cs):
     n_vars, log_split = _leaf_rule_setup(tree, node, data, target, scratch)
     if n_vars == 0:
         return
+    cs.walk_stats[2] += 1
+    cs.walk_stats[3] += tree.end[node] - tree.start[node]
+    cs.walk_stats[4] += n_vars
     _set_bin_modes(data, scratch, cs)
     _prepare_leaf(tree, node, data, target, scratch, cs, scratch.model)
     for v in range(p):
