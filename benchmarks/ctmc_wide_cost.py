@@ -85,19 +85,113 @@ def frame(data: str):
 
 
 def leaf_times(chain, rng) -> list[dict]:
-    """CPU ms per call of ``ctmc.leaf_birth_rates`` at a leaf holding random rows of the chain's data."""
+    """CPU ms per call of ``ctmc.leaf_birth_rates`` at a leaf holding random rows of the chain's data,
+    and of its parts: the rule counts (``_leaf_rule_setup``), the binning of every predictor with a
+    rule (``_bin_rows``; after: ``_prepare_leaf`` and ``_bin_leaf_var``), and the binning plus the
+    bisections of ``_numeric_rates`` for the cuts whose children can split (``has_available_rule``;
+    after: ``_rows_available``)."""
     from numba import njit
 
     from bartpy_suite._kernels import ctmc as C
     from bartpy_suite._kernels import tree as T
 
+    after = hasattr(C, "_bin_leaf_var")
+    # The parts' wrappers below are inlined into ``parts``, as their bodies are into
+    # ``leaf_birth_rates``: a call passing the chain's records would add its own cost.
+
     @njit
-    def repeat(tree, data, target, fstate, scratch, cs, calls):
+    def full(tree, data, target, fstate, scratch, cs, calls):
         total = 0.0
         for _ in range(calls):
             C.leaf_birth_rates(tree, 0, data, target, fstate, scratch, cs)
             total += cs.rate_var[0].sum()
         return total
+
+    @njit
+    def setup(tree, data, target, fstate, scratch, cs, calls):
+        total = 0
+        for _ in range(calls):
+            total += C._leaf_rule_setup(tree, 0, data, target, scratch)[0]
+        return total
+
+    if after:
+        @njit(inline="always")
+        def binning(tree, data, target, scratch, cs, v):
+            C._bin_leaf_var(tree, 0, data, v, target, scratch, cs)
+
+        @njit(inline="always")
+        def available(data, rows, start, end, m, scratch, cs):
+            return C._rows_available(data, rows, start, end, m, scratch, cs)
+
+        @njit(inline="always")
+        def prepare(tree, data, target, scratch, cs):
+            C._set_bin_modes(data, scratch, cs)
+            C._prepare_leaf(tree, 0, data, target, scratch, cs, scratch.model)
+
+        @njit(inline="always")
+        def unprepare(cs):
+            C._unprepare(cs)
+    else:
+        @njit(inline="always")
+        def binning(tree, data, target, scratch, cs, v):
+            C._bin_rows(tree, 0, data.xt, v, data.nbins[v], data.y, data.ycls, target, cs, scratch.model)
+
+        @njit(inline="always")
+        def available(data, rows, start, end, m, scratch, cs):
+            return T.has_available_rule(data.xt, rows, start, end, data.is_cat, data.nbins, m, scratch.hist,
+                                        scratch.sums, False)
+
+        @njit(inline="always")
+        def prepare(tree, data, target, scratch, cs):
+            pass
+
+        @njit(inline="always")
+        def unprepare(cs):
+            pass
+
+    @njit
+    def parts(tree, data, target, fstate, scratch, cs, calls, bisect):
+        # the loop of leaf_birth_rates and the bisections of _numeric_rates, without the rates
+        n = tree.end[0] - tree.start[0]
+        m = target.prior.min_leaf
+        k = 0
+        for _ in range(calls):
+            C._leaf_rule_setup(tree, 0, data, target, scratch)
+            prepare(tree, data, target, scratch, cs)
+            for v in range(data.xt.shape[0]):
+                if scratch.counts[v] <= 0.0:
+                    continue
+                binning(tree, data, target, scratch, cs, v)
+                if not bisect or data.is_cat[v]:
+                    continue
+                lo, count = scratch.lows[v], int(scratch.counts[v])
+                a, b = lo, lo + count
+                while a < b:
+                    mid = (a + b) // 2
+                    if available(data, cs.sorted_rows, 0, cs.bin_n[mid + 1], m, scratch, cs):
+                        b = mid
+                    else:
+                        a = mid + 1
+                k += a
+                a, b = lo - 1, lo + count - 1
+                while a < b:
+                    mid = (a + b + 1) // 2
+                    if available(data, cs.sorted_rows, cs.bin_n[mid + 1], n, m, scratch, cs):
+                        a = mid
+                    else:
+                        b = mid - 1
+                k += a
+            unprepare(cs)
+        return k
+
+    def timed(fn, *args) -> float:
+        """CPU ms per call of ``fn(*args, calls)``: at least LEAF_CALLS, about LEAF_SECONDS in all."""
+        c0 = time.process_time()
+        fn(*args, 1)  # compiles, and sizes the timed run
+        calls = int(min(max(LEAF_SECONDS / max(time.process_time() - c0, 1e-6), LEAF_CALLS), 1000))
+        c0 = time.process_time()
+        fn(*args, calls)
+        return 1000 * (time.process_time() - c0) / calls
 
     n_rows = chain.codes.shape[1]
     args = (chain.data, chain.state.target, chain.state.fstate, chain.scratch, chain.cs)
@@ -109,12 +203,10 @@ def leaf_times(chain, rng) -> list[dict]:
         tree = T.new_tree(n_rows, chain.capacity)
         tree.perm[:] = np.concatenate([rows, np.setdiff1d(np.arange(n_rows), rows)]).astype(np.int32)
         tree.end[0] = n
-        c0 = time.process_time()
-        total = repeat(tree, *args, 1)  # compiles, and sizes the timed run
-        calls = int(min(max(LEAF_SECONDS / max(time.process_time() - c0, 1e-6), LEAF_CALLS), 1000))
-        c0 = time.process_time()
-        repeat(tree, *args, calls)
-        out.append({"rows": n, "ms": 1000 * (time.process_time() - c0) / calls, "calls": calls, "total_rate": total})
+        rec = {"rows": n, "ms": timed(full, tree, *args), "setup_ms": timed(setup, tree, *args)}
+        rec["bin_ms"] = timed(lambda *a: parts(*a[:-1], a[-1], False), tree, *args)
+        rec["bin_avail_ms"] = timed(lambda *a: parts(*a[:-1], a[-1], True), tree, *args)
+        out.append(rec)
     return out
 
 
@@ -232,14 +324,24 @@ def report(results: dict, args) -> list[str]:
                              "exceptions kept", "CPU us / pair before", "CPU us / pair after"], rows)
     lines += ["", "`ctmc.leaf_birth_rates` alone, per call (CPU ms; a leaf of random rows of the fit's data, the "
               f"chain's state after its fit, at least {LEAF_CALLS} calls and about {LEAF_SECONDS} CPU s each): every "
-              "birth rate of one leaf.", ""]
+              "birth rate of one leaf, and its parts, timed by running the function's loop without the rates: the rule "
+              "counts (`_leaf_rule_setup`), the binning of every predictor with a rule (`_bin_rows`; after: "
+              "`_prepare_leaf`, `_bin_leaf_var`), the bisections for the cuts whose children can split again "
+              "(`has_available_rule`; after: `_rows_available`) and the rest (the rates themselves: leaf terms per "
+              "distinct cut, `exp`), each the difference of two timings, so +- a few tenths of a ms.", ""]
     rows = []
     for data in args.data:
         before = {r["case"]: r for r in results[("before", data)]}["ctmc"]["leaf"]
         after = {r["case"]: r for r in results[("after", data)]}["ctmc"]["leaf"]
         for b, a in zip(before, after):
-            rows.append([data, a["rows"], f"{b['ms']:.2f}", f"{a['ms']:.2f}", f"{b['ms'] / a['ms']:.2f}"])
-    lines += markdown_table(["data", "leaf rows", "ms before", "ms after", "speed-up"], rows)
+            split = []
+            for r in (b, a):
+                rest = r["ms"] - r["bin_avail_ms"]
+                split.append(f"{r['setup_ms']:.2f} / {r['bin_ms'] - r['setup_ms']:.2f} / "
+                             f"{r['bin_avail_ms'] - r['bin_ms']:.2f} / {rest:.2f}")
+            rows.append([data, a["rows"], f"{b['ms']:.2f}", f"{a['ms']:.2f}", f"{b['ms'] / a['ms']:.2f}", *split])
+    lines += markdown_table(["data", "leaf rows", "ms before", "ms after", "speed-up",
+                             "before: counts / binning / availability / rest", "after: the same"], rows)
     return lines
 
 

@@ -273,7 +273,7 @@ FIRST_ROW_CUTS = 128
 SPARSE_BIN_SHARE = 0.25
 
 
-@helper
+@helper(inline=True)
 def _rows_available(data, rows, start, end, m, scratch, cs):
     """``tree.has_available_rule`` on ``rows[start:end]`` (no missing-value split), the same answer.
 
@@ -284,15 +284,26 @@ def _rows_available(data, rows, start, end, m, scratch, cs):
     ``tree.var_rule_count``. ``has_available_rule`` reads the codes column by column, one cache line
     per (row, predictor) and, on a set where no first-row cut works, a histogram per predictor: the
     small sets that a sparse predictor's rare codes split off a leaf (grants: over 90% of the
-    ``has_available_rule`` work of CT-MCMC's birth rates)."""
-    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
+    ``has_available_rule`` work of CT-MCMC's birth rates).
+
+    Inlined into its callers: a call that passes the chain's records (``Scratch``, ``CtmcState``:
+    dozens of arrays) costs as much as a dense data set's typical answer, so every other set goes to
+    ``has_available_rule`` (arrays only) as it did."""
     n = end - start
-    p = xt.shape[0]
     cs.walk_stats[5] += 1
     if n < 2 * m:
         return False
-    if n > SMALL_SET or m < 1 or scratch.ex_ptr.shape[0] != p + 1:
-        return has_available_rule(xt, rows, start, end, is_cat, nbins, m, scratch.hist, scratch.sums, False)
+    if n > SMALL_SET or m < 1 or scratch.ex_ptr.shape[0] != data.xt.shape[0] + 1:
+        return has_available_rule(data.xt, rows, start, end, data.is_cat, data.nbins, m, scratch.hist, scratch.sums,
+                                  False)
+    return _small_rows_available(data, rows, start, end, m, scratch, cs)
+
+
+@helper
+def _small_rows_available(data, rows, start, end, m, scratch, cs):
+    """``_rows_available`` on at most ``SMALL_SET`` rows with the exceptions kept and m >= 1."""
+    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
+    p = xt.shape[0]
     # The first-row cuts of ``has_available_rule`` settle most sets within its first predictors;
     # a set they leave undecided (one where most predictors are constant) is compared row-wise.
     for u in range(min(p, FIRST_ROW_CUTS)):
