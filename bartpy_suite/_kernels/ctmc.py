@@ -49,7 +49,7 @@ summed in row order, the mode's in registers; ``_bin_rows_sparse`` when the leaf
 and whether a small row set offers a rule (the small side of a rare code's cut, in the bisection
 above) is decided by comparing its rows' code vectors (``_rows_available``) rather than by
 ``has_available_rule``'s column scans and per-predictor histograms. On grants (D = 1,497, 2,000
-rows) BART's sweep went from 5.0 to 1.6 CPU s (``benchmarks/results/ctmc_wide_cost.md``); what is
+rows) BART's sweep went from 4.9 to 1.6 CPU s (``benchmarks/results/ctmc_wide_cost.md``); what is
 left is mostly the binning, one pass over the leaf's rows per (leaf, predictor with a rule): the
 sums must keep their order to give the same rates.
 
