@@ -41,6 +41,18 @@ ratio and its change of B (at most rows - 1 entries, stored in the leaf's own ro
 jump refreshes all rates from these with one log1p and one exp each. When the node capacity is
 nearly used up (births need two free slots) every rate is recomputed.
 
+Sparse data (most codes of most predictors at one value, e.g. 0/1 indicators; the predictors'
+exceptions kept, ``tree.mode_exceptions``) takes two faster paths to the same numbers. A sparse
+predictor's bins at a leaf come from its exceptions (``_bin_rows_exceptions``: the leaf's response
+terms gathered once per leaf, ``_prepare_leaf``; one contiguous pass per predictor, every bin still
+summed in row order, the mode's in registers; ``_bin_rows_sparse`` when the leaf is not prepared),
+and whether a small row set offers a rule (the small side of a rare code's cut, in the bisection
+above) is decided by comparing its rows' code vectors (``_rows_available``) rather than by
+``has_available_rule``'s column scans and per-predictor histograms. On grants (D = 1,497, 2,000
+rows) BART's sweep went from 4.9 to 1.6 CPU s (``benchmarks/results/ctmc_wide_cost.md``); what is
+left is mostly the binning, one pass over the leaf's rows per (leaf, predictor with a rule): the
+sums must keep their order to give the same rates.
+
 Rotate and perturb (CT-B, CT-C) are events too, each an MH step of ``rotate.py`` fired at a
 constant rate: ``mh_rates[0]`` while the tree has a rotatable node (two or more splits),
 ``mh_rates[1]`` while it has a split (``mh_rates`` is None when both rates are 0: numba then compiles
@@ -94,6 +106,7 @@ from .tree import (
     LEAF,
     M_N_FREE,
     M_N_INTERNAL,
+    _cut_available,
     collapse_node,
     has_available_rule,
     leaf_terms,
@@ -101,6 +114,7 @@ from .tree import (
     p_split,
     prior_rule_counts,
     split_leaf,
+    var_rule_count,
 )
 
 EVENT_BIRTH = 0
@@ -134,7 +148,10 @@ class CtmcState(NamedTuple):
     cls_right: np.ndarray  # float64[K]
     levels: np.ndarray  # int64[L]: present levels of a factor at a leaf (L: most levels of a factor)
     lev_self: np.ndarray  # bool[L]: whether a present level's rows alone offer an available rule
-    walk_stats: np.ndarray  # int64[2]: Gray-code steps walked, sides checked on their rows (diagnostics)
+    # int64[7], diagnostics: Gray-code steps walked, sides checked on their rows; leaves whose birth
+    # rates were computed, their rows, their (leaf, predictor) pairs with a rule; availability checks
+    # (``_rows_available``), those decided by comparing rows (``benchmarks/ctmc_wide_cost.py``)
+    walk_stats: np.ndarray
     no_sub: np.ndarray  # int64[0] and
     no_rate: np.ndarray  # float64[0]: "record nothing" for ``_factor_walk``
     cut_a: np.ndarray  # float64[p, n]: per birth candidate, log pi(T+)/pi(T) without the global term
@@ -144,6 +161,13 @@ class CtmcState(NamedTuple):
     death_a: np.ndarray  # float64[N]: the same for the death of a nog node
     death_db: np.ndarray  # float64[N]
     sum_tree: np.ndarray  # float64[2 S], S the power of two >= N: event rate of each node slot, sums
+    bin_mode: np.ndarray  # int64[p]: a sparse predictor's most common code (``_bin_rows``), else -1
+    var_diff: np.ndarray  # uint8[p]: predictors whose code varies over a small row set (``_rows_available``)
+    leaf_x1: np.ndarray  # float64[n]: per row of the prepared leaf, in its row order, its response sum term
+    leaf_x2: np.ndarray  # float64[n]: and square sum term (``_prepare_leaf``)
+    pos_of: np.ndarray  # int32[n]: a row's position in the prepared leaf (stale for rows elsewhere)
+    off_code: np.ndarray  # int32[n]: per position of the prepared leaf, 1 + the code if off the mode, else 0
+    prepared: np.ndarray  # int64[1]: the leaf ``_prepare_leaf`` prepared, -1: none
 
 
 def new_ctmc_state(n_rows: int, capacity: int, nbins: np.ndarray, is_cat: np.ndarray, n_classes: int) -> CtmcState:
@@ -169,7 +193,7 @@ def new_ctmc_state(n_rows: int, capacity: int, nbins: np.ndarray, is_cat: np.nda
         cls_right=np.zeros(k),
         levels=np.zeros(max_levels, dtype=np.int64),
         lev_self=np.zeros(max_levels, dtype=np.bool_),
-        walk_stats=np.zeros(2, dtype=np.int64),
+        walk_stats=np.zeros(7, dtype=np.int64),
         no_sub=np.zeros(0, dtype=np.int64),
         no_rate=np.zeros(0),
         cut_a=np.zeros((p, n_rows)),
@@ -179,6 +203,13 @@ def new_ctmc_state(n_rows: int, capacity: int, nbins: np.ndarray, is_cat: np.nda
         death_a=np.zeros(capacity),
         death_db=np.zeros(capacity),
         sum_tree=np.zeros(2 * _pow2(capacity)),
+        bin_mode=np.full(p, -1, dtype=np.int64),
+        var_diff=np.zeros(p, dtype=np.uint8),
+        leaf_x1=np.zeros(n_rows),
+        leaf_x2=np.zeros(n_rows),
+        pos_of=np.zeros(n_rows, dtype=np.int32),
+        off_code=np.zeros(n_rows, dtype=np.int32),
+        prepared=np.full(1, -1, dtype=np.int64),
     )
 
 
@@ -245,11 +276,86 @@ def _global_delta(fstate, db, n_total, target, model):
     return -0.5 * (n_total + target.prior.nu) * math.log1p(db / base)
 
 
+#: Largest row set whose availability ``_rows_available`` decides from the row-major codes
+#: (``Scratch.codes_by_row``) rather than with ``tree.has_available_rule``.
+SMALL_SET = 64
+#: Predictors whose first-row cut ``_rows_available`` tries before comparing the rows' code vectors.
+FIRST_ROW_CUTS = 128
+#: A predictor takes ``_bin_rows_sparse`` when at most this share of all rows are off its most common code.
+SPARSE_BIN_SHARE = 0.25
+
+
+@helper(inline=True)
+def _rows_available(data, rows, start, end, m, scratch, cs):
+    """``tree.has_available_rule`` on ``rows[start:end]`` (no missing-value split), the same answer.
+
+    With the predictors' exceptions kept (``Scratch.ex_ptr``: sparse data, ``tree.mode_exceptions``)
+    and at most ``SMALL_SET`` rows, the rows' code vectors (``scratch.codes_by_row``, one contiguous
+    row each) are compared with the first row's: only a predictor whose code varies over the rows
+    can offer a rule (one code sends every row one way), and those few are counted exactly with
+    ``tree.var_rule_count``. ``has_available_rule`` reads the codes column by column, one cache line
+    per (row, predictor) and, on a set where no first-row cut works, a histogram per predictor: the
+    small sets that a sparse predictor's rare codes split off a leaf (grants: over 90% of the
+    ``has_available_rule`` work of CT-MCMC's birth rates).
+
+    Inlined into its callers: a call that passes the chain's records (``Scratch``, ``CtmcState``:
+    dozens of arrays) costs as much as a dense data set's typical answer, so every other set goes to
+    ``has_available_rule`` (arrays only) as it did."""
+    n = end - start
+    cs.walk_stats[5] += 1
+    if n < 2 * m:
+        return False
+    if n > SMALL_SET or m < 1 or scratch.ex_ptr.shape[0] != data.xt.shape[0] + 1:
+        return has_available_rule(data.xt, rows, start, end, data.is_cat, data.nbins, m, scratch.hist, scratch.sums,
+                                  False)
+    return _small_rows_available(data, rows, start, end, m, scratch, cs)
+
+
 @helper
-def _log_one_minus(xt, perm, start, end, is_cat, nbins, depth, target, scratch):
+def _small_rows_available(data, rows, start, end, m, scratch, cs):
+    """``_rows_available`` on at most ``SMALL_SET`` rows with the exceptions kept and m >= 1."""
+    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
+    p = xt.shape[0]
+    # The first-row cuts of ``has_available_rule`` settle most sets within its first predictors;
+    # a set they leave undecided (one where most predictors are constant) is compared row-wise.
+    for u in range(min(p, FIRST_ROW_CUTS)):
+        if not is_cat[u] and nbins[u] > 1 and _cut_available(xt, rows, start, end, u, xt[u, rows[start]], m):
+            return True
+    cs.walk_stats[6] += 1
+    xr = scratch.codes_by_row
+    diff = cs.var_diff
+    first = xr[rows[start]]
+    for u in range(p):
+        diff[u] = 0
+    for i in range(start + 1, end):
+        other = xr[rows[i]]
+        for u in range(p):
+            diff[u] |= other[u] != first[u]
+    for u in range(p):
+        if diff[u]:
+            c, lo, ex = var_rule_count(xt, rows, start, end, u, is_cat, nbins, m, scratch.hist, scratch.sums, False)
+            if c > 0:
+                return True
+    return False
+
+
+@helper
+def _set_bin_modes(data, scratch, cs):
+    """``cs.bin_mode``: each predictor's most common code if at most ``SPARSE_BIN_SHARE`` of the rows
+    are off it (exceptions kept: ``tree.mode_exceptions``), else -1 (``_bin_rows``)."""
+    ptr = scratch.ex_ptr
+    p = cs.bin_mode.shape[0]
+    n_rows = data.xt.shape[1]
+    kept = ptr.shape[0] == p + 1
+    for v in range(p):
+        sparse = kept and ptr[v + 1] - ptr[v] <= SPARSE_BIN_SHARE * n_rows
+        cs.bin_mode[v] = scratch.ex_mode[v] if sparse else -1
+
+
+@helper
+def _log_one_minus(perm, start, end, data, depth, target, scratch, cs):
     """log(1 - p_SPLIT) of a leaf over ``perm[start:end]``; 0 if it has no available rule."""
-    m = target.prior.min_leaf
-    if has_available_rule(xt, perm, start, end, is_cat, nbins, m, scratch.hist, scratch.sums, False):
+    if _rows_available(data, perm, start, end, target.prior.min_leaf, scratch, cs):
         return math.log1p(-p_split(target.prior.alpha, target.prior.beta, depth))
     return 0.0
 
@@ -268,7 +374,10 @@ def _rate(log_ratio):
 def _bin_rows(tree, node, xt, v, nb, y, ycls, target, cs, model):
     """Counting sort of the leaf's rows by the code of v into ``cs.sorted_rows[:n]``; binned
     counts, sums and class counts (basis leaves: c and A, ``stats_leaf_terms``); ``cs.bin_n[k]``
-    ends as the rows with code < k."""
+    ends as the rows with code < k.
+
+    A sparse predictor (``cs.bin_mode[v] >= 0``, its most common code, set by ``_leaf_rule_setup``)
+    takes ``_bin_rows_sparse``: the same numbers, faster when most rows share that code."""
     s = tree.start[node]
     e = tree.end[node]
     n_cls = cs.bin_cls.shape[1]
@@ -281,6 +390,9 @@ def _bin_rows(tree, node, xt, v, nb, y, ycls, target, cs, model):
             for j in range(n_cls):
                 cs.bin_cls[k, j] = 0.0
     row = xt[v]
+    if cs.bin_mode[v] >= 0:
+        _bin_rows_sparse(tree, node, row, nb, y, ycls, target, cs, model, cs.bin_mode[v])
+        return
     for i in range(s, e):
         r = tree.perm[i]
         c = row[r]
@@ -309,6 +421,178 @@ def _bin_rows(tree, node, xt, v, nb, y, ycls, target, cs, model):
 
 
 @helper
+def _bin_rows_sparse(tree, node, row, nb, y, ycls, target, cs, model, mode):
+    """``_bin_rows``'s two passes (bins zeroed by the caller) for a predictor whose rows mostly sit
+    at code ``mode``: that bin's count, sums and next sorted slot are kept in registers rather than
+    in ``cs.bin_*``. The hot bin's running sum lived in memory, so each row waited for the previous
+    row's store (grants: about 5 ns per row, ``benchmarks/results/ctmc_wide_cost.md``). Every bin
+    still adds its rows' terms in row order from 0.0, so every sum, count and slot is the same
+    number. The square sums are left at zero for the leaf models that never read them
+    (``stats_leaf_terms``: known variance, classification)."""
+    use_s2 = len(model) != MODEL_NORMAL_KNOWN_VARIANCE and len(model) != MODEL_CLASSIFICATION
+    perm = tree.perm
+    s = tree.start[node]
+    e = tree.end[node]
+    off = cs.sub_rows  # positions of the rows off the mode, in row order
+    n_off = 0
+    n_mode = 0
+    m1 = 0.0
+    m2 = 0.0
+    for i in range(s, e):
+        r = perm[i]
+        c = row[r]
+        yr = y[r]
+        if len(model) == MODEL_BASIS_NORMAL:
+            x1 = target.basis[1, r] * yr
+            x2 = target.basis[2, r]
+        else:
+            x1 = yr
+            x2 = yr * yr
+        if c == mode:
+            n_mode += 1
+            m1 += x1
+            if use_s2:
+                m2 += x2
+        else:
+            off[n_off] = i
+            n_off += 1
+            cs.bin_n[c + 1] += 1
+            cs.bin_s1[c] += x1
+            if use_s2:
+                cs.bin_s2[c] += x2
+        if len(model) == MODEL_CLASSIFICATION:
+            cs.bin_cls[c, ycls[r]] += 1.0
+    cs.bin_n[mode + 1] = n_mode
+    cs.bin_s1[mode] = m1
+    cs.bin_s2[mode] = m2
+    for k in range(nb):
+        cs.bin_n[k + 1] += cs.bin_n[k]
+    # The counting sort's second pass: the mode's rows are the runs of the leaf's rows between
+    # those off it (copied, no code read); the others go to their bins.
+    slot = cs.bin_n[mode]
+    i0 = s
+    for j in range(n_off):
+        i1 = off[j]
+        for i in range(i0, i1):
+            cs.sorted_rows[slot] = perm[i]
+            slot += 1
+        r = perm[i1]
+        c = row[r]
+        cs.sorted_rows[cs.bin_n[c]] = r
+        cs.bin_n[c] += 1
+        i0 = i1 + 1
+    for i in range(i0, e):
+        cs.sorted_rows[slot] = perm[i]
+        slot += 1
+    cs.bin_n[mode] = slot
+    for k in range(nb, 0, -1):
+        cs.bin_n[k] = cs.bin_n[k - 1]
+    cs.bin_n[0] = 0
+
+
+@helper
+def _prepare_leaf(tree, node, data, target, scratch, cs, model):
+    """Gather a leaf's response terms in its row order (``cs.leaf_x1``, ``cs.leaf_x2``: what
+    ``_bin_rows`` adds per row) and its rows' positions (``cs.pos_of``) for ``_bin_rows_exceptions``,
+    and mark the leaf prepared (``cs.prepared``; ``_unprepare`` when done: the response changes
+    between tree visits). Nothing is prepared without kept exceptions (``tree.mode_exceptions``) or
+    for classification (class counts per bin stay with ``_bin_rows``). ``model``: ``scratch.model``."""
+    if scratch.ex_ptr.shape[0] != data.xt.shape[0] + 1 or len(model) == MODEL_CLASSIFICATION:
+        cs.prepared[0] = -1
+        return
+    s = tree.start[node]
+    y = data.y
+    for i in range(tree.end[node] - s):
+        r = tree.perm[s + i]
+        cs.pos_of[r] = i
+        yr = y[r]
+        if len(model) == MODEL_BASIS_NORMAL:
+            cs.leaf_x1[i] = target.basis[1, r] * yr
+            cs.leaf_x2[i] = target.basis[2, r]
+        else:
+            cs.leaf_x1[i] = yr
+            cs.leaf_x2[i] = yr * yr
+    cs.prepared[0] = node
+
+
+@helper
+def _unprepare(cs):
+    cs.prepared[0] = -1
+
+
+@helper
+def _bin_leaf_var(tree, node, data, v, target, scratch, cs):
+    """``_bin_rows`` of predictor v at a leaf: from v's exceptions (``_bin_rows_exceptions``) when
+    the leaf is prepared and v is sparse with no more exceptions in all than the leaf has rows."""
+    ptr = scratch.ex_ptr
+    if cs.prepared[0] == node and cs.bin_mode[v] >= 0 and ptr[v + 1] - ptr[v] <= tree.end[node] - tree.start[node]:
+        _bin_rows_exceptions(tree, node, v, data.nbins[v], scratch, cs, scratch.model)
+    else:
+        _bin_rows(tree, node, data.xt, v, data.nbins[v], data.y, data.ycls, target, cs, scratch.model)
+
+
+@helper
+def _bin_rows_exceptions(tree, node, v, nb, scratch, cs, model):
+    """``_bin_rows`` (the same sorted rows, counts and sums, bit for bit) of a sparse predictor v at
+    the prepared leaf, without reading v's codes row by row: v's exceptions (``Scratch.ex_row``,
+    ``ex_code``) found at the leaf by their positions (``cs.pos_of``, checked against the leaf's
+    rows) give every bin's count before the pass, so one pass over the leaf's positions adds each
+    row's terms (``cs.leaf_x1``, ``leaf_x2``, contiguous) to its bin in row order and places it in
+    ``cs.sorted_rows``. The mode bin's sums stay in registers."""
+    use_s2 = len(model) != MODEL_NORMAL_KNOWN_VARIANCE
+    perm = tree.perm
+    s = tree.start[node]
+    n = tree.end[node] - s
+    mode = cs.bin_mode[v]
+    ptr, ex_row, ex_code = scratch.ex_ptr, scratch.ex_row, scratch.ex_code
+    flag = cs.off_code
+    for k in range(nb + 1):
+        cs.bin_n[k] = 0
+    for k in range(nb):
+        cs.bin_s1[k] = 0.0
+        cs.bin_s2[k] = 0.0
+    n_off = 0
+    for j in range(ptr[v], ptr[v + 1]):
+        r = ex_row[j]
+        i = cs.pos_of[r]
+        if i < n and perm[s + i] == r:
+            c = ex_code[j]
+            flag[i] = c + 1
+            cs.bin_n[c + 1] += 1
+            n_off += 1
+    cs.bin_n[mode + 1] = n - n_off
+    for k in range(nb):
+        cs.bin_n[k + 1] += cs.bin_n[k]
+    # bin_n[k] is the first slot of bin k: fill in row order, then shift back as ``_bin_rows``
+    slot = cs.bin_n[mode]
+    m1 = 0.0
+    m2 = 0.0
+    x1, x2 = cs.leaf_x1, cs.leaf_x2
+    for i in range(n):
+        f = flag[i]
+        if f == 0:
+            m1 += x1[i]
+            if use_s2:
+                m2 += x2[i]
+            cs.sorted_rows[slot] = perm[s + i]
+            slot += 1
+        else:
+            c = f - 1
+            cs.bin_s1[c] += x1[i]
+            if use_s2:
+                cs.bin_s2[c] += x2[i]
+            cs.sorted_rows[cs.bin_n[c]] = perm[s + i]
+            cs.bin_n[c] += 1
+            flag[i] = 0
+    cs.bin_s1[mode] = m1
+    cs.bin_s2[mode] = m2
+    cs.bin_n[mode] = slot
+    for k in range(nb, 0, -1):
+        cs.bin_n[k] = cs.bin_n[k - 1]
+    cs.bin_n[0] = 0
+
+
+@helper
 def _numeric_rates(tree, node, data, v, log_base, target, fstate, scratch, cs, model):
     """Birth rates of the available cuts ``lo .. lo + count - 1`` of numeric v at a leaf
     (``scratch.lows[v]``, ``scratch.counts[v]``, as ``_leaf_rule_setup`` leaves them) into
@@ -317,7 +601,7 @@ def _numeric_rates(tree, node, data, v, log_base, target, fstate, scratch, cs, m
     ``log_base`` holds the cut-independent part of log pi(T+)/pi(T): log p_SPLIT + log p_RULE
     - log(1 - p_SPLIT) of the leaf.
     """
-    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
+    nbins = data.nbins
     lo, count = scratch.lows[v], int(scratch.counts[v])
     nb = nbins[v]
     n = tree.end[node] - tree.start[node]
@@ -335,8 +619,7 @@ def _numeric_rates(tree, node, data, v, log_base, target, fstate, scratch, cs, m
     b = hi + 1
     while a < b:  # first k whose left child can split
         mid = (a + b) // 2
-        if has_available_rule(xt, rows, 0, cs.bin_n[mid + 1], is_cat, nbins, target.prior.min_leaf, scratch.hist,
-                              scratch.sums, False):
+        if _rows_available(data, rows, 0, cs.bin_n[mid + 1], target.prior.min_leaf, scratch, cs):
             b = mid
         else:
             a = mid + 1
@@ -345,8 +628,7 @@ def _numeric_rates(tree, node, data, v, log_base, target, fstate, scratch, cs, m
     b = hi
     while a < b:  # last k whose right child can split
         mid = (a + b + 1) // 2
-        if has_available_rule(xt, rows, cs.bin_n[mid + 1], n, is_cat, nbins, target.prior.min_leaf, scratch.hist,
-                              scratch.sums, False):
+        if _rows_available(data, rows, cs.bin_n[mid + 1], n, target.prior.min_leaf, scratch, cs):
             a = mid
         else:
             b = mid - 1
@@ -422,14 +704,14 @@ def _factor_setup(data, v, target, scratch, cs):
     present levels into ``cs.levels``, and per level whether its rows alone offer an available
     rule (``cs.lev_self``, one ``has_available_rule`` on the level's rows: O(rows * p) in all).
     Returns the number of present levels."""
-    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
+    nbins = data.nbins
     m = target.prior.min_leaf
     n_present = 0
     for k in range(nbins[v]):
         if cs.bin_n[k + 1] > cs.bin_n[k]:
             cs.levels[n_present] = k
-            cs.lev_self[n_present] = has_available_rule(xt, cs.sorted_rows, cs.bin_n[k], cs.bin_n[k + 1], is_cat,
-                                                        nbins, m, scratch.hist, scratch.sums, False)
+            cs.lev_self[n_present] = _rows_available(data, cs.sorted_rows, cs.bin_n[k], cs.bin_n[k + 1], m, scratch,
+                                                     cs)
             n_present += 1
     return n_present
 
@@ -479,7 +761,6 @@ def _side_availability(n_side, size, n_self, n_big, big_sum, m):
 def _side_rows_available(data, m, g, n_present, left, scratch, cs):
     """``has_available_rule`` on the rows of one side of partition g (the undecided case of
     ``_side_availability``): the side's rows are copied into ``cs.sub_rows``."""
-    xt, is_cat, nbins = data.xt, data.is_cat, data.nbins
     fill = 0
     for j in range(n_present):
         on_left = j < n_present - 1 and (g >> j) & 1 == 1
@@ -489,7 +770,7 @@ def _side_rows_available(data, m, g, n_present, left, scratch, cs):
                 cs.sub_rows[fill] = cs.sorted_rows[i]
                 fill += 1
     cs.walk_stats[1] += 1
-    return has_available_rule(xt, cs.sub_rows, 0, fill, is_cat, nbins, m, scratch.hist, scratch.sums, False)
+    return _rows_available(data, cs.sub_rows, 0, fill, m, scratch, cs)
 
 
 @helper
@@ -689,12 +970,12 @@ def _leaf_rule_setup(tree, node, data, target, scratch):
 def _var_birth_rates(tree, node, v, n_vars, log_split, data, target, fstate, scratch, cs):
     """Birth rates of predictor v's rules at a leaf into ``cs.rates``; returns their sum.
     ``_leaf_rule_setup`` must have run for the leaf."""
-    xt, is_cat, nbins, y, ycls = data.xt, data.is_cat, data.nbins, data.y, data.ycls
+    is_cat = data.is_cat
     count = scratch.counts[v]
     if count <= 0.0:
         cs.cut_count[node, v] = 0
         return 0.0
-    _bin_rows(tree, node, xt, v, nbins[v], y, ycls, target, cs, scratch.model)
+    _bin_leaf_var(tree, node, data, v, target, scratch, cs)
     if is_cat[v]:
         # p_RULE of an unordered partition: 1 / (n_vars * count / 2), count of ordered subsets.
         log_base = log_split - math.log(n_vars) - math.log(0.5 * count)
@@ -720,10 +1001,16 @@ def leaf_birth_rates(tree, node, data, target, fstate, scratch, cs):
     n_vars, log_split = _leaf_rule_setup(tree, node, data, target, scratch)
     if n_vars == 0:
         return
+    cs.walk_stats[2] += 1
+    cs.walk_stats[3] += tree.end[node] - tree.start[node]
+    cs.walk_stats[4] += n_vars
+    _set_bin_modes(data, scratch, cs)
+    _prepare_leaf(tree, node, data, target, scratch, cs, scratch.model)
     for v in range(p):
         if scratch.counts[v] > 0.0:  # has_available_rule leaves scratch.counts/lows intact
             cs.rate_var[node, v] = _var_birth_rates(tree, node, v, n_vars, log_split, data,
                                                     target, fstate, scratch, cs)
+    _unprepare(cs)
 
 
 # -- death rates ------------------------------------------------------------------------------------
@@ -731,7 +1018,7 @@ def leaf_birth_rates(tree, node, data, target, fstate, scratch, cs):
 @helper
 def nog_death_rate(tree, node, data, target, fstate, scratch, cs):
     """Death rate of a nog node: ``min(1, pi(T-) / pi(T))`` (CT-MCMC eq. 10)."""
-    xt, is_cat, nbins, y, ycls = data.xt, data.is_cat, data.nbins, data.y, data.ycls
+    is_cat, nbins, y, ycls = data.is_cat, data.nbins, data.y, data.ycls
     m = target.prior.min_leaf
     s = tree.start[node]
     e = tree.end[node]
@@ -746,8 +1033,8 @@ def nog_death_rate(tree, node, data, target, fstate, scratch, cs):
     lm_n, b_n = leaf_terms(tree, node, y, ycls, target, scratch.class_counts, scratch.model)
     d = tree.depth[node] + 1
     log_r = math.log1p(-ps) - math.log(ps) - log_rule
-    log_r -= _log_one_minus(xt, tree.perm, tree.start[lc], tree.end[lc], is_cat, nbins, d, target, scratch)
-    log_r -= _log_one_minus(xt, tree.perm, tree.start[rc], tree.end[rc], is_cat, nbins, d, target, scratch)
+    log_r -= _log_one_minus(tree.perm, tree.start[lc], tree.end[lc], data, d, target, scratch, cs)
+    log_r -= _log_one_minus(tree.perm, tree.start[rc], tree.end[rc], data, d, target, scratch, cs)
     log_r += lm_n - tree.lm[lc] - tree.lm[rc]
     db = b_n - tree.b[lc] - tree.b[rc]
     cs.death_a[node] = log_r
@@ -975,8 +1262,10 @@ def jump(rng, tree, data, target, fstate, scratch, cs, lam, model):
             u -= cs.rate_var[node, k]
         u = min(max(u, 0.0), cs.rate_var[node, v])
         n_vars, log_split = _leaf_rule_setup(tree, node, data, target, scratch)
+        _prepare_leaf(tree, node, data, target, scratch, cs, scratch.model)
         total = _var_birth_rates(tree, node, v, n_vars, log_split, data, target, fstate,
                                  scratch, cs)
+        _unprepare(cs)
         # the recomputed total equals the cached one up to rounding (summation order): rescale
         u = u * total / cs.rate_var[node, v] if cs.rate_var[node, v] > 0.0 else 0.0
         if is_cat[v]:
