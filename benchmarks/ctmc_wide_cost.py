@@ -47,6 +47,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import _provenance  # noqa: E402
+from _revisions import checkout, hand_written  # noqa: E402
 from _tables import emit, markdown_table  # noqa: E402
 
 #: name -> sampler options of ``ctmc``
@@ -344,31 +345,6 @@ def report(results: dict, args) -> list[str]:
                              "before: counts / binning / availability / rest", "after: counts / binning / the rest"],
                             rows)
     return lines
-
-
-def checkout(revision: str, into: str) -> str:
-    """``revision`` if it is a folder, else that git revision of this repository exported (``git
-    archive``) into a new folder under ``into``: the package as it was, read only, no work tree."""
-    if os.path.isdir(revision):
-        return revision
-    dest = tempfile.mkdtemp(prefix=f"rev_{revision}_", dir=into)
-    archive = subprocess.run(["git", "-C", ROOT, "archive", revision, "bartpy_suite"], capture_output=True,
-                             check=True).stdout
-    subprocess.run(["tar", "-x", "-C", dest], input=archive, check=True)
-    return dest
-
-
-def hand_written(path: str | None) -> list[str]:
-    """The hand-written sections at the end of an existing report (from the first ``## `` heading
-    that says "written by hand"), so that regenerating the tables keeps them."""
-    if not path or not os.path.exists(path):
-        return []
-    with open(path) as fh:
-        lines = fh.read().rstrip("\n").split("\n")
-    for i, line in enumerate(lines):
-        if line.startswith("## ") and "written by hand" in line:
-            return [""] + lines[i:]
-    return []
 
 
 def main() -> None:

@@ -68,12 +68,13 @@ import numpy as np
 
 import bartpy_suite as bps
 from bartpy_suite import _binning
-from bartpy_suite.models import _base
 from bartpy_suite.posterior.coda_ess import coda_ess
 from bartpy_suite.posterior.weighted import weighted_ess
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _revisions import hand_written  # noqa: E402
 from _tables import emit, markdown_table  # noqa: E402
+from _timing import runner_seconds  # noqa: E402
 
 BETA = {2: 1.0, 3: 0.5, 4: 0.4, 5: 0.3, 7: 0.25}
 # PG-BART table 1 (ESS of the log-likelihood over 1,000 kept iterations): CGM, GrowPrune, PG.
@@ -184,28 +185,6 @@ def sigma_hat_of(y: np.ndarray, variance: str) -> float | None:
     return None if variance == "leastsquares" else float(np.std(y))
 
 
-@contextlib.contextmanager
-def sampling_cpu():
-    """CPU seconds (all threads) spent running the chains inside the fits made in the block: the
-    sampling alone, without the formula, binning and posterior assembly around it, whose fixed cost
-    is most of a fit's on these small data sets."""
-    spent = [0.0]
-    original = _base.TreeModel._run
-
-    def timed(self, *args, **kwargs):
-        start = time.process_time()
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            spent[0] += time.process_time() - start
-
-    _base.TreeModel._run = timed
-    try:
-        yield spent
-    finally:
-        _base.TreeModel._run = original
-
-
 def fit_chains(d: int, s: int, sampler: str, grid: str, args, y_sd: float = 0.01,
                variance: str = "leastsquares") -> list[dict]:
     df, truth = hypercube(d, s, y_sd)
@@ -216,12 +195,12 @@ def fit_chains(d: int, s: int, sampler: str, grid: str, args, y_sd: float = 0.01
         if args.ess_threshold < 1.0:
             options["ess_threshold"] = args.ess_threshold
     t0 = time.perf_counter()
-    with paper_grid(grid), sampling_cpu() as spent:
+    with paper_grid(grid), runner_seconds() as spent:
         fit = bps.bart("y ~ .", data=df, trees=1, sampler=sampler.replace("pg_as", "pg"), chains=args.chains,
                        draws=args.draws, tune=args.tune, seed=s, alpha=0.95, beta=BETA[d], min_leaf_size=1,
                        max_cuts=N_CUTS, sampler_options=options, progress=False, check_mixing=False,
                        sigma_hat=sigma_hat_of(df["y"].to_numpy(), variance))
-    wall, cpu = time.perf_counter() - t0, spent[0]
+    wall, cpu = time.perf_counter() - t0, spent["cpu"]
     y = df["y"].to_numpy()
     f_all = fit.function_samples().reshape(args.chains, args.draws, -1)
     sigma = fit.posterior["sigma"].values
@@ -264,17 +243,6 @@ def table2(rows, variant_header, variant_cells) -> list[str]:
     out += markdown_table(["D", *variant_header, "grid", "pg ESS / CPU s", "cgm ESS / CPU s",
                            "grow_prune ESS / CPU s", "pg / cgm", "paper PG / CGM"], table)
     return out
-
-
-def hand_written_tail(path: str | None) -> list[str]:
-    """The hand-written discussion of an existing report (from its ``## Discussion`` heading on), kept
-    below the regenerated tables."""
-    if not path or not os.path.exists(path):
-        return []
-    with open(path) as fh:
-        text = fh.read()
-    at = text.find("\n## Discussion")
-    return [] if at < 0 else text[at:].rstrip("\n").split("\n")
 
 
 def main() -> None:
@@ -381,7 +349,7 @@ def main() -> None:
           f"{a['root_changed']:.3f}", f"{a['change_depth']:.2f}", particle(a, "kept_ref", ".3f"),
           particle(a, "stages", ".1f"), particle(a, "last_ess", ".2f")] for d, grid, sampler, a, v in rows])
     lines += table2(rows, variant_header, variant_cells)
-    emit(lines + hand_written_tail(args.out), args.out)
+    emit(lines + hand_written(args.out), args.out)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(records, fh, indent=1)

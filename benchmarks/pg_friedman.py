@@ -31,41 +31,26 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _peers  # noqa: E402
 import _provenance  # noqa: E402
 from _tables import emit, markdown_table  # noqa: E402
+from _timing import runner_seconds  # noqa: E402
 
 SCHEDULE = {1000: (200, 500), 10000: (50, 100)}
 
 
 def run_ours(data: dict, prior: dict, tune: int, draws: int, sampler: str) -> dict:
     """Fit with ``sampler`` as ``_peers.run_bartpy_suite`` does (its priors and options); the
-    chain runner (``TreeModel._run``) is timed by a wrapper (``_peers``' own hook predates the
-    runner's current signature)."""
-    import time
-
+    chain runner (``TreeModel._run``) is timed by ``_timing.runner_seconds`` (wall seconds, as
+    ``_peers`` times the peers)."""
     import bartpy_suite as bps
-    from bartpy_suite.models import _base
 
-    spent = [0.0]
-    original = _base.TreeModel._run
-
-    def timed(self, *args, **kwargs):  # whatever the runner's signature is (it has changed before)
-        t0 = time.perf_counter()
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            spent[0] += time.perf_counter() - t0
-
-    _base.TreeModel._run = timed
-    try:
+    with runner_seconds() as spent:
         df = _peers._frame(data["x"], data["y"])
         kw = dict(trees=_peers.TREES, sampler=sampler, chains=1, alpha=_peers.ALPHA, beta=_peers.BETA, k=_peers.K,
                   max_cuts=_peers.MAX_CUTS, min_leaf_size=_peers.MIN_LEAF, progress=False, threads=1,
                   nu=_peers.NU, q=_peers.Q, sigma_hat=prior["sigma_hat"])
         bps.bart("y ~ .", data=df, draws=2, tune=1, seed=_peers.MCMC_SEED + 1, **kw)  # compile / load the cache
-        spent[0] = 0.0
+        spent.update(cpu=0.0, wall=0.0)
         fit = bps.bart("y ~ .", data=df, draws=draws, tune=tune, seed=_peers.MCMC_SEED, **kw)
-    finally:
-        _base.TreeModel._run = original
-    return {"sample_s": spent[0], "f": fit.function_samples(_peers._frame(data["x_test"])),
+    return {"sample_s": spent["wall"], "f": fit.function_samples(_peers._frame(data["x_test"])),
             "sigma": fit.posterior["sigma"].values.reshape(-1)}
 
 
