@@ -1,7 +1,7 @@
 """PG-BART table 1 as the paper ran it: BART with one tree on hypercube-D, ESS of the log-likelihood
 by CODA's estimator (the paper's) and by the rank-normalised bulk ESS, with diagnostics of ``pg``.
 
-Command (the committed results, from the repository root; about 20 minutes on a shared 2-core host):
+Command (the committed results, from the repository root; about 5 minutes on a shared 2-core host):
 
     PYTHONPATH=$PWD python3 benchmarks/pg_bart_hypercube.py --out benchmarks/results/pg_bart_hypercube.md
 
@@ -228,8 +228,8 @@ def fit_chains(d: int, s: int, sampler: str, grid: str, args, y_sd: float = 0.01
 
 
 def table2(rows, variant_header, variant_cells) -> list[str]:
-    """PG-BART table 2: ESS of the log-likelihood per CPU second of the fit (all chains' CPU over the
-    chains), and pg's against cgm's, beside the paper's ratio (PG / CGM ESS per second)."""
+    """PG-BART table 2: ESS of the log-likelihood per CPU second of sampling (the chain runner's CPU
+    over the chains), and pg's against cgm's, beside the paper's ratio (PG / CGM ESS per second)."""
     per_second = {(d, grid, v, sampler): a["ess_coda"] / a["cpu"] for d, grid, sampler, a, v in rows}
     out = ["", "ESS per CPU second (PG-BART table 2): CODA ESS of the log-likelihood (mean over chains) divided by the "
            "mean CPU seconds per chain of sampling (process time of all threads while the chains run, over the chains; "
