@@ -10,7 +10,8 @@ Usage::
 
 e.g. ``hmc_df 150 160 "{'warmup': 30, 'max_tree_depth': 8}"``; OPTIONS is a dict of sampler
 options, HYPER a tuple (h_init, h_final, alpha_s, beta_s) (default: spec table 4). Environment:
-SEED (1), EVERY (print every EVERY-th iteration, 1). Prints the final tree at the end.
+SEED (1), EVERY (print every EVERY-th iteration, 1), TREE_EVERY (also print the current tree every
+TREE_EVERY-th iteration; 0, the default: only at the end).
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ def main(argv):
     hyper = ast.literal_eval(argv[4]) if len(argv) > 4 else TABLE4[sampler]
     chain, xs, y, xts, yt = setup(sampler, *hyper, opts, int(os.environ.get("SEED", 1)))
     every = int(os.environ.get("EVERY", 1))
+    tree_every = int(os.environ.get("TREE_EVERY", 0))
     chain.allocate(max(total - tune, 1))
     t0 = time.process_time()
     chain.run(0, 0, tune, 1)  # the initial NUTS run on the stump
@@ -102,6 +104,8 @@ def main(argv):
                   f"leapfrog {int(i[rjhmc.I_LEAPFROG]):6d} div {int(i[rjhmc.I_DIVERGENT]):3d} "
                   f"train soft {np.mean((soft_tr - y) ** 2):.3f} test soft {np.mean((soft_te - yt) ** 2):.3f} "
                   f"test argmax {np.mean((hard_te - yt) ** 2):.3f} cpu {time.process_time() - t0:.0f}", flush=True)
+        if tree_every and it % tree_every == 0:
+            print(describe(chain), flush=True)
     print(describe(chain))
     print(f"acceptance over all {total} iterations: {accepted / total:.3f}")
 

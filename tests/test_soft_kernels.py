@@ -64,6 +64,23 @@ def test_gradient_matches_finite_differences(mode, n_classes):
         assert np.max(np.abs(g - fd)) <= 1e-6 * max(1.0, np.max(np.abs(g)))
 
 
+@pytest.mark.parametrize("mode", [st.MODE_DF, st.MODE_DFI])
+@pytest.mark.parametrize("log_sigma", [-400.0, 400.0])
+def test_potential_is_infinite_where_sigma_squared_leaves_float64(mode, log_sigma):
+    # exp(2 * 400) overflows and exp(-2 * 400) underflows: a leapfrog step of a run restarted at
+    # eps = 1 reached such points on the CGM data and the likelihood divided by zero. U must be
+    # +inf (NUTS: divergent), not an exception; one step back inside the range it is finite.
+    rng = np.random.default_rng(11 + mode)
+    tgt, dim = _problem(rng, mode, 0)
+    q = rng.normal(size=dim)
+    q[-1] = log_sigma
+    g = np.ones(dim)
+    assert st.potential(q, g, tgt, True) == np.inf
+    assert np.all(g == 0.0)
+    q[-1] = np.sign(log_sigma) * 300.0
+    assert np.isfinite(st.potential(q, np.zeros(dim), tgt, True))
+
+
 def test_digamma_and_stick_breaking():
     x = np.array([1e-3, 0.3, 1.0, 2.5, 5.99, 6.0, 17.2, 300.0])
     ours = np.array([st.digamma(v) for v in x])

@@ -354,6 +354,17 @@ def potential(q, grad, t, want_grad):
     regression = conf.n_classes == 0
     lik = conf.lik
     sigma, logj = unpack(q, right, kappa, off, n_nodes, conf, w.tau, w.delta, w.mu)
+    if regression and not 0.0 < sigma * sigma < np.inf:
+        # A leapfrog step of a restarted run (eps near 1) can take log sigma so far that sigma^2
+        # is 0 or inf in float64: U is then not representable (and computing it would divide by
+        # zero). U = inf makes NUTS treat the point as divergent, as it treats NaN.
+        w.parts[0] = -np.inf
+        w.parts[1] = -np.inf
+        w.parts[2] = logj
+        if want_grad:
+            for a in range(q.shape[0]):
+                grad[a] = 0.0
+        return np.inf
     lp = log_prior(right, n_nodes, conf, w.tau, w.delta, w.mu, sigma)
     ll = 0.0
     ds = 0.0
