@@ -2,7 +2,9 @@
 the CGM rows of ``results/rjhmc_tables.md``): move, acceptance, log alpha, leaves, sigma, NUTS
 step size, mean tree depth, leapfrog steps and divergences of the iteration, and the train /
 test MSE of the current tree, soft-routed (sum_k phi_k mu_k) and by the paper's argmax-leaf
-routing, both at h_final. Tune iterations are traced too (``Fit`` keeps only the kept ones).
+routing, both at h_final, and the share of training rows the tree splits between leaves (most
+probable leaf below 0.99: a threshold within a few h of a value the rows take). Tune
+iterations are traced too (``Fit`` keeps only the kept ones).
 
 Usage::
 
@@ -54,7 +56,8 @@ def setup(sampler, h_i, h_f, a_s, b_s, opts, seed=1):
 
 
 def predictions(chain, x, h):
-    """(soft mean, value of the most probable leaf) of the chain's current tree at bandwidth h."""
+    """(soft mean, value of the most probable leaf, share of rows whose most probable leaf has
+    probability below 0.99) of the chain's current tree at bandwidth h."""
     s = chain.cur
     n = int(s.nn[0])
     work = st.new_work(x.shape[0], chain.cap, chain.nx, 0, h)
@@ -62,7 +65,7 @@ def predictions(chain, x, h):
     phi = np.empty((x.shape[0], int(leaves.sum())))
     st.leaf_probabilities(x, s, h, chain.mode, work, phi)
     mu = s.mu[:n][leaves]
-    return phi @ mu, mu[np.argmax(phi, axis=1)]
+    return phi @ mu, mu[np.argmax(phi, axis=1)], float(np.mean(phi.max(axis=1) < 0.99))
 
 
 def describe(chain):
@@ -94,8 +97,8 @@ def main(argv):
         i = chain.it
         accepted += i[rjhmc.I_ACCEPTED]
         if it % every == 0 or it == total - 1:
-            soft_tr, hard_tr = predictions(chain, xs, hyper[1])
-            soft_te, hard_te = predictions(chain, xts, hyper[1])
+            soft_tr, hard_tr, split_tr = predictions(chain, xs, hyper[1])
+            soft_te, hard_te, _ = predictions(chain, xts, hyper[1])
             n = int(chain.cur.nn[0])
             print(f"it {it:4d} move {'GPS'[int(i[rjhmc.I_MOVE])]} acc {int(i[rjhmc.I_ACCEPTED])} "
                   f"log_alpha {i[rjhmc.I_LOG_ALPHA]:9.2f} leaves {int((chain.cur.right[:n] < 0).sum()):2d} "
@@ -103,7 +106,8 @@ def main(argv):
                   f"depth {i[rjhmc.I_DEPTH_SUM] / max(i[rjhmc.I_TRANSITIONS], 1):.1f} "
                   f"leapfrog {int(i[rjhmc.I_LEAPFROG]):6d} div {int(i[rjhmc.I_DIVERGENT]):3d} "
                   f"train soft {np.mean((soft_tr - y) ** 2):.3f} test soft {np.mean((soft_te - yt) ** 2):.3f} "
-                  f"test argmax {np.mean((hard_te - yt) ** 2):.3f} cpu {time.process_time() - t0:.0f}", flush=True)
+                  f"test argmax {np.mean((hard_te - yt) ** 2):.3f} train split {split_tr:.3f} "
+                  f"cpu {time.process_time() - t0:.0f}", flush=True)
         if tree_every and it % tree_every == 0:
             print(describe(chain), flush=True)
     print(describe(chain))
