@@ -13,7 +13,8 @@ Usage::
 e.g. ``hmc_df 150 160 "{'warmup': 30, 'max_tree_depth': 8}"``; OPTIONS is a dict of sampler
 options, HYPER a tuple (h_init, h_final, alpha_s, beta_s) (default: spec table 4). Environment:
 SEED (1), EVERY (print every EVERY-th iteration, 1), TREE_EVERY (also print the current tree every
-TREE_EVERY-th iteration; 0, the default: only at the end).
+TREE_EVERY-th iteration; 0, the default: only at the end), OUT (also write the trace to this
+markdown file under a provenance header, e.g. ``benchmarks/results/rjhmc_cgm_trace_hmc_df.md``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import ast
 import os
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -31,6 +33,9 @@ from bartpy_suite._kernels import soft_tree as st
 from bartpy_suite.models._base import spawn_generators
 from bartpy_suite.samplers.hmc import OPTIONS, SoftTreeChain
 from bartpy_suite.samplers.problems import SoftTreeProblem
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _provenance  # noqa: E402
 
 TABLE4 = {"hmc_df": (.001, .001, .45, 2.5), "hmc_dfi": (.01, .001, .45, 2.5)}
 
@@ -85,7 +90,14 @@ def main(argv):
     sampler, tune, total = argv[0], int(argv[1]), int(argv[2])
     opts = ast.literal_eval(argv[3]) if len(argv) > 3 else {}
     hyper = ast.literal_eval(argv[4]) if len(argv) > 4 else TABLE4[sampler]
-    chain, xs, y, xts, yt = setup(sampler, *hyper, opts, int(os.environ.get("SEED", 1)))
+    seed = int(os.environ.get("SEED", 1))
+    chain, xs, y, xts, yt = setup(sampler, *hyper, opts, seed)
+    out = []
+
+    def say(text):
+        print(text, flush=True)
+        out.append(text)
+
     every = int(os.environ.get("EVERY", 1))
     tree_every = int(os.environ.get("TREE_EVERY", 0))
     chain.allocate(max(total - tune, 1))
@@ -100,18 +112,27 @@ def main(argv):
             soft_tr, hard_tr, split_tr = predictions(chain, xs, hyper[1])
             soft_te, hard_te, _ = predictions(chain, xts, hyper[1])
             n = int(chain.cur.nn[0])
-            print(f"it {it:4d} move {'GPS'[int(i[rjhmc.I_MOVE])]} acc {int(i[rjhmc.I_ACCEPTED])} "
-                  f"log_alpha {i[rjhmc.I_LOG_ALPHA]:9.2f} leaves {int((chain.cur.right[:n] < 0).sum()):2d} "
-                  f"sigma {chain.cur.scal[0]:.3f} eps {i[rjhmc.I_EPS]:.2e} "
-                  f"depth {i[rjhmc.I_DEPTH_SUM] / max(i[rjhmc.I_TRANSITIONS], 1):.1f} "
-                  f"leapfrog {int(i[rjhmc.I_LEAPFROG]):6d} div {int(i[rjhmc.I_DIVERGENT]):3d} "
-                  f"train soft {np.mean((soft_tr - y) ** 2):.3f} test soft {np.mean((soft_te - yt) ** 2):.3f} "
-                  f"test argmax {np.mean((hard_te - yt) ** 2):.3f} train split {split_tr:.3f} "
-                  f"cpu {time.process_time() - t0:.0f}", flush=True)
+            say(f"it {it:4d} move {'GPS'[int(i[rjhmc.I_MOVE])]} acc {int(i[rjhmc.I_ACCEPTED])} "
+                f"log_alpha {i[rjhmc.I_LOG_ALPHA]:9.2f} leaves {int((chain.cur.right[:n] < 0).sum()):2d} "
+                f"sigma {chain.cur.scal[0]:.3f} eps {i[rjhmc.I_EPS]:.2e} "
+                f"depth {i[rjhmc.I_DEPTH_SUM] / max(i[rjhmc.I_TRANSITIONS], 1):.1f} "
+                f"leapfrog {int(i[rjhmc.I_LEAPFROG]):6d} div {int(i[rjhmc.I_DIVERGENT]):3d} "
+                f"train soft {np.mean((soft_tr - y) ** 2):.3f} test soft {np.mean((soft_te - yt) ** 2):.3f} "
+                f"test argmax {np.mean((hard_te - yt) ** 2):.3f} train split {split_tr:.3f} "
+                f"cpu {time.process_time() - t0:.0f}")
         if tree_every and it % tree_every == 0:
-            print(describe(chain), flush=True)
-    print(describe(chain))
-    print(f"acceptance over all {total} iterations: {accepted / total:.3f}")
+            say(describe(chain))
+    say(describe(chain))
+    say(f"acceptance over all {total} iterations: {accepted / total:.3f}")
+    if os.environ.get("OUT"):
+        path = Path(os.environ["OUT"])
+        settings = f"(h_init, h_final, alpha_s, beta_s) {hyper}, options {opts}; paper priors, y unscaled"
+        head = _provenance.header(f"chain 0 of a fit with seed={seed} (SEED)", settings=settings,
+                                  env=("SEED", "EVERY", "TREE_EVERY", "OUT"))
+        text = "\n".join([f"# RJHMC-Tree trace: {sampler} on the CGM split", "", *head, "```", *out, "```", ""])
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)  # never a half-written file
 
 
 if __name__ == "__main__":

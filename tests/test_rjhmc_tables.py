@@ -19,6 +19,8 @@ def tables():
     return load_benchmark("rjhmc_tables")
 
 
+# table 4's CGM hmc_df bandwidth is the one the soft tree warns about (that row traps: rjhmc_tables.md)
+@pytest.mark.filterwarnings("ignore:h_init=0.001 is small")
 @pytest.mark.parametrize("name", ["iris", "cgm"])
 def test_row_from_stored_chains_is_the_multi_chain_row(tables, name, tmp_path):
     train, test = tables.split(name)

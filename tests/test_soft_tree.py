@@ -328,3 +328,30 @@ def test_fit_path_is_the_chain_run_by_hand():
     draws_f = soft.samples(fit, soft.scaled_x(fit, None)[0])
     np.testing.assert_allclose(draws_f[-1], phi @ s.mu[:n][leaves], rtol=0, atol=1e-9)
     assert int(fit.sample_stats["accepted_total"].values[0, -1]) == chain.n_accepted
+
+
+def test_small_bandwidth_on_gridded_predictors_warns():
+    # The CGM predictors take the values 1..10 (0.111 apart once scaled): at h_init = 0.001 hmc_df
+    # trapped on them (rjhmc_tables.md), so the fit must say so, naming both predictors and a
+    # larger h_init; at h_init = 0.01 (gap / h = 11 < 20) it must not.
+    from bartpy_suite.errors import BartpySuiteWarning
+
+    cgm = bps.datasets.load("cgm_rjhmc")
+    train = cgm[cgm["split"] == "train"].drop(columns="split").iloc[:60]
+    kw = dict(sampler="hmc_df", chains=1, tune=2, draws=2, seed=1, h_final=0.001, sampler_options=FAST,
+              progress=False, check_mixing=False)
+    with pytest.warns(BartpySuiteWarning, match=r"h_init=0.001 .*'x0' \(0.111\), 'x1' \(0.111\).*h_init=0.011"):
+        bps.soft_tree("y ~ x0 + x1", data=train, h_init=0.001, **kw)
+    bps.soft_tree("y ~ x0 + x1", data=train, h_init=0.01, **kw)  # BartpySuiteWarning is an error in tests
+
+
+def test_small_bandwidth_warning_ignores_continuous_predictors_and_outliers():
+    # Continuous values have tiny median gaps; one outlying value opens one wide gap but does not
+    # move the median, so neither warns even at h_init = 0.001.
+    from bartpy_suite.models.soft_tree import warn_if_bandwidth_below_grid
+
+    rng = np.random.default_rng(3)
+    x = np.r_[rng.random(199) * 0.1, 1.0]  # 199 values in [0, 0.1], one at 1
+    warn_if_bandwidth_below_grid(np.c_[x, rng.random(200)], ["a", "b"], 0.001)
+    with pytest.warns(bps.errors.BartpySuiteWarning, match="'g'"):
+        warn_if_bandwidth_below_grid(np.c_[x, rng.integers(0, 5, 200) / 4.0], ["a", "g"], 0.001)
