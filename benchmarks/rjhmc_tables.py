@@ -68,8 +68,10 @@ HYPER = {
 }
 # Settings beside the paper's ("default"): "h_ramp" runs CGM hmc_df with h annealed during each NUTS
 # run's warm-up from 0.01 (hmc_dfi's table-4 h_init on CGM) to table 4's 0.001, instead of table 4's
-# fixed 0.001, at which the package's NUTS runs trap (the text of the output says how it was traced).
-SETTING_HYPER = {"h_ramp": {("cgm", "hmc_df"): (.01, .001, .45, 2.5)}}
+# fixed 0.001, at which the package's NUTS runs trap (the text of the output says how it was traced);
+# "h_ramp_0.05" from 0.05, at which a threshold feels rows across a whole gap of the CGM grid (0.111).
+SETTING_HYPER = {"h_ramp": {("cgm", "hmc_df"): (.01, .001, .45, 2.5)},
+                 "h_ramp_0.05": {("cgm", "hmc_df"): (.05, .001, .45, 2.5)}}
 # the paper's tables 1-2 for HMC-DF / HMC-DFI: test metric, its sd over the 10 chains, average leaves,
 # acceptance % over the entire chain (test MSE for CGM, test accuracy otherwise)
 PAPER = {
