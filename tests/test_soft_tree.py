@@ -14,7 +14,8 @@ from scipy import stats
 
 import bartpy_suite as bps
 from bartpy_suite.cli import main
-from bartpy_suite.errors import ArgumentError, DataError
+from bartpy_suite.errors import ArgumentError, BartpySuiteWarning, DataError
+from bartpy_suite.models.soft_tree import warn_if_bandwidth_below_grid
 from bartpy_suite.posterior import soft
 
 FAST = {"warmup": 25}
@@ -334,8 +335,6 @@ def test_small_bandwidth_on_gridded_predictors_warns():
     # The CGM predictors take the values 1..10 (0.111 apart once scaled): at h_init = 0.001 hmc_df
     # trapped on them (rjhmc_tables.md), so the fit must say so, naming both predictors and a
     # larger h_init; at h_init = 0.01 (gap / h = 11 < 20) it must not.
-    from bartpy_suite.errors import BartpySuiteWarning
-
     cgm = bps.datasets.load("cgm_rjhmc")
     train = cgm[cgm["split"] == "train"].drop(columns="split").iloc[:60]
     kw = dict(sampler="hmc_df", chains=1, tune=2, draws=2, seed=1, h_final=0.001, sampler_options=FAST,
@@ -348,10 +347,8 @@ def test_small_bandwidth_on_gridded_predictors_warns():
 def test_small_bandwidth_warning_ignores_continuous_predictors_and_outliers():
     # Continuous values have tiny median gaps; one outlying value opens one wide gap but does not
     # move the median, so neither warns even at h_init = 0.001.
-    from bartpy_suite.models.soft_tree import warn_if_bandwidth_below_grid
-
     rng = np.random.default_rng(3)
     x = np.r_[rng.random(199) * 0.1, 1.0]  # 199 values in [0, 0.1], one at 1
     warn_if_bandwidth_below_grid(np.c_[x, rng.random(200)], ["a", "b"], 0.001)
-    with pytest.warns(bps.errors.BartpySuiteWarning, match="'g'"):
+    with pytest.warns(BartpySuiteWarning, match="'g'"):
         warn_if_bandwidth_below_grid(np.c_[x, rng.integers(0, 5, 200) / 4.0], ["a", "g"], 0.001)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -20,12 +21,12 @@ from .settings import with_run_keywords
 # A threshold receives gradient only from rows within about 20-40 h of it (spec 5, pitfall 2), so
 # with predictors whose values lie more than GRID_GAP_RATIO * h_init apart a threshold between two
 # values has none at the start of each NUTS run. On the RJHMC-Tree paper's CGM data (values 0.111
-# apart once scaled) hmc_df trapped at h_init = 0.001 (gap / h = 111) and found the partition at
-# h_init = 0.01 (11): benchmarks/results/rjhmc_tables.md.
+# apart once scaled) hmc_df trapped at h_init = 0.001 (gap / h = 111) and found the partition in 9
+# of 10 chains at h_init = 0.01 (gap / h = 11): benchmarks/results/rjhmc_tables.md.
 GRID_GAP_RATIO = 20.0
 
 
-def warn_if_bandwidth_below_grid(xs: np.ndarray, names, h_init: float) -> None:
+def warn_if_bandwidth_below_grid(xs: np.ndarray, names: Sequence[str], h_init: float) -> None:
     """Warn when ``h_init`` is small against the spacing of a gridded predictor's values.
 
     Parameters
