@@ -36,8 +36,9 @@ from bartpy_suite.samplers.problems import SoftTreeProblem
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _provenance  # noqa: E402
+from rjhmc_tables import HYPER  # noqa: E402
 
-TABLE4 = {"hmc_df": (.001, .001, .45, 2.5), "hmc_dfi": (.01, .001, .45, 2.5)}
+TABLE4 = {sampler: by_data["cgm"] for sampler, by_data in HYPER.items()}  # spec table 4, CGM column
 
 
 def setup(sampler, h_i, h_f, a_s, b_s, opts, seed=1):

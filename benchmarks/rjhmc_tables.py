@@ -21,8 +21,8 @@ Environment settings shrink the protocol (the header of the output states what w
     RJHMC_CART (1: also fit the cgm and smc CART baselines),
     RJHMC_CHAIN_IDS (0..RJHMC_CHAINS-1, e.g. ``5-9`` or ``9,8,7``: the chains this process runs),
     RJHMC_REUSE (0; 1: skip a chain already stored with the same settings, looked up before each chain),
-    RJHMC_SETTINGS (every one that applies: ``default``, ``h_ramp`` for CGM hmc_df, ``faithful`` with
-    RJHMC_FAITHFUL=1; e.g. ``h_ramp`` runs only that one),
+    RJHMC_SETTINGS (every one that applies: ``default``, those of ``SETTING_HYPER`` (``h_ramp``,
+    ``h_ramp_0.05``: CGM hmc_df), ``faithful`` with RJHMC_FAITHFUL=1; e.g. ``h_ramp`` runs only that one),
     RJHMC_RUN (1; 0: fit nothing, rebuild the rows of the selected sets from their stored chains and the table)
 
 The chains of a soft-tree row run one at a time: chain c is ``bps.soft_tree(..., chains=1,
@@ -409,8 +409,10 @@ def _hmc_df_paragraph(soft_rows) -> str:
         return ""
     r0, last = rows["default"], max(fixed)
     f = fixed[last]
+    h_fixed = HYPER["hmc_df"]["cgm"][0]
+    h_ramp = SETTING_HYPER["h_ramp"][("cgm", "hmc_df")][0]
     found = min((it for it, v in ramp.items() if v["test_argmax"] < FOUND_MSE), default=None)
-    text = (f"CGM hmc_df at table 4's fixed h = 0.001 (setting default): chain 0 ran the protocol "
+    text = (f"CGM hmc_df at table 4's fixed h = {h_fixed:g} (setting default): chain 0 ran the protocol "
             f"({r0['cpu_s_chains'][0]:,.0f} CPU s) and did not find the partition (paper metric "
             f"{_fmt('cgm', r0['paper_metric_chains'][0])}). `rjhmc_cgm_trace.py` traces that chain "
             f"(`{TRACES['default'].name}`): at iteration {last} its tree has {f['leaves']:.0f} leaves, train MSE "
@@ -419,10 +421,10 @@ def _hmc_df_paragraph(soft_rows) -> str:
             f"below 0.99): a threshold sits within a few h of a value x0 takes (0.111 apart once scaled), so the "
             f"rows at that value go partly left and partly right and the leaf values compensate; the paper's "
             f"argmax routing does not split rows, hence its test MSE of {f['test_argmax']:.3f}. At a fixed h of "
-            f"0.001 a threshold's posterior is flat between grid values with cliffs at them (spec 5): NUTS, with "
+            f"{h_fixed:g} a threshold's posterior is flat between grid values with cliffs at them (spec 5): NUTS, with "
             f"the step size it carries, stays in such a well, and the grows proposed do not repair the tree. "
-            f"Setting h_ramp anneals h in each run's warm-up from 0.01 (hmc_dfi's h_init on CGM, table 4) to "
-            f"0.001, so thresholds feel rows ten times farther away: the same chain ")
+            f"Setting h_ramp anneals h in each run's warm-up from {h_ramp:g} (hmc_dfi's h_init on CGM, table 4) "
+            f"to {h_fixed:g}, so thresholds feel rows {h_ramp / h_fixed:.0f} times farther away: the same chain ")
     text += (f"found the true partition at iteration {found} (`{TRACES['h_ramp'].name}`)" if found is not None
              else f"had not found the partition by iteration {max(ramp)} (`{TRACES['h_ramp'].name}`)")
     for label in ("h_ramp", "h_ramp_0.05"):
